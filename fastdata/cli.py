@@ -1,0 +1,132 @@
+"""``fastdata pack | inspect | verify | bench``: the command line. Flags map one to one onto function keywords."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import sys
+from collections.abc import Sequence
+
+from fastdata import __version__
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
+          "g": 10**9, "gb": 10**9, "gib": 2**30}
+
+
+def parse_size(text: str) -> int:
+    """``"256MB"`` → 256000000, ``"1GiB"`` → 1073741824, ``"4096"`` → 4096."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
+    if not match or match.group(2).lower() not in _UNITS:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: use bytes or a unit such as 256MB, 512MiB, 1GB")
+    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``fastdata`` argument parser."""
+    parser = argparse.ArgumentParser(prog="fastdata", description="Fast image data for PyTorch training.")
+    parser.add_argument("--version", action="version", version=f"fastdata {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log more detail")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{pack,inspect,verify,bench}")
+
+    p = sub.add_parser("pack", help="pack an image folder (one subfolder per class) into shards")
+    p.add_argument("src", help="image folder in ImageFolder layout")
+    p.add_argument("out", help="output folder for shards, index files and manifest.json")
+    p.add_argument("--format", required=True, choices=["tfrecord", "lmdb"], help="storage format")
+    p.add_argument("--shard-size", type=parse_size, default=256 * 2**20, help="max bytes per shard (default 256MiB)")
+    p.add_argument("--samples-per-shard", type=_positive_int, default=None, help="max records per shard")
+    p.add_argument("--max-side", type=_positive_int, default=None,
+                   help="downscale so the longer side is at most N px and re-encode as JPEG (default: store bytes unchanged)")
+    p.add_argument("--quality", type=int, default=90, help="JPEG quality for --max-side re-encoding (default 90)")
+    p.add_argument("--shuffle-seed", type=int, default=None, help="pre-shuffle the sample order with this seed")
+    p.add_argument("--workers", type=int, default=None, help="decode/validate processes (default: all cores)")
+    p.add_argument("--strict", action="store_true", help="fail on the first bad image instead of skipping it")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--resume", action="store_true", help="finish an interrupted pack in OUT")
+    group.add_argument("--overwrite", action="store_true", help="replace the dataset OUT already holds")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    p.set_defaults(run=_run_pack)
+
+    p = sub.add_parser("inspect", help="summarize a packed dataset")
+    p.add_argument("root", help="folder written by `fastdata pack`")
+    p.set_defaults(run=_run_inspect)
+
+    p = sub.add_parser("verify", help="check every record of a packed dataset (CRC, index, decode)")
+    p.add_argument("root", help="folder written by `fastdata pack`")
+    p.add_argument("--no-decode", dest="decode", action="store_false", help="skip decoding the images")
+    p.set_defaults(run=_run_verify)
+
+    try:
+        from fastdata.benchmark import add_bench_parser
+    except ImportError:  # pragma: no cover - the benchmark ships with the package
+        pass
+    else:
+        add_bench_parser(sub)
+    return parser
+
+
+def _run_pack(args: argparse.Namespace) -> int:
+    from fastdata.pack import pack
+
+    manifest = pack(
+        args.src, args.out, format=args.format, shard_size=args.shard_size, samples_per_shard=args.samples_per_shard,
+        max_side=args.max_side, quality=args.quality, shuffle_seed=args.shuffle_seed, workers=args.workers,
+        strict=args.strict, resume=args.resume, overwrite=args.overwrite, progress=args.progress,
+    )
+    size = sum(s.nbytes for s in manifest.shards)
+    print(f"packed {manifest.num_samples} images of {len(manifest.classes)} classes into "
+          f"{len(manifest.shards)} {manifest.format} shard(s), {size / 1e6:.1f} MB, in {args.out}")
+    if manifest.skipped:
+        print(f"skipped {len(manifest.skipped)} bad file(s):")
+        for bad in manifest.skipped:
+            print(f"  {bad.path}: {bad.reason}")
+    return 0
+
+
+def _run_inspect(args: argparse.Namespace) -> int:
+    from fastdata.check import describe
+
+    print(describe(args.root))
+    return 0
+
+
+def _run_verify(args: argparse.Namespace) -> int:
+    from fastdata.check import verify
+
+    report = verify(args.root, decode=args.decode)
+    for problem in report.problems:
+        print(f"DAMAGED {problem}")
+    if report.ok:
+        print(f"OK: {report.records} records checked in {args.root}")
+        return 0
+    print(f"{len(report.problems)} problem(s) in {args.root}", file=sys.stderr)
+    return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status (0 success, 1 damage found, 2 bad input, 130 interrupted)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    try:
+        return int(args.run(args) or 0)
+    except KeyboardInterrupt:
+        print("fastdata: interrupted; run the same command with --resume to finish a pack", file=sys.stderr)
+        return 130
+    except (FileNotFoundError, FileExistsError, NotADirectoryError, PermissionError, ValueError, ImportError) as exc:
+        print(f"fastdata: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""``ShardDataset``: a map-style Dataset over packed shards (LMDB or TFRecord) or plain TFRecord files."""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from torch.utils.data import Dataset, get_worker_info
+
+from fastdata.formats import get_format
+from fastdata.formats.base import ShardReaderBase
+from fastdata.formats.tfrecord import TFRecordShardReader, build_index, read_index, write_index
+from fastdata.manifest import MANIFEST_NAME, Manifest
+from fastdata.transforms import Decode, DecodeTransform
+
+logger = logging.getLogger(__name__)
+
+
+class ShardDataset(Dataset):
+    """Random access to the images of a packed dataset (or of third-party TFRecord files).
+
+    ``ds[i]`` returns ``(image, label)``: by default the decoded RGB uint8 HWC numpy array. A
+    decode-time transform from :mod:`fastdata.transforms` (e.g. ``RandomResizedCrop(224)``) gets
+    the encoded bytes and can decode at a reduced DCT scale; any other callable (a torchvision
+    transform, say) gets the decoded array. Shard readers are opened lazily in each process,
+    so the dataset pickles and works with fork and spawn DataLoader workers. The index lives
+    in numpy arrays, so worker memory does not grow through copy-on-read.
+
+    Args:
+        root: a folder written by ``fastdata pack``; or, without a manifest, TFRecord files as a
+            folder, a file, a glob pattern or a list of paths (records with the ImageNet feature
+            keys ``image/encoded`` and ``image/class/label``). Missing index files are built.
+        transform: applied to each sample (see above).
+        target_transform: applied to each label.
+        label_offset: added to the labels stored in third-party TFRecords (e.g. -1 for
+            TensorFlow's 1-based ImageNet records).
+        decoder: decoder for the default decode (``"auto"``, ``"turbojpeg"``, ``"opencv"``).
+
+    Example::
+
+        ds = ShardDataset("imagenet-shards", transform=RandomResizedCrop(224))
+        image, label = ds[0]   # uint8 (224, 224, 3), int
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike | Sequence[str | os.PathLike],
+        transform: Callable | None = None,
+        target_transform: Callable | None = None,
+        *,
+        label_offset: int = 0,
+        decoder: str = "auto",
+    ) -> None:
+        self.root = root
+        self.transform = transform
+        self.target_transform = target_transform
+        self.label_offset = int(label_offset)
+        self.decoder = decoder
+        self._decode = Decode(decoder=decoder)
+        self._readers: dict[int, ShardReaderBase] = {}
+        self._pid = os.getpid()
+        if _has_manifest(root):
+            self._init_packed(Path(root))  # type: ignore[arg-type]
+        else:
+            self._init_tfrecords(_tfrecord_paths(root))
+
+    # -- construction -------------------------------------------------------------------------
+    def _init_packed(self, root: Path) -> None:
+        self.manifest: Manifest | None = Manifest.load(root)
+        self.format = self.manifest.format
+        self._storage = get_format(self.format)
+        self._root = root
+        self._shard_paths = np.array([str(root / s.path) for s in self.manifest.shards])
+        positions, sizes = zip(*(self._storage.positions(root, s) for s in self.manifest.shards)) or ((), ())
+        self._set_index([s.num_samples for s in self.manifest.shards], positions, sizes)
+        targets = np.load(root / self.manifest.targets, allow_pickle=False).astype(np.int64, copy=False)
+        if len(targets) != len(self):
+            raise ValueError(f"{root / self.manifest.targets} has {len(targets)} labels for {len(self)} samples: re-pack")
+        self._targets: np.ndarray | None = targets + self.label_offset
+        self.classes: list[str] = list(self.manifest.classes)
+
+    def _init_tfrecords(self, paths: list[Path]) -> None:
+        self.manifest = None
+        self.format = "tfrecord"
+        self._storage = get_format("tfrecord")
+        self._root = None
+        self._shard_paths = np.array([str(p) for p in paths])
+        indexes = [_load_or_build_index(p) for p in paths]
+        self._set_index([len(i) for i in indexes], [i[:, 0] for i in indexes], [i[:, 1] for i in indexes])
+        self._targets = None
+        self.classes = []
+
+    def _set_index(self, counts: Sequence[int], positions: Sequence[np.ndarray], sizes: Sequence[np.ndarray]) -> None:
+        self._starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+        self._positions = np.concatenate(positions).astype(np.int64) if len(positions) else np.zeros(0, np.int64)
+        self._sizes = np.concatenate(sizes).astype(np.int64) if len(sizes) else np.zeros(0, np.int64)
+
+    # -- Dataset API ----------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        data, label = self.read(index)
+        if isinstance(self.transform, DecodeTransform):
+            image = self.transform(data)
+        else:
+            image = self._decode(data)
+            if self.transform is not None:
+                image = self.transform(image)
+        if self.target_transform is not None:
+            label = self.target_transform(label)
+        return image, label
+
+    def read(self, index: int) -> tuple[bytes, int]:
+        """The encoded image bytes and label of sample ``index``, without decoding."""
+        n = len(self)
+        if not -n <= index < n:
+            raise IndexError(f"index {index} is out of range for a dataset of {n} samples")
+        index = int(index) % n
+        shard = int(np.searchsorted(self._starts, index, side="right")) - 1
+        data, label = self._reader(shard).read(int(self._positions[index]), int(self._sizes[index]))
+        if self._targets is not None:
+            label = int(self._targets[index])
+        return data, int(label)
+
+    @property
+    def targets(self) -> np.ndarray:
+        """int64 label of every sample (for third-party TFRecords this reads every record once)."""
+        if self._targets is None:
+            self._targets = np.fromiter((self.read(i)[1] for i in range(len(self))), dtype=np.int64, count=len(self))
+        return self._targets
+
+    @property
+    def class_to_idx(self) -> dict[str, int]:
+        """Class name → label."""
+        return {name: i for i, name in enumerate(self.classes)}
+
+    # -- per-process readers ----------------------------------------------------------------------
+    def _reader(self, shard: int) -> ShardReaderBase:
+        if self._pid != os.getpid():  # forked: never use handles opened by the parent
+            self._readers = {}
+            self._pid = os.getpid()
+        reader = self._readers.get(shard)
+        if reader is None:
+            if not self._readers:
+                _configure_worker()
+            path = Path(self._shard_paths[shard])
+            if self.manifest is None:
+                reader = TFRecordShardReader(path, label_offset=self.label_offset)
+            else:
+                reader = self._storage.reader(path)
+            self._readers[shard] = reader
+        return reader
+
+    def close(self) -> None:
+        """Close the shard readers this process opened (they reopen on next access)."""
+        for reader in self._readers.values():
+            reader.close()
+        self._readers = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_readers"] = {}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._pid = os.getpid()
+
+    def __repr__(self) -> str:
+        where = self._root if self._root is not None else f"{len(self._shard_paths)} TFRecord files"
+        return f"{type(self).__name__}({where}, format={self.format}, samples={len(self)}, classes={len(self.classes)})"
+
+
+def _has_manifest(root: Any) -> bool:
+    return isinstance(root, (str, os.PathLike)) and (Path(root) / MANIFEST_NAME).is_file()
+
+
+def _tfrecord_paths(root: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
+    if isinstance(root, (str, os.PathLike)):
+        path = Path(root)
+        if path.is_dir():
+            paths = sorted(p for p in path.iterdir() if p.is_file() and _looks_like_tfrecord(p))
+        elif path.is_file():
+            paths = [path]
+        else:
+            paths = [Path(p) for p in sorted(glob.glob(str(root))) if not p.endswith(_NOT_RECORDS)]
+    else:
+        paths = [Path(p) for p in root]
+    if not paths:
+        raise FileNotFoundError(
+            f"{root!r} holds neither a fastdata manifest ({MANIFEST_NAME}) nor TFRecord files: "
+            "pack an image folder with `fastdata pack SRC OUT --format tfrecord|lmdb`, or pass TFRecord files"
+        )
+    return paths
+
+
+_NOT_RECORDS = (".idx", ".index", ".json", ".txt", ".npy", ".lmdb", ".tmp")
+
+
+def _looks_like_tfrecord(path: Path) -> bool:
+    name = path.name
+    if name.endswith(_NOT_RECORDS) or name.startswith("."):
+        return False
+    return ".tfrecord" in name or name.startswith(("train-", "validation-", "val-", "test-"))
+
+
+def _load_or_build_index(path: Path) -> np.ndarray:
+    for candidate in (path.with_name(path.name + ".idx"), path.with_suffix(".idx")):
+        if candidate.is_file():
+            return read_index(candidate)
+    index = build_index(path)
+    target = path.with_name(path.name + ".idx")
+    try:
+        write_index(target, index)
+        logger.info("built index %s", target)
+    except OSError:
+        logger.info("built the index of %s in memory (its folder is not writable)", path)
+    return index
+
+
+def _configure_worker() -> None:
+    """Inside a DataLoader worker, keep OpenCV to one thread: the workers are the parallelism."""
+    if get_worker_info() is not None:
+        import cv2
+
+        cv2.setNumThreads(1)
+

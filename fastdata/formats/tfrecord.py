@@ -1,0 +1,243 @@
+"""TFRecord shards: standard framing, tf.train.Example payloads and DALI-compatible indexes.
+
+A record is ``uint64 length | uint32 masked_crc32c(length) | data | uint32 masked_crc32c(data)``
+(little-endian), exactly as TensorFlow writes it. The index file beside each shard has one
+``"offset size"`` line per record, ``size`` covering the whole framed record, which is the
+format DALI's ``tfrecord2idx`` writes and ``fn.readers.tfrecord`` reads.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import google_crc32c
+import numpy as np
+
+from fastdata._fs import publish, tmp_path
+from fastdata.formats.base import CorruptRecordError, ShardReaderBase, ShardWriterBase, StorageFormat
+from fastdata.formats.example import ImageRecord, decode_example, encode_example
+from fastdata.manifest import ShardInfo
+
+_LEN = struct.Struct("<Q")
+_CRC = struct.Struct("<I")
+HEADER_SIZE = 12  # length + its crc
+FOOTER_SIZE = 4
+_MASK_DELTA = 0xA282EAD8
+
+
+def masked_crc32c(data: bytes | memoryview) -> int:
+    """TFRecord's masked CRC32C: rotate right by 15 and add a constant."""
+    crc = google_crc32c.value(bytes(data)) if isinstance(data, memoryview) else google_crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def frame(payload: bytes) -> tuple[bytes, bytes]:
+    """Header and footer that frame ``payload`` as one TFRecord record."""
+    length = _LEN.pack(len(payload))
+    return length + _CRC.pack(masked_crc32c(length)), _CRC.pack(masked_crc32c(payload))
+
+
+def unframe(buf: bytes, *, shard: str | os.PathLike = "?", offset: int = 0, check_crc: bool = True) -> bytes:
+    """Validate one framed record held whole in ``buf`` and return its payload.
+
+    Raises:
+        CorruptRecordError: bad length, bad CRC or a size that does not match the framing.
+    """
+    if len(buf) < HEADER_SIZE + FOOTER_SIZE:
+        raise CorruptRecordError(shard, offset, f"record is {len(buf)} bytes, shorter than its framing")
+    (length,) = _LEN.unpack_from(buf, 0)
+    if check_crc and _CRC.unpack_from(buf, 8)[0] != masked_crc32c(buf[:8]):
+        raise CorruptRecordError(shard, offset, "length CRC mismatch")
+    if HEADER_SIZE + length + FOOTER_SIZE != len(buf):
+        raise CorruptRecordError(shard, offset, f"length field says {length} bytes but the index says {len(buf) - 16}")
+    payload = buf[HEADER_SIZE : HEADER_SIZE + length]
+    if check_crc and _CRC.unpack_from(buf, HEADER_SIZE + length)[0] != masked_crc32c(payload):
+        raise CorruptRecordError(shard, offset, "data CRC mismatch")
+    return payload
+
+
+def build_index(path: str | os.PathLike) -> np.ndarray:
+    """Scan a TFRecord file's framing (without reading payloads) into an ``[n, 2]`` (offset, size) array.
+
+    Raises:
+        CorruptRecordError: a length CRC fails or the file ends inside a record.
+    """
+    rows: list[tuple[int, int]] = []
+    file_size = os.path.getsize(path)
+    with open(path, "rb", buffering=0) as f:
+        offset = 0
+        while offset < file_size:
+            header = f.read(HEADER_SIZE)
+            if len(header) < HEADER_SIZE:
+                raise CorruptRecordError(path, offset, "file ends inside a record header (truncated file)")
+            (length,) = _LEN.unpack_from(header, 0)
+            if _CRC.unpack_from(header, 8)[0] != masked_crc32c(header[:8]):
+                raise CorruptRecordError(path, offset, "length CRC mismatch")
+            size = HEADER_SIZE + length + FOOTER_SIZE
+            if offset + size > file_size:
+                raise CorruptRecordError(path, offset, "file ends inside a record (truncated file)")
+            rows.append((offset, size))
+            offset += size
+            f.seek(offset)
+    return np.asarray(rows, dtype=np.int64).reshape(-1, 2)
+
+
+def write_index(path: str | os.PathLike, index: np.ndarray) -> None:
+    """Write a DALI-compatible text index (one ``"offset size"`` line per record)."""
+    with open(path, "w", encoding="ascii", newline="\n") as f:
+        f.writelines(f"{offset} {size}\n" for offset, size in index.tolist())
+
+
+def read_index(path: str | os.PathLike) -> np.ndarray:
+    """Read a text index into an ``[n, 2]`` int64 array.
+
+    Raises:
+        ValueError: a line is not two integers.
+    """
+    text = Path(path).read_text(encoding="ascii")
+    try:
+        flat = np.array(text.split(), dtype=np.int64)
+    except ValueError as exc:
+        raise ValueError(f"{path} is not a TFRecord index (expected 'offset size' lines): {exc}") from exc
+    if flat.size % 2:
+        raise ValueError(f"{path} is not a TFRecord index: odd number of fields")
+    return flat.reshape(-1, 2)
+
+
+def index_path_for(path: str | os.PathLike) -> Path:
+    """Where fastdata keeps the index of a shard: ``shard-00000.tfrecord`` → ``shard-00000.idx``."""
+    return Path(path).with_suffix(".idx")
+
+
+class TFRecordShardWriter(ShardWriterBase):
+    """Writes one TFRecord shard and its index under temporary names."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self._tmp = tmp_path(self.path)
+        self._file = open(self._tmp, "wb")
+        self._offsets: list[tuple[int, int]] = []
+        self._crc = google_crc32c.Checksum()
+        self._size = 0
+
+    def write(self, record: ImageRecord) -> int:
+        payload = encode_example(record)
+        header, footer = frame(payload)
+        for part in (header, payload, footer):
+            self._file.write(part)
+            self._crc.update(part)
+        size = len(header) + len(payload) + len(footer)
+        self._offsets.append((self._size, size))
+        self._size += size
+        self.num_samples += 1
+        return size
+
+    def close(self, root: Path) -> ShardInfo:
+        self._file.close()
+        index = index_path_for(self.path)
+        index_tmp = tmp_path(index)
+        write_index(index_tmp, np.asarray(self._offsets, dtype=np.int64).reshape(-1, 2))
+        publish(index_tmp, index)
+        publish(self._tmp, self.path)
+        return ShardInfo(
+            path=self.path.relative_to(root).as_posix(),
+            num_samples=self.num_samples,
+            nbytes=self._size,
+            crc32c=self._crc.hexdigest().decode(),
+            index=index.relative_to(root).as_posix(),
+        )
+
+    def abort(self) -> None:
+        self._file.close()
+        for p in (self._tmp, tmp_path(index_path_for(self.path))):
+            p.unlink(missing_ok=True)
+
+
+class TFRecordShardReader(ShardReaderBase):
+    """Positioned reads (``os.pread``) of single records; safe to share across threads."""
+
+    def __init__(self, path: Path, *, label_offset: int = 0, check_crc: bool = True) -> None:
+        self.path = Path(path)
+        self.label_offset = label_offset
+        self.check_crc = check_crc
+        self._fd = os.open(self.path, os.O_RDONLY)
+
+    def read_payload(self, position: int, size: int) -> bytes:
+        """The raw Example bytes of the record at ``position`` (CRC-checked)."""
+        buf = os.pread(self._fd, size, position)
+        if len(buf) != size:
+            raise CorruptRecordError(self.path, position, f"short read ({len(buf)} of {size} bytes): truncated shard")
+        return unframe(buf, shard=self.path, offset=position, check_crc=self.check_crc)
+
+    def read(self, position: int, size: int) -> tuple[bytes, int | None]:
+        payload = self.read_payload(position, size)
+        try:
+            record = decode_example(payload, label_offset=self.label_offset)
+        except ValueError as exc:
+            raise CorruptRecordError(self.path, position, str(exc)) from exc
+        return record.image, record.label
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class TFRecordFormat(StorageFormat):
+    """TFRecord shards with ``tf.train.Example`` records and ``.idx`` index files."""
+
+    name = "tfrecord"
+    suffix = ".tfrecord"
+
+    def writer(self, path: Path) -> TFRecordShardWriter:
+        return TFRecordShardWriter(path)
+
+    def reader(self, path: Path) -> TFRecordShardReader:
+        return TFRecordShardReader(path)
+
+    def positions(self, root: Path, shard: ShardInfo) -> tuple[np.ndarray, np.ndarray]:
+        index = read_index(root / shard.index) if shard.index else build_index(root / shard.path)
+        if len(index) != shard.num_samples:
+            raise ValueError(
+                f"index of {shard.path} lists {len(index)} records but the manifest says {shard.num_samples}: "
+                "run `fastdata verify` on the dataset"
+            )
+        return index[:, 0].copy(), index[:, 1].copy()
+
+    def verify(self, root: Path, shard: ShardInfo) -> list[str]:
+        path = root / shard.path
+        try:
+            actual = build_index(path)
+        except CorruptRecordError as exc:
+            return [str(exc)]
+        problems = []
+        if shard.index:
+            listed = read_index(root / shard.index)
+            if listed.shape != actual.shape or not np.array_equal(listed, actual):
+                problems.append(f"{shard.index} does not match the records of {shard.path}")
+        if len(actual) != shard.num_samples:
+            problems.append(f"{shard.path} holds {len(actual)} records, the manifest says {shard.num_samples}")
+        reader = self.reader(path)
+        try:
+            for number, (offset, size) in enumerate(actual.tolist()):
+                try:
+                    reader.read(offset, size)
+                except CorruptRecordError as exc:
+                    problems.append(f"record {number}: {exc}")
+        finally:
+            reader.close()
+        return problems
+
+    def iter_images(self, root: Path, shard: ShardInfo):
+        reader = self.reader(root / shard.path)
+        try:
+            for number, (offset, size) in enumerate(build_index(root / shard.path).tolist()):
+                yield number, reader.read(offset, size)[0]
+        finally:
+            reader.close()
+

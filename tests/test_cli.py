@@ -1,0 +1,88 @@
+"""The command line: pack, inspect, verify, and one-line errors for bad input."""
+
+import pytest
+
+from fastdata.cli import main, parse_size
+from fastdata.manifest import Manifest
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_pack_inspect_verify(capsys, image_folder, tmp_path):
+    for fmt in ("tfrecord", "lmdb"):
+        out = tmp_path / fmt
+        code, text, err = run(capsys, "pack", str(image_folder.root), str(out), "--format", fmt,
+                              "--samples-per-shard", "4", "--no-progress")
+        assert code == 0, err
+        assert f"packed {len(image_folder.good)} images of 3 classes into 4 {fmt} shard(s)" in text
+        assert "skipped 3 bad file(s)" in text and "bee/z_truncated.jpg" in text
+        code, text, _ = run(capsys, "inspect", str(out))
+        assert code == 0 and f"samples   {len(image_folder.good)}" in text and "skipped   3" in text
+        assert "shard-00003" in text and " cat " in text
+        code, text, _ = run(capsys, "verify", str(out))
+        assert code == 0 and f"OK: {len(image_folder.good)} records" in text
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "lmdb"])
+def test_verify_catches_a_flipped_byte(capsys, image_folder, tmp_path, fmt):
+    out = tmp_path / fmt
+    assert run(capsys, "pack", str(image_folder.root), str(out), "--format", fmt, "--samples-per-shard", "4",
+               "--no-progress")[0] == 0
+    shard = Manifest.load(out).shards[1]
+    path = out / shard.path
+    data = bytearray(path.read_bytes())
+    image = (image_folder.root / image_folder.good[5][0]).read_bytes()  # sample 5 = record 1 of shard 1
+    at = bytes(data).find(image) + len(image) // 2
+    assert at > len(image) // 2
+    data[at] ^= 0x10
+    path.write_bytes(bytes(data))
+    code, text, err = run(capsys, "verify", str(out))
+    assert code == 1
+    assert f"DAMAGED {shard.path}" in text and "record 1" in text
+    assert "problem" in err
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["pack", "{missing}", "{out}", "--format", "lmdb"], "does not exist"),
+        (["pack", "{empty}", "{out}", "--format", "lmdb"], "no class folders"),
+        (["pack", "{src}", "{file}", "--format", "lmdb"], "is a file"),
+        (["inspect", "{empty}"], "not a finished fastdata pack"),
+        (["verify", "{empty}"], "not a finished fastdata pack"),
+    ],
+)
+def test_bad_input_is_one_line_error(capsys, image_folder, tmp_path, argv, message):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file").write_text("x")
+    names = {"missing": tmp_path / "nope", "empty": tmp_path / "empty", "out": tmp_path / "out",
+             "src": image_folder.root, "file": tmp_path / "file"}
+    code, out, err = run(capsys, *[a.format(**names) for a in argv])
+    assert code == 2
+    assert message in err and err.startswith("fastdata: error:") and err.count("\n") == 1
+    assert "Traceback" not in err
+
+
+def test_existing_dataset_refused(capsys, image_folder, tmp_path):
+    args = ["pack", str(image_folder.root), str(tmp_path), "--format", "lmdb", "--no-progress"]
+    assert run(capsys, *args)[0] == 0
+    code, _, err = run(capsys, *args)
+    assert code == 2 and "already holds a dataset" in err and "--overwrite" in err
+    assert run(capsys, *args, "--overwrite")[0] == 0
+
+
+def test_unknown_format_is_a_usage_error(capsys, image_folder, tmp_path):
+    with pytest.raises(SystemExit) as info:
+        main(["pack", str(image_folder.root), str(tmp_path), "--format", "zip"])
+    assert info.value.code == 2
+    assert "invalid choice: 'zip'" in capsys.readouterr().err
+
+
+def test_parse_size():
+    assert parse_size("256MB") == 256_000_000 and parse_size("1GiB") == 2**30 and parse_size("4096") == 4096
+    with pytest.raises(Exception, match="invalid size"):
+        parse_size("lots")

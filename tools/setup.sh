@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Set up fastdata on a fresh Debian/Ubuntu machine: the system libturbojpeg, PyTorch, and the package.
+# Usage: bash tools/setup.sh [EXTRAS]     e.g. bash tools/setup.sh test,dali
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-}"
+PY="${PYTHON:-python3}"
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# 1. libjpeg-turbo's TurboJPEG library (PyTurboJPEG loads it; without it fastdata falls back to OpenCV and says so).
+if ! ldconfig -p 2>/dev/null | grep -q 'libturbojpeg\.so'; then
+  echo "==> installing libturbojpeg0 (apt-get)"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libturbojpeg0 >/dev/null
+fi
+
+# 2. PyTorch. On this project's machines `torch==2.13.0` is a local CPU wheel; any other spec pulls GBs of CUDA
+#    packages. The package itself accepts torch>=2.1, so an existing (e.g. CUDA) install is kept as it is.
+if ! "$PY" -c 'import torch' 2>/dev/null; then
+  echo "==> installing torch==2.13.0"
+  "$PY" -m pip install -q --disable-pip-version-check torch==2.13.0
+fi
+
+# 3. fastdata itself (editable), with the requested extras.
+spec="."
+[ -n "$extras" ] && spec=".[$extras]"
+echo "==> installing fastdata ${spec}"
+"$PY" -m pip install -q --disable-pip-version-check -e "$spec"
+"$PY" - <<'PYEOF'
+import torch, fastdata
+from fastdata._optional import has_turbojpeg, has_dali
+print(f"==> fastdata {fastdata.__version__}, torch {torch.__version__}, "
+      f"libturbojpeg {'yes' if has_turbojpeg() else 'NO (OpenCV fallback)'}, DALI {'yes' if has_dali() else 'no'}")
+PYEOF
