@@ -1,0 +1,325 @@
+"""Decode-time sample transforms: encoded bytes in, RGB ``uint8`` ``(H, W, 3)`` out.
+
+They run in DataLoader workers. Because they see the encoded image, they can decode a
+JPEG at the smallest DCT scale that still covers the pixels they need. That pays off
+for large photos and small outputs (a 128-pixel crop, low-resolution progressive
+training); a 224-pixel crop of a 500x375 photo rarely allows it, since a half-size
+decode needs a crop of at least 448 pixels.
+
+:class:`fastdata.dataset.ShardDataset` calls instances of :class:`DecodeTransform`
+with the encoded bytes and any other transform (e.g. torchvision's) with the array
+decoded by :class:`Decode`.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import cv2
+import numpy as np
+import torch
+
+from fastdata.decode import DECODER_NAMES, Decoder, choose_scale, get_decoder
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Decode", "DecodeTransform", "RandomResizedCrop", "ResizeCenterCrop"]
+
+
+def _pair(value: int | Sequence[int], name: str) -> tuple[int, int]:
+    """``int`` or ``(h, w)`` (or ``(s,)``) to a ``(h, w)`` of positive ints, like torchvision."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        pair: tuple[Any, ...] = (value, value)
+    elif isinstance(value, Sequence) and len(value) in (1, 2):
+        pair = (value[0], value[0]) if len(value) == 1 else tuple(value)
+    else:
+        raise ValueError(f"{name} must be an int or a (height, width) pair, got {value!r}")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair):
+        raise ValueError(f"{name} must hold positive ints, got {value!r}")
+    return pair[0], pair[1]
+
+
+def _range(value: Sequence[float], name: str) -> tuple[float, float]:
+    """A ``(min, max)`` pair of positive numbers with ``min <= max``."""
+    if not isinstance(value, Sequence) or len(value) != 2:
+        raise ValueError(f"{name} must be a (min, max) pair, got {value!r}")
+    low, high = float(value[0]), float(value[1])
+    if not (0 < low <= high and math.isfinite(high)):
+        raise ValueError(f"{name} must satisfy 0 < min <= max, got {value!r}; pass (min, max)")
+    return low, high
+
+
+def _resize(image: np.ndarray, size: tuple[int, int], antialias: bool) -> np.ndarray:
+    """Resize to ``size`` (h, w): INTER_AREA when shrinking with antialias, else INTER_LINEAR."""
+    height, width = size
+    if image.shape[:2] == (height, width):
+        return np.ascontiguousarray(image)
+    shrink = height <= image.shape[0] and width <= image.shape[1]
+    interpolation = cv2.INTER_AREA if antialias and shrink else cv2.INTER_LINEAR
+    return cv2.resize(image, (width, height), interpolation=interpolation)
+
+
+def _scaled_box(
+    box: tuple[int, int, int, int], scale: tuple[int, int], shape: tuple[int, ...]
+) -> tuple[int, int, int, int]:
+    """Map a full-resolution ``(top, left, h, w)`` into a DCT-scaled image's pixels.
+
+    The box grows outwards (floor the start, ceil the end) so it never loses content
+    and keeps at least ``ceil(h * scale)`` rows; it is clamped to the scaled image.
+    Returns ``(y0, y1, x0, x1)``.
+    """
+    top, left, height, width = box
+    num, den = scale
+    y0, x0 = top * num // den, left * num // den
+    y1, x1 = -(-(top + height) * num // den), -(-(left + width) * num // den)
+    y1, x1 = min(max(y1, y0 + 1), shape[0]), min(max(x1, x0 + 1), shape[1])
+    return min(y0, y1 - 1), y1, min(x0, x1 - 1), x1
+
+
+class DecodeTransform(abc.ABC):
+    """A transform that receives the ENCODED image and returns RGB ``uint8`` ``(H, W, 3)``.
+
+    Args:
+        decoder: a :class:`~fastdata.decode.Decoder` or a name for
+            :func:`~fastdata.decode.get_decoder`; a name is resolved lazily, once per
+            process, so the transform pickles small and spawned workers pick their own.
+
+    Raises:
+        ValueError: an unknown decoder name.
+        TypeError: ``decoder`` is neither a name nor a Decoder.
+
+    Example::
+
+        class Thumbnail(DecodeTransform):
+            def __call__(self, data: bytes) -> np.ndarray:
+                return self.resolve_decoder().decode(data, scale=(1, 8))
+    """
+
+    def __init__(self, *, decoder: Decoder | str = "auto") -> None:
+        if isinstance(decoder, str):
+            if decoder not in DECODER_NAMES:
+                raise ValueError(f"decoder must be one of {DECODER_NAMES} or a Decoder, got {decoder!r}")
+        elif not isinstance(decoder, Decoder):
+            raise TypeError(f"decoder must be a Decoder or one of {DECODER_NAMES}, got {type(decoder).__name__}")
+        self.decoder = decoder
+        self._resolved: Decoder | None = None if isinstance(decoder, str) else decoder
+
+    def resolve_decoder(self) -> Decoder:
+        """The decoder, resolving a name on first use in this process."""
+        if self._resolved is None:
+            self._resolved = get_decoder(self.decoder)  # type: ignore[arg-type]
+        return self._resolved
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        if isinstance(self.decoder, str):
+            state["_resolved"] = None  # re-resolve in the receiving process
+        return state
+
+    @abc.abstractmethod
+    def __call__(self, data: bytes) -> np.ndarray:
+        """Decode (and transform) one encoded image.
+
+        Args:
+            data: the encoded image bytes.
+
+        Returns:
+            RGB ``uint8`` array ``(H, W, 3)``.
+
+        Raises:
+            fastdata.decode.DecodeError: the image cannot be decoded.
+        """
+
+    def _extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        extra = self._extra_repr()
+        return f"{type(self).__name__}({extra}{', ' if extra else ''}decoder={self.decoder!r})"
+
+
+class Decode(DecodeTransform):
+    """Full-size decode; what :class:`~fastdata.dataset.ShardDataset` uses by default.
+
+    Example::
+
+        image = Decode()(jpeg_bytes)  # uint8 (H, W, 3), RGB
+    """
+
+    def __call__(self, data: bytes) -> np.ndarray:  # noqa: D102 (documented on DecodeTransform)
+        return self.resolve_decoder().decode(data)
+
+
+class RandomResizedCrop(DecodeTransform):
+    """torchvision's ``RandomResizedCrop`` fused with a DCT-scaled decode.
+
+    The crop is sampled in full-resolution coordinates from the header size, exactly
+    as torchvision samples it (same algorithm, torch's RNG, so DataLoader's per-worker
+    seeding applies). The JPEG is then decoded at the smallest DCT scale that keeps
+    the crop at least ``size``, the crop box is mapped into the scaled image (grown
+    outwards to whole pixels, at most one scaled pixel per side) and resized with
+    OpenCV (``INTER_AREA`` when shrinking, ``INTER_LINEAR`` when enlarging).
+    PyTurboJPEG 1.x cannot decode only a region, so the whole image is decoded at
+    that scale.
+
+    Args:
+        size: output size, an int (square) or ``(height, width)``.
+        scale: range of the crop's area as a fraction of the image's.
+        ratio: range of the crop's aspect ratio (width / height), sampled log-uniformly.
+        antialias: shrink with ``INTER_AREA`` (close to torchvision's antialiased
+            bilinear); False uses ``INTER_LINEAR``, several times faster but aliased.
+        decoder: a Decoder or decoder name (see :class:`DecodeTransform`).
+
+    Raises:
+        ValueError: a bad ``size``, ``scale``, ``ratio`` or decoder name.
+
+    Example::
+
+        transform = RandomResizedCrop(224)
+        dataset = ShardDataset("shards/train", transform=transform)
+    """
+
+    def __init__(
+        self,
+        size: int | Sequence[int],
+        scale: tuple[float, float] = (0.08, 1.0),
+        ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0),
+        *,
+        antialias: bool = True,
+        decoder: Decoder | str = "auto",
+    ) -> None:
+        super().__init__(decoder=decoder)
+        self.antialias = bool(antialias)
+        self.size = _pair(size, "size")
+        self.scale = _range(scale, "scale")
+        self.ratio = _range(ratio, "ratio")
+
+    @staticmethod
+    def get_params(
+        height: int, width: int, scale: Sequence[float], ratio: Sequence[float]
+    ) -> tuple[int, int, int, int]:
+        """Sample a crop ``(top, left, h, w)`` the way torchvision does.
+
+        Ten tries of a uniform area fraction in ``scale`` and a log-uniform aspect ratio
+        in ``ratio``; if none fits, a central crop with the aspect ratio clamped to
+        ``ratio``.
+
+        Args:
+            height: image height.
+            width: image width.
+            scale: ``(min, max)`` area fraction.
+            ratio: ``(min, max)`` aspect ratio (width / height).
+
+        Returns:
+            ``(top, left, h, w)`` inside the image, ``h, w >= 1``.
+        """
+        area = height * width
+        log_ratio = torch.log(torch.tensor(ratio))
+        for _ in range(10):
+            target_area = area * torch.empty(1).uniform_(scale[0], scale[1]).item()
+            aspect = torch.exp(torch.empty(1).uniform_(log_ratio[0], log_ratio[1])).item()
+            crop_w = int(round(math.sqrt(target_area * aspect)))
+            crop_h = int(round(math.sqrt(target_area / aspect)))
+            if 0 < crop_w <= width and 0 < crop_h <= height:
+                top = int(torch.randint(0, height - crop_h + 1, size=(1,)).item())
+                left = int(torch.randint(0, width - crop_w + 1, size=(1,)).item())
+                return top, left, crop_h, crop_w
+        in_ratio = width / height
+        if in_ratio < min(ratio):
+            crop_w, crop_h = width, max(1, min(height, int(round(width / min(ratio)))))
+        elif in_ratio > max(ratio):
+            crop_w, crop_h = max(1, min(width, int(round(height * max(ratio))))), height
+        else:
+            crop_w, crop_h = width, height
+        return (height - crop_h) // 2, (width - crop_w) // 2, crop_h, crop_w
+
+    def __call__(self, data: bytes) -> np.ndarray:  # noqa: D102
+        decoder = self.resolve_decoder()
+        full = decoder.read_size(data)
+        if full is None:  # no cheap header: decode fully, crop in full resolution
+            image = decoder.decode(data)
+            box = self.get_params(image.shape[0], image.shape[1], self.scale, self.ratio)
+            scale = (1, 1)
+        else:
+            box = self.get_params(full[0], full[1], self.scale, self.ratio)
+            scale = choose_scale(decoder.scales, box[2], box[3], *self.size)
+            image = decoder.decode(data, scale=scale)
+        y0, y1, x0, x1 = _scaled_box(box, scale, image.shape)
+        return _resize(image[y0:y1, x0:x1], self.size, self.antialias)
+
+    def _extra_repr(self) -> str:
+        ratio = tuple(round(r, 4) for r in self.ratio)
+        return f"size={self.size}, scale={self.scale}, ratio={ratio}, antialias={self.antialias}"
+
+
+class ResizeCenterCrop(DecodeTransform):
+    """``Resize(resize)`` then ``CenterCrop(size)`` (torchvision semantics) with a DCT-scaled decode.
+
+    The JPEG is decoded at the smallest DCT scale that keeps the resized size
+    reachable without enlarging, then resized with OpenCV ``INTER_AREA`` and
+    center-cropped. The evaluation transform of ImageNet-style training.
+
+    Args:
+        resize: an int resizes the shorter side to it, keeping the aspect ratio
+            (the longer side is truncated to an int, as torchvision does); a
+            ``(height, width)`` resizes to exactly that.
+        size: center crop size, an int (square) or ``(height, width)``; must fit
+            inside the resized image.
+        antialias: shrink with ``INTER_AREA``; False uses the faster ``INTER_LINEAR``.
+        decoder: a Decoder or decoder name (see :class:`DecodeTransform`).
+
+    Raises:
+        ValueError: a bad ``resize``/``size``, a crop larger than ``resize``, or a bad
+            decoder name.
+
+    Example::
+
+        val_dataset = ShardDataset("shards/val", transform=ResizeCenterCrop(256, 224))
+    """
+
+    def __init__(
+        self,
+        resize: int | Sequence[int] = 256,
+        size: int | Sequence[int] = 224,
+        *,
+        antialias: bool = True,
+        decoder: Decoder | str = "auto",
+    ) -> None:
+        super().__init__(decoder=decoder)
+        self.antialias = bool(antialias)
+        _pair(resize, "resize")  # validates
+        self.resize = resize if isinstance(resize, int) else tuple(resize)
+        self.size = _pair(size, "size")
+        smallest = (resize, resize) if isinstance(resize, int) else _pair(resize, "resize")
+        if self.size[0] > smallest[0] or self.size[1] > smallest[1]:
+            raise ValueError(f"size {self.size} must fit inside resize {resize!r}; make size <= resize")
+
+    def resized_size(self, height: int, width: int) -> tuple[int, int]:
+        """The ``(height, width)`` after the resize step for an image of this size."""
+        if not isinstance(self.resize, int):
+            return _pair(self.resize, "resize")
+        if height <= width:
+            return self.resize, int(self.resize * width / height)
+        return int(self.resize * height / width), self.resize
+
+    def __call__(self, data: bytes) -> np.ndarray:  # noqa: D102
+        decoder = self.resolve_decoder()
+        full = decoder.read_size(data)
+        if full is None:
+            image = decoder.decode(data)
+            full = image.shape[:2]
+        else:
+            target = self.resized_size(*full)
+            image = decoder.decode(data, scale=choose_scale(decoder.scales, *full, *target))
+        resized = _resize(image, self.resized_size(*full), self.antialias)
+        crop_h, crop_w = self.size
+        top = int(round((resized.shape[0] - crop_h) / 2.0))
+        left = int(round((resized.shape[1] - crop_w) / 2.0))
+        return np.ascontiguousarray(resized[top : top + crop_h, left : left + crop_w])
+
+    def _extra_repr(self) -> str:
+        return f"resize={self.resize}, size={self.size}, antialias={self.antialias}"
