@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from torch.utils.data import Dataset, get_worker_info
+from torch.utils.data import Dataset
 
 from fastdata.formats import get_format
 from fastdata.formats.base import ShardReaderBase
@@ -147,8 +147,6 @@ class ShardDataset(Dataset):
             self._pid = os.getpid()
         reader = self._readers.get(shard)
         if reader is None:
-            if not self._readers:
-                _configure_worker()
             path = Path(self._shard_paths[shard])
             if self.manifest is None:
                 reader = TFRecordShardReader(path, label_offset=self.label_offset)
@@ -222,12 +220,4 @@ def _load_or_build_index(path: Path) -> np.ndarray:
     except OSError:
         logger.info("built the index of %s in memory (its folder is not writable)", path)
     return index
-
-
-def _configure_worker() -> None:
-    """Inside a DataLoader worker, keep OpenCV to one thread: the workers are the parallelism."""
-    if get_worker_info() is not None:
-        import cv2
-
-        cv2.setNumThreads(1)
 

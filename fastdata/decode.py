@@ -26,6 +26,11 @@ from fastdata._optional import TURBOJPEG_HINT, has_turbojpeg, turbojpeg_handle
 
 logger = logging.getLogger(__name__)
 
+# OpenCV's thread pool does not survive fork: a DataLoader (or pack) worker forked after this
+# process ran a parallel OpenCV call deadlocks in its next one. fastdata's parallelism is one
+# process per core, so OpenCV's own threading is switched off here, in the parent, before any fork.
+cv2.setNumThreads(0)
+
 __all__ = [
     "DECODER_NAMES", "SIMD_SCALES", "TURBOJPEG_SCALES", "DecodeError", "Decoder", "OpenCVDecoder",
     "TurboJpegDecoder", "choose_scale", "get_decoder", "is_jpeg", "scaled_size",

@@ -107,3 +107,29 @@ def test_default_collate_in_loader(packed):
     loader = DataLoader(ShardDataset(root, transform=RandomResizedCrop(16)), batch_size=4, num_workers=0)
     images, labels = next(iter(loader))
     assert images.shape == (4, 16, 16, 3) and images.dtype == torch.uint8 and labels.dtype == torch.int64
+
+
+FORK_AFTER_OPENCV = """
+import sys, numpy as np, cv2
+import fastdata
+from fastdata.transforms import RandomResizedCrop
+from torch.utils.data import DataLoader
+big = np.zeros((2000, 2000, 3), np.uint8)
+for _ in range(3):
+    cv2.resize(big, (1500, 1100), interpolation=cv2.INTER_AREA)  # the parent uses OpenCV before forking workers
+ds = fastdata.ShardDataset(sys.argv[1], transform=RandomResizedCrop(16))
+n = sum(1 for _ in DataLoader(ds, batch_size=None, num_workers=2, multiprocessing_context="fork"))
+print(n)
+"""
+
+
+def test_fork_workers_after_opencv_use_in_parent(packed):
+    """OpenCV's thread pool does not survive fork; fastdata must not deadlock in forked workers."""
+    import subprocess
+    import sys
+
+    root, info = packed
+    result = subprocess.run([sys.executable, "-c", FORK_AFTER_OPENCV, str(root)], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(len(info.good))
