@@ -159,8 +159,8 @@ def test_resume_with_other_options_is_refused(image_folder, tmp_path):
 
 
 SLOW_PACK = """
-import sys, time
-import fastdata.pack as p
+import importlib, sys, time
+p = importlib.import_module("fastdata.pack")  # the module (the package exports the function under the same name)
 real = p._load
 def slow(job):
     time.sleep(0.02)
@@ -200,10 +200,13 @@ def test_interrupted_pack_resumes_byte_identical(many_images, tmp_path, fmt, sig
     out = tmp_path / "out"
     proc = _run_pack(many_images, out, fmt)
     journal = out / JOURNAL_NAME
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # wait until 3 shards are durable, then interrupt mid-shard
+    deadline = time.monotonic() + 120
+    while True:  # wait until 3 shards are durable, then interrupt mid-shard
         if journal.exists() and len(journal.read_text().splitlines()) >= 4:
             break
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"the pack did not get 3 shards in: rc={proc.poll()} {proc.communicate()}")
         time.sleep(0.005)
     time.sleep(0.05)
     proc.send_signal(sig)
