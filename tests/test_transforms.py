@@ -298,7 +298,7 @@ def test_transforms_pickle(decoder):
 
 def test_repr():
     assert repr(RandomResizedCrop(224)) == (
-        "RandomResizedCrop(size=(224, 224), scale=(0.08, 1.0), ratio=(0.75, 1.3333), antialias=True, decoder='auto')"
+        "RandomResizedCrop(size=(224, 224), scale=(0.08, 1.0), ratio=(0.75, 1.3333), antialias=None, decoder='auto')"
     )
     assert repr(ResizeCenterCrop(antialias=False)) == (
         "ResizeCenterCrop(resize=256, size=(224, 224), antialias=False, decoder='auto')"
@@ -318,3 +318,20 @@ def test_antialias_picks_the_opencv_interpolation(antialias, interpolation):
                                   decoder="opencv")
     expected = cv2.resize(OpenCVDecoder().decode(JPEG, scale=(1, 2)), (100, 100), interpolation=interpolation)
     np.testing.assert_array_equal(transform(JPEG), expected)
+
+
+def test_auto_antialias_uses_area_only_for_large_shrinks(monkeypatch):
+    """antialias=None: INTER_LINEAR below a 2x shrink (what remains after a DCT-scaled decode), INTER_AREA from 2x on."""
+    import fastdata.transforms as transforms_module
+
+    used = []
+    real = cv2.resize
+    monkeypatch.setattr(transforms_module.cv2, "resize",
+                        lambda img, dsize, interpolation: (used.append(interpolation), real(img, dsize, interpolation=interpolation))[1])
+    image = np.zeros((300, 300, 3), np.uint8)
+    transforms_module._resize(image, (200, 200), None)   # 1.5x
+    transforms_module._resize(image, (150, 150), None)   # 2x
+    transforms_module._resize(image, (200, 200), True)
+    transforms_module._resize(image, (150, 150), False)
+    transforms_module._resize(image, (400, 400), None)   # enlarging
+    assert used == [cv2.INTER_LINEAR, cv2.INTER_AREA, cv2.INTER_AREA, cv2.INTER_LINEAR, cv2.INTER_LINEAR]
