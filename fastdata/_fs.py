@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import google_crc32c
+
 TMP_SUFFIX = ".tmp"
 
 
@@ -42,3 +44,12 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     with open(tmp, "wb") as f:
         f.write(data)
     publish(tmp, path)
+
+
+def file_crc32c(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
+    """CRC32C of a whole file as 8 hex digits."""
+    crc = google_crc32c.Checksum()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            crc.update(block)
+    return crc.hexdigest().decode()

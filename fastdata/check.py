@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
+from fastdata._fs import file_crc32c
 from fastdata.decode import DecodeError, get_decoder
 from fastdata.formats import get_format
 from fastdata.manifest import Manifest
-from fastdata.formats.lmdb_shards import file_crc32c
 
 
 @dataclass
@@ -104,9 +104,9 @@ def _decode_all(storage, root, shard, decoder) -> list[str]:
     return problems
 
 
-def _human(nbytes: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if nbytes < 1000 or unit == "GB":
+def _human(nbytes: float) -> str:
+    for unit in ("B", "KB", "MB"):
+        if nbytes < 1000:
             return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
         nbytes /= 1000
-    return f"{nbytes:.1f} TB"
+    return f"{nbytes:.1f} GB"
