@@ -1,0 +1,323 @@
+"""What the benchmark reports: statistics, the machine, the dataset, text tables, JSON and a PNG chart."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import json
+import logging
+import math
+import os
+import platform
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "check_targets", "dataset_stats", "format_report", "machine_info", "plot_results", "summarize",
+    "summarize_pipelines", "write_json",
+]
+
+MATPLOTLIB_HINT = "matplotlib is not installed, so no chart was drawn: `pip install 'fastdata[plot]'` (or matplotlib)"
+
+
+def summarize(values: Sequence[float]) -> dict[str, float]:
+    """Median, min, max, mean and spread of repeated measurements.
+
+    Args:
+        values: one value per run (at least one).
+
+    Returns:
+        ``{"median", "min", "max", "mean", "stdev", "spread_pct", "n"}``; ``spread_pct`` is
+        ``(max - min) / median`` in percent and ``stdev`` is 0 for a single run.
+
+    Raises:
+        ValueError: ``values`` is empty.
+    """
+    values = [float(v) for v in values]
+    if not values:
+        raise ValueError("summarize needs at least one value, got an empty sequence")
+    median = statistics.median(values)
+    return {
+        "median": median, "min": min(values), "max": max(values), "mean": statistics.fmean(values),
+        "stdev": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "spread_pct": 100.0 * (max(values) - min(values)) / median if median else 0.0, "n": len(values),
+    }
+
+
+def summarize_pipelines(entries: dict[str, dict[str, Any]]) -> None:
+    """Add statistics, ratios to ``torch-pil`` and ``decode-bound`` and the output check to each entry (in place).
+
+    Args:
+        entries: ``{pipeline: {"status", "runs": [...]}}`` as built by the benchmark.
+    """
+    for entry in entries.values():
+        runs = entry.get("runs") or []
+        if entry["status"] != "ok" or not runs:
+            continue
+        entry["images_per_s"] = summarize([r["images_per_s"] for r in runs])
+        firsts = [r["first_batch_s"] for r in runs if r["first_batch_s"] is not None]
+        entry["first_batch_s"] = statistics.median(firsts) if firsts else None
+        pss = [r["peak_pss_mb"] for r in runs if r["peak_pss_mb"] is not None]
+        rss = [r["peak_rss_mb"] for r in runs if r["peak_rss_mb"] is not None]
+        kind, values = ("PSS", pss) if pss else ("RSS", rss)
+        entry["peak_mem_mb"], entry["peak_mem_kind"] = (max(values), kind) if values else (None, None)
+        outputs = [r["output"] for r in runs if "output" in r]
+        if outputs:
+            ok = all(o["ok"] for o in outputs)
+            entry["output"] = {**outputs[0], "ok": ok, "mismatches": sum(o["mismatches"] for o in outputs),
+                               "batches_checked": sum(o["batches_checked"] for o in outputs),
+                               "first_mismatch": next((o["first_mismatch"] for o in outputs if o["first_mismatch"]),
+                                                      None)}
+            kind = "float32" if "float32" in outputs[0]["expected"] else "uint8"
+            entry["output_summary"] = f"{kind} {'ok' if ok else 'MISMATCH'}"
+        else:
+            entry["output_summary"] = "decode only"
+    base = entries.get("torch-pil", {}).get("images_per_s", {}).get("median")
+    bound = entries.get("decode-bound", {}).get("images_per_s", {}).get("median")
+    for entry in entries.values():
+        median = entry.get("images_per_s", {}).get("median")
+        entry["ratio_to_torch_pil"] = median / base if median is not None and base else None
+        entry["fraction_of_decode_bound"] = median / bound if median is not None and bound else None
+
+
+def check_targets(entries: dict[str, dict[str, Any]],
+                  targets: Sequence[tuple[str, str, float]]) -> list[dict[str, Any]]:
+    """``[{"name", "value", "goal", "met"}]`` per ``(pipeline, baseline, minimum ratio)``; None where unmeasured."""
+    out = []
+    for name, base, goal in targets:
+        a = entries.get(name, {}).get("images_per_s", {}).get("median")
+        b = entries.get(base, {}).get("images_per_s", {}).get("median")
+        value = a / b if a is not None and b else None
+        out.append({"name": f"{name} >= {goal}x {base}", "value": value, "goal": goal,
+                    "met": None if value is None else value >= goal})
+    return out
+
+
+
+def _version(module: str, attr: str = "__version__") -> str | None:
+    try:
+        return str(getattr(importlib.import_module(module), attr))
+    except Exception:  # noqa: BLE001 - a missing or broken optional package is just "not there"
+        return None
+
+
+def _dali_version() -> str | None:
+    for dist in importlib.metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        if name.startswith("nvidia-dali"):
+            return f"{dist.version} ({name})"
+    return None
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU, cores, RAM, GPU and the versions of every library in the measured pipelines."""
+    import torch
+
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else None
+    info: dict[str, Any] = {
+        "cpu": _cpu_model(), "logical_cores": os.cpu_count(), "usable_cores": usable,
+        "ram_gb": round(ram / 2**30, 1) if ram else None, "platform": platform.platform(),
+        "python": platform.python_version(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
+        "numpy": np.__version__, "cv2": _version("cv2"), "pillow": _version("PIL"),
+        "turbojpeg": _version("turbojpeg"), "dali": _dali_version(), "fastdata": _version("fastdata"),
+        "cuda": torch.cuda.is_available(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+    }
+    try:
+        from fastdata._optional import has_turbojpeg
+
+        info["libturbojpeg_loaded"] = has_turbojpeg()
+    except ImportError:
+        info["libturbojpeg_loaded"] = False
+    return info
+
+
+def dataset_stats(root: str | os.PathLike, paths: Sequence[str], *, max_headers: int = 20000) -> dict[str, Any]:
+    """Count, classes-independent size statistics and file kinds of an image folder.
+
+    Args:
+        root: the image folder.
+        paths: image paths relative to ``root`` (e.g. ``scan_image_folder(root).paths``).
+        max_headers: at most this many (evenly spaced) headers are read for the pixel sizes.
+
+    Returns:
+        ``count``, ``total_mb``, ``mean_file_kb``, ``mean_height``, ``mean_width``,
+        ``mean_megapixels`` and ``extensions`` (count per lower-case extension).
+    """
+    from PIL import Image
+
+    root = Path(root)
+    sizes = np.array([os.stat(root / p).st_size for p in paths], dtype=np.float64)
+    picks = np.unique(np.linspace(0, len(paths) - 1, min(len(paths), max_headers)).astype(int))
+    dims = []
+    for i in picks:
+        try:
+            with Image.open(root / paths[i]) as img:
+                dims.append((img.height, img.width))
+        except Exception:  # noqa: BLE001 - a corrupt file does not stop the statistics
+            continue
+    dims_arr = np.array(dims, dtype=np.float64).reshape(-1, 2)
+    extensions: dict[str, int] = {}
+    for p in paths:
+        ext = os.path.splitext(p)[1].lower()
+        extensions[ext] = extensions.get(ext, 0) + 1
+    return {
+        "count": len(paths), "total_mb": round(sizes.sum() / 1e6, 1),
+        "mean_file_kb": round(sizes.mean() / 1e3, 1) if len(sizes) else 0.0,
+        "mean_height": round(dims_arr[:, 0].mean(), 1) if len(dims_arr) else None,
+        "mean_width": round(dims_arr[:, 1].mean(), 1) if len(dims_arr) else None,
+        "mean_megapixels": round((dims_arr[:, 0] * dims_arr[:, 1]).mean() / 1e6, 3) if len(dims_arr) else None,
+        "extensions": dict(sorted(extensions.items())),
+    }
+
+
+def _fmt(value: float | None, spec: str, missing: str = "-") -> str:
+    return missing if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def format_results_table(results: dict[str, Any]) -> str:
+    """The main table: one line per pipeline."""
+    header = (f"{'pipeline':<18} {'output':<22} {'images/s median [min-max]':<28} {'x torch-pil':>11} "
+              f"{'of decode-bound':>15} {'1st batch s':>11} {'peak mem MB':>12}")
+    lines = [header, "-" * len(header)]
+    for name, entry in results["pipelines"].items():
+        if entry["status"] != "ok":
+            lines.append(f"{name:<18} {entry['status'].upper()}: {entry.get('note', '')}")
+            continue
+        ips = entry["images_per_s"]
+        spread = f"{ips['median']:8.1f} [{ips['min']:.1f}-{ips['max']:.1f}]"
+        ratio = _fmt(entry.get("ratio_to_torch_pil"), ".2f") + ("x" if entry.get("ratio_to_torch_pil") else "")
+        frac = entry.get("fraction_of_decode_bound")
+        frac_s = _fmt(None if frac is None else 100 * frac, ".0f") + ("%" if frac is not None else "")
+        mem = entry.get("peak_mem_mb")
+        lines.append(f"{name:<18} {entry.get('output_summary', ''):<22} {spread:<28} {ratio:>11} {frac_s:>15} "
+                     f"{_fmt(entry.get('first_batch_s'), '.2f'):>11} {_fmt(mem, '.0f'):>12}")
+    kinds = {e.get("peak_mem_kind") for e in results["pipelines"].values() if e.get("peak_mem_kind")}
+    lines.append(f"peak mem: {'/'.join(sorted(kinds)) or 'n/a (pip install psutil)'} summed over the main process "
+                 "and its children, sampled every 0.25 s; 1st batch: from iter() to the first batch")
+    return "\n".join(lines)
+
+
+def format_breakdown(breakdown: dict[str, Any]) -> str:
+    """The per-stage table of each measured pipeline (CPU ms per image, one thread)."""
+    lines = []
+    for name, part in breakdown.items():
+        if not isinstance(part, dict) or "stages" not in part:
+            continue
+        total = part["total_ms"]
+        lines.append(f"{name}: {part['samples']} samples, {total:.2f} ms/image on one core "
+                     f"(= {1000 / total if total else 0:.0f} images/s/core); {part.get('note', '')}")
+        for stage in part["stages"]:
+            share = 100 * stage["ms_per_image"] / total if total else 0.0
+            lines.append(f"  {stage['stage']:<34} {stage['ms_per_image']:8.3f} ms  {share:5.1f}%")
+    return "\n".join(lines)
+
+
+def format_report(results: dict[str, Any]) -> str:
+    """Everything a person reads after a run: machine, dataset, table, breakdown, GPU, targets."""
+    m, d, c = results["machine"], results["dataset"], results["config"]
+    out = [
+        f"machine: {m['cpu']}, {m['usable_cores']} usable cores, {m['ram_gb']} GB RAM, GPU: {m['gpu'] or 'none'}",
+        f"versions: torch {m['torch']}, numpy {m['numpy']}, cv2 {m['cv2']}, pillow {m['pillow']}, "
+        f"PyTurboJPEG {m['turbojpeg']}, DALI {m['dali'] or 'not installed'}",
+        f"dataset: {d['count']} images, mean {d['mean_width']}x{d['mean_height']} px, {d['mean_file_kb']} KB/file "
+        f"({d['total_mb']} MB), {c['data']}",
+        f"config: batch {c['batch_size']}, {c['workers']} workers, {c['window']}, {c['repeats']} repeats "
+        f"(round-robin), page cache {c['mode']}, output {c['size']}x{c['size']}",
+        "", format_results_table(results), "", "breakdown (measured in-process, one thread):",
+        format_breakdown(results.get("breakdown", {})),
+    ]
+    gpu = results.get("gpu_training")
+    if gpu:
+        out += ["", "GPU training with a dummy model (images/s, GPU idle fraction):"]
+        for name, g in gpu.items():
+            if "error" in g or "note" in g:
+                out.append(f"  {name:<18} {g.get('error') or g.get('note')}")
+            else:
+                out.append(f"  {name:<18} {g['images_per_s']:8.1f} img/s, "
+                           f"model alone {g['model_only_images_per_s']:.1f}"
+                           f" img/s, GPU idle {100 * g['gpu_idle_fraction']:.1f}%")
+    out += ["", "targets:"]
+    for t in results.get("targets", []):
+        verdict = "n/a" if t["met"] is None else ("MET" if t["met"] else "NOT MET")
+        out.append(f"  {t['name']:<40} measured {_fmt(t['value'], '.2f')}x  {verdict}")
+    return "\n".join(out)
+
+
+def write_json(results: dict[str, Any], path: str | os.PathLike) -> Path:
+    """Write ``results`` as indented JSON (parent folders created)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8")
+    return path
+
+
+_COLORS = {"torch": "#9e9e9e", "fastdata": "#1f77b4", "dali": "#2ca02c"}
+
+
+def plot_results(results: dict[str, Any], path: str | os.PathLike) -> Path | None:
+    """Horizontal bars of images/s (median, min-max whiskers, ratio labels, decode bound as a line).
+
+    Returns:
+        The PNG's path, or None (with a logged note) when matplotlib is not installed.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        logger.warning(MATPLOTLIB_HINT)
+        return None
+    entries = [(n, e) for n, e in results["pipelines"].items() if e["status"] == "ok" and n != "decode-bound"]
+    fig, ax = plt.subplots(figsize=(9, 1.0 + 0.55 * max(len(entries), 1)))
+    names = [n for n, _ in entries][::-1]
+    med = np.array([e["images_per_s"]["median"] for _, e in entries][::-1])
+    low = med - np.array([e["images_per_s"]["min"] for _, e in entries][::-1])
+    high = np.array([e["images_per_s"]["max"] for _, e in entries][::-1]) - med
+    colors = [_COLORS.get(n.split("-")[0], "#ff7f0e") for n in names]
+    ax.barh(names, med, xerr=[low, high], color=colors, capsize=4, ecolor="black")
+    peak = max(med.max() if len(med) else 0.0, 1.0)
+    bound = results["pipelines"].get("decode-bound", {})
+    if bound.get("status") == "ok":
+        value = bound["images_per_s"]["median"]
+        ax.axvline(value, color="#d62728", linestyle="--", label=f"decode bound {value:.0f} img/s")
+        ax.legend(loc="upper right", framealpha=0.9)
+        peak = max(peak, value)
+    pipelines = results["pipelines"]
+    for y, (name, value) in enumerate(zip(names, med)):
+        uint8 = "uint8" in pipelines[name].get("output_summary", "")
+        base = pipelines.get("torch-cv2" if uint8 else "torch-pil", {}).get("images_per_s", {}).get("median")
+        ratio = f"  ({value / base:.2f}x {'torch-cv2' if uint8 else 'torch-pil'})" if base else ""
+        x = pipelines[name]["images_per_s"]["max"] + 0.01 * peak
+        ax.text(x, y, f"{value:.0f}{ratio}", va="center", fontsize=9)
+    ax.set_yticks(range(len(names)), [f"{n} [uint8]" if "uint8" in pipelines[n].get("output_summary", "") else n
+                                      for n in names])
+    ax.set_xlim(0, peak * 1.35)
+    m, c = results["machine"], results["config"]
+    ax.set_xlabel("images/s (median of round-robin repeats, whiskers: min-max; [uint8]: no float normalize)")
+    ax.set_title(f"{c['dataset_count']} images, batch {c['batch_size']}, {c['workers']} workers, "
+                 f"{c['mode']} cache - {m['usable_cores']} cores {m['cpu'][:40]}", fontsize=9)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
