@@ -10,7 +10,7 @@ early. Without CUDA the same code runs on the CPU, without streams, with the sam
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
@@ -80,10 +80,22 @@ class DataPrefetcher:
     def __len__(self) -> int:
         return len(self.loader)  # type: ignore[arg-type]
 
-    def __iter__(self) -> DataPrefetcher:
-        """Start a new pass over the loader (closing an unfinished one) and return ``self``."""
+    def __iter__(self) -> Iterator[Batch]:
+        """Start a new pass over the loader (closing an unfinished one) and return its iterator.
+
+        The returned iterator is its own ``iter()``, so ``it = iter(prefetcher); for b in it:``
+        continues the pass instead of restarting it.
+        """
         self._start()
-        return self
+        return self._pass()
+
+    def _pass(self) -> Iterator[Batch]:
+        while True:
+            try:
+                batch = self.__next__()
+            except StopIteration:
+                return
+            yield batch
 
     def __next__(self) -> Batch:
         if not self._active:

@@ -201,3 +201,13 @@ def test_cuda_records_every_handed_out_tensor_on_the_current_stream(monkeypatch)
         assert images.is_contiguous(memory_format=torch.channels_last) and images.dtype == torch.float16
         assert (images.data_ptr(), current) in recorded and (labels.data_ptr(), current) in recorded
     torch.cuda.synchronize()
+
+
+def test_iter_of_the_pass_iterator_continues_the_pass():
+    loader = [(torch.full((2, 3, 4, 4), k, dtype=torch.uint8), torch.tensor([k, k])) for k in range(4)]
+    prefetcher = DataPrefetcher(loader, device="cpu")
+    it = iter(prefetcher)
+    first = next(it)
+    rest = [labels[0].item() for _, labels in it]  # iter(it) must not restart the pass
+    assert first[1][0].item() == 0 and rest == [1, 2, 3]
+    assert [labels[0].item() for _, labels in prefetcher] == [0, 1, 2, 3]  # a new pass starts from the top
