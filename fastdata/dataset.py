@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Dataset
 
+from fastdata._malloc import pin_mmap_threshold
 from fastdata.formats import get_format
 from fastdata.formats.base import ShardReaderBase
 from fastdata.formats.tfrecord import TFRecordShardReader, build_index, read_index, write_index
@@ -147,6 +148,8 @@ class ShardDataset(Dataset):
             self._pid = os.getpid()
         reader = self._readers.get(shard)
         if reader is None:
+            if not self._readers:
+                pin_mmap_threshold()  # first read in this process: keep decode buffers off the heap
             path = Path(self._shard_paths[shard])
             if self.manifest is None:
                 reader = TFRecordShardReader(path, label_offset=self.label_offset)
