@@ -78,10 +78,11 @@ def verify(
         actual = file_crc32c(path)
         if actual != shard.crc32c:
             report.problems.append(f"{shard.path}: file CRC32C {actual} != {shard.crc32c} in the manifest")
-        shard_problems = storage.verify(root, shard)
+        undecodable: list[str] = []
+        on_image = None if decoder is None else _decode_check(decoder, shard.path, undecodable)
+        shard_problems = storage.verify(root, shard, on_image)  # one read of each record serves both checks
         report.problems += [f"{shard.path}: {p}" if not p.startswith(shard.path) else p for p in shard_problems]
-        if decoder is not None and not shard_problems:
-            report.problems += _decode_all(storage, root, shard, decoder)
+        report.problems += undecodable
         report.records += shard.num_samples
         if progress is not None:
             progress(report.records)
@@ -91,17 +92,16 @@ def verify(
     return report
 
 
-def _decode_all(storage, root, shard, decoder) -> list[str]:
-    problems = []
-    try:
-        for number, data in storage.iter_images(root, shard):
-            try:
-                decoder.validate(data)
-            except DecodeError as exc:
-                problems.append(f"{shard.path}: record {number}: image does not decode ({exc})")
-    except ValueError as exc:  # storage damage found while iterating
-        problems.append(f"{shard.path}: {exc}")
-    return problems
+def _decode_check(decoder, shard_path: str, problems: list[str]) -> Callable[[int, bytes], None]:
+    """A per-record callback that records images which do not decode."""
+
+    def check(number: int, data: bytes) -> None:
+        try:
+            decoder.validate(data)
+        except DecodeError as exc:
+            problems.append(f"{shard_path}: record {number}: image does not decode ({exc})")
+
+    return check
 
 
 def _human(nbytes: float) -> str:

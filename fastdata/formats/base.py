@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -78,13 +79,10 @@ class StorageFormat(abc.ABC):
         """Per-record (position, size) int64 arrays used by :meth:`ShardReaderBase.read`."""
 
     @abc.abstractmethod
-    def verify(self, root: Path, shard: ShardInfo) -> list[str]:
+    def verify(self, root: Path, shard: ShardInfo, on_image: Callable[[int, bytes], None] | None = None) -> list[str]:
         """Check every record of ``shard``; return human-readable problems (empty when sound).
 
-        Only the storage layer is checked here (framing, checksums, counts); decoding the
-        images is the caller's job.
+        Only the storage layer is checked here (framing, checksums, counts). ``on_image`` is called
+        with ``(record_number, image_bytes)`` for every record that passed, so a caller can decode
+        the images in the same pass instead of reading the shard again.
         """
-
-    @abc.abstractmethod
-    def iter_images(self, root: Path, shard: ShardInfo):
-        """Yield ``(record_number, image_bytes)`` for every record, in order."""

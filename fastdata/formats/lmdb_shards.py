@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import google_crc32c
@@ -132,8 +133,10 @@ def read_meta(env: lmdb.Environment, path: str | os.PathLike) -> dict:
     return json.loads(raw.decode("utf-8"))
 
 
-def _check_records(env: lmdb.Environment, path: Path, meta: dict) -> list[str]:
-    """Compare each record's bytes with the CRC32C stored for it in ``__meta__``."""
+def _check_records(
+    env: lmdb.Environment, path: Path, meta: dict, on_image: Callable[[int, bytes], None] | None
+) -> list[str]:
+    """Compare each record's bytes with the CRC32C stored for it in ``__meta__``; pass sound ones to ``on_image``."""
     problems = []
     with env.begin(buffers=True) as txn:
         for j, expected in enumerate(meta.get("crc32c", [])):
@@ -142,6 +145,8 @@ def _check_records(env: lmdb.Environment, path: Path, meta: dict) -> list[str]:
                 problems.append(f"record {j}: {CorruptRecordError(path, j, 'key is missing')}")
             elif google_crc32c.value(bytes(value)) != expected:
                 problems.append(f"record {j}: {CorruptRecordError(path, j, 'image bytes CRC mismatch')}")
+            elif on_image is not None:
+                on_image(j, bytes(value))
     return problems
 
 
@@ -179,7 +184,7 @@ class LMDBFormat(StorageFormat):
         n = shard.num_samples
         return np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
 
-    def verify(self, root: Path, shard: ShardInfo) -> list[str]:
+    def verify(self, root: Path, shard: ShardInfo, on_image: Callable[[int, bytes], None] | None = None) -> list[str]:
         path = root / shard.path
         problems: list[str] = []
         try:
@@ -192,15 +197,7 @@ class LMDBFormat(StorageFormat):
                 count = txn.stat()["entries"] - 1
             if meta.get("num_samples") != shard.num_samples or count != shard.num_samples:
                 problems.append(f"{shard.path}: holds {count} records, the manifest says {shard.num_samples}")
-            problems += _check_records(env, path, meta)
+            problems += _check_records(env, path, meta, on_image)
         except (lmdb.Error, CorruptRecordError, ValueError) as exc:
             problems.append(f"{shard.path}: {exc}")
         return problems
-
-    def iter_images(self, root: Path, shard: ShardInfo):
-        reader = self.reader(root / shard.path)
-        try:
-            for j in range(shard.num_samples):
-                yield j, reader.read(j, 0)[0]
-        finally:
-            reader.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import google_crc32c
@@ -209,7 +210,7 @@ class TFRecordFormat(StorageFormat):
             )
         return index[:, 0].copy(), index[:, 1].copy()
 
-    def verify(self, root: Path, shard: ShardInfo) -> list[str]:
+    def verify(self, root: Path, shard: ShardInfo, on_image: Callable[[int, bytes], None] | None = None) -> list[str]:
         path = root / shard.path
         try:
             actual = build_index(path)
@@ -226,18 +227,12 @@ class TFRecordFormat(StorageFormat):
         try:
             for number, (offset, size) in enumerate(actual.tolist()):
                 try:
-                    reader.read(offset, size)
+                    image, _ = reader.read(offset, size)
                 except CorruptRecordError as exc:
                     problems.append(f"record {number}: {exc}")
+                    continue
+                if on_image is not None:
+                    on_image(number, image)
         finally:
             reader.close()
         return problems
-
-    def iter_images(self, root: Path, shard: ShardInfo):
-        reader = self.reader(root / shard.path)
-        try:
-            for number, (offset, size) in enumerate(build_index(root / shard.path).tolist()):
-                yield number, reader.read(offset, size)[0]
-        finally:
-            reader.close()
-
