@@ -37,7 +37,7 @@ def _sample(proc) -> dict[str, float]:
 def _packed_root(args: argparse.Namespace) -> Path:
     if args.root is not None:
         return args.root
-    from fastdata.benchmark import default_cache, prepare_cache
+    from fastdata.bench.runner import default_cache, prepare_cache
 
     return prepare_cache(args.data, default_cache(args.data), formats=(args.format,))[args.format]
 
@@ -66,9 +66,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import psutil
 
-    from fastdata.collate import fast_collate
+    from fastdata.loader.collate import fast_collate
     from fastdata.dataset import ShardDataset
-    from fastdata.loader import DataLoaderX
+    from fastdata.loader.dataloader import DataLoaderX
     from fastdata.transforms import RandomResizedCrop
 
     root = _packed_root(args)

@@ -2,23 +2,19 @@
 
 Pack an image folder into shards (:func:`pack`), read them with :class:`ShardDataset`, load with
 :class:`DataLoaderX` + :func:`fast_collate`, and finish on the GPU with :class:`DataPrefetcher` and
-:mod:`fastdata.gpu_transforms`. The DALI backend lives in :mod:`fastdata.dali` (optional extra).
+:mod:`fastdata.gpu_transforms`. The DALI backend lives in :mod:`fastdata.dali` (optional extra), the
+benchmark in :mod:`fastdata.bench`; neither is imported here. ARCHITECTURE.md maps the package.
 """
 
 __version__ = "0.1.0"
 
 from fastdata import gpu_transforms, transforms
-from fastdata.check import verify
-from fastdata.collate import fast_collate
 from fastdata.dataset import ShardDataset
 from fastdata.decode import get_decoder
-from fastdata.formats import CorruptRecordError
-from fastdata.loader import DataLoaderX
-from fastdata.manifest import Manifest
-from fastdata.pack import pack
-from fastdata.prefetch import DataPrefetcher
+from fastdata.formats import CorruptRecordError, Manifest
+from fastdata.loader import DataLoaderX, DataPrefetcher, fast_collate
+from fastdata.packing import ShardWriter, pack, verify
 from fastdata.sampler import DistributedSampler
-from fastdata.writer import ShardWriter
 
 __all__ = [
     "CorruptRecordError",

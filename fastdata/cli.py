@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_run_verify)
 
     try:
-        from fastdata.benchmark import add_bench_parser
+        from fastdata.bench.cli import add_bench_parser
     except ImportError:  # pragma: no cover - the benchmark ships with the package
         pass
     else:
@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run_pack(args: argparse.Namespace) -> int:
-    from fastdata.pack import pack
+    from fastdata.packing.packer import pack
 
     manifest = pack(
         args.src, args.out, format=args.format, shard_size=args.shard_size, samples_per_shard=args.samples_per_shard,
@@ -94,14 +94,14 @@ def _run_pack(args: argparse.Namespace) -> int:
 
 
 def _run_inspect(args: argparse.Namespace) -> int:
-    from fastdata.check import describe
+    from fastdata.packing.check import describe
 
     print(describe(args.root))
     return 0
 
 
 def _run_verify(args: argparse.Namespace) -> int:
-    from fastdata.check import verify
+    from fastdata.packing.check import verify
 
     report = verify(args.root, decode=args.decode)
     for problem in report.problems:

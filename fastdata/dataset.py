@@ -16,7 +16,7 @@ from fastdata._malloc import pin_mmap_threshold
 from fastdata.formats import get_format
 from fastdata.formats.base import ShardReaderBase
 from fastdata.formats.tfrecord import TFRecordShardReader, build_index, read_index, write_index
-from fastdata.manifest import MANIFEST_NAME, Manifest
+from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.transforms import Decode, DecodeTransform
 
 logger = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 import pytest
 
 from fastdata.cli import main, parse_size
-from fastdata.manifest import Manifest
+from fastdata.formats.manifest import Manifest
 
 
 def run(capsys, *argv):

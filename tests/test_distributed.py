@@ -47,7 +47,7 @@ def one_image_per_class(tmp_path_factory):
     import cv2
     import numpy as np
 
-    from fastdata.pack import pack
+    from fastdata.packing.packer import pack
 
     src = tmp_path_factory.mktemp("dist_src")
     for k in range(12):

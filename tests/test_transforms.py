@@ -12,7 +12,7 @@ import pytest
 import torch
 from PIL import Image
 
-from conftest import encode, encode_cmyk, natural_image
+from tests.images import encode, encode_cmyk, natural_image
 from fastdata._optional import has_turbojpeg
 from fastdata.decode import SIMD_SCALES, TURBOJPEG_SCALES, Decoder, OpenCVDecoder, TurboJpegDecoder, scaled_size
 from fastdata.transforms import Decode, DecodeTransform, RandomResizedCrop, ResizeCenterCrop, _scaled_box

@@ -17,7 +17,7 @@ import make_imagenet_like  # noqa: E402
 
 import fastdata  # noqa: E402
 from fastdata import gpu_transforms as T  # noqa: E402
-from fastdata.check import describe, verify  # noqa: E402
+from fastdata.packing.check import describe, verify  # noqa: E402
 from fastdata.transforms import RandomResizedCrop  # noqa: E402
 
 

@@ -1,9 +1,17 @@
-"""Storage formats: a name → format registry."""
+"""What is on disk: the manifest, the shard Writer/Reader interface, TFRecord and LMDB, and a name registry.
+
+- :mod:`~fastdata.formats.manifest`: ``manifest.json`` (written last: the sign that a pack completed).
+- :mod:`~fastdata.formats.base`: the :class:`StorageFormat` / shard reader and writer interface, :class:`CorruptRecordError`.
+- :mod:`~fastdata.formats.example`: one image record and its ``tf.train.Example`` encoding.
+- :mod:`~fastdata.formats.tfrecord`: TFRecord framing, crc32c, DALI ``.idx`` files.
+- :mod:`~fastdata.formats.lmdb_shards`: one single-file LMDB environment per shard.
+"""
 
 from __future__ import annotations
 
 from fastdata.formats.base import CorruptRecordError, StorageFormat
 from fastdata.formats.lmdb_shards import LMDBFormat
+from fastdata.formats.manifest import MANIFEST_NAME, Manifest, ShardInfo, SkippedFile
 from fastdata.formats.tfrecord import TFRecordFormat
 
 FORMATS: dict[str, StorageFormat] = {"lmdb": LMDBFormat(), "tfrecord": TFRecordFormat()}
@@ -21,4 +29,6 @@ def get_format(name: str) -> StorageFormat:
         raise ValueError(f"unknown format {name!r}: choose one of {', '.join(sorted(FORMATS))}") from None
 
 
-__all__ = ["FORMATS", "CorruptRecordError", "StorageFormat", "get_format"]
+__all__ = [
+    "FORMATS", "MANIFEST_NAME", "CorruptRecordError", "Manifest", "ShardInfo", "SkippedFile", "StorageFormat", "get_format",
+]

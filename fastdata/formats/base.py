@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from fastdata.formats.example import ImageRecord
-from fastdata.manifest import ShardInfo
+from fastdata.formats.manifest import ShardInfo
 
 
 class CorruptRecordError(ValueError):

@@ -22,7 +22,7 @@ import numpy as np
 from fastdata._fs import file_crc32c, publish, tmp_path
 from fastdata.formats.base import CorruptRecordError, ShardReaderBase, ShardWriterBase, StorageFormat
 from fastdata.formats.example import ImageRecord
-from fastdata.manifest import ShardInfo
+from fastdata.formats.manifest import ShardInfo
 
 META_KEY = b"__meta__"
 _MAP_SIZE = 1 << 40  # address space only; the file grows with the data

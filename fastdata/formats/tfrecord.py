@@ -19,7 +19,7 @@ import numpy as np
 from fastdata._fs import publish, tmp_path
 from fastdata.formats.base import CorruptRecordError, ShardReaderBase, ShardWriterBase, StorageFormat
 from fastdata.formats.example import ImageRecord, decode_example, encode_example
-from fastdata.manifest import ShardInfo
+from fastdata.formats.manifest import ShardInfo
 
 _LEN = struct.Struct("<Q")
 _CRC = struct.Struct("<I")

@@ -1,0 +1,319 @@
+"""Where the time goes: per-stage timings over a sample of images, and GPU idle time while training.
+
+The breakdown runs every stage of a pipeline in this process, on one thread, over the same sample
+of images, and times each stage separately (nothing is estimated). The GPU measurement trains a
+small convolutional model on the batches of a pipeline and records CUDA events around each step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import torch
+
+from fastdata.bench.measure import split_batch
+from fastdata.decode import Decoder
+from fastdata.bench.baselines import (
+    IMAGENET_MEAN, IMAGENET_STD, CV2RandomResizedCropFlip, PILRandomHorizontalFlip, PILRandomResizedCrop,
+    PILToNormalizedTensor, uint8_collate,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["measure_breakdown", "measure_gpu_training"]
+
+Stage = tuple[str, Callable[[Any], Any]]
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    torch_threads, cv2_threads = torch.get_num_threads(), cv2.getNumThreads()
+    torch.set_num_threads(1)
+    cv2.setNumThreads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(torch_threads)
+        cv2.setNumThreads(cv2_threads)
+
+
+def _chain(items: Sequence[Any], stages: Sequence[Stage]) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Push every item through the stages in order, timing each stage; return per-image ms and outputs."""
+    totals = np.zeros(len(stages))
+    outputs = []
+    for item in items:
+        value = item
+        for k, (_, fn) in enumerate(stages):
+            start = time.perf_counter()
+            value = fn(value)
+            totals[k] += time.perf_counter() - start
+        outputs.append(value)
+    timings = [{"stage": name, "ms_per_image": 1e3 * totals[k] / len(items)} for k, (name, _) in enumerate(stages)]
+    return timings, outputs
+
+
+def _batched(name: str, fn: Callable[[list], Any], samples: Sequence[Any], batch_size: int) -> tuple[dict, list]:
+    """Time ``fn`` over consecutive batches of ``(sample, label)`` pairs; per-image ms and the results."""
+    labels = np.random.default_rng(0).integers(0, 1000, len(samples)).tolist()
+    total, results = 0.0, []
+    for start in range(0, len(samples), batch_size):
+        chunk = list(zip(samples[start:start + batch_size], labels[start:start + batch_size]))
+        t = time.perf_counter()
+        results.append(fn(chunk))
+        total += time.perf_counter() - t
+    return {"stage": name, "ms_per_image": 1e3 * total / len(samples)}, results
+
+
+def _part(stages: list[dict[str, Any]], samples: int, note: str, **extra: Any) -> dict[str, Any]:
+    return {"samples": samples, "stages": stages, "total_ms": sum(s["ms_per_image"] for s in stages),
+            "note": note, **extra}
+
+
+class _TimedDecoder(Decoder):
+    """Wraps a decoder: times ``read_size`` and ``decode`` and records the DCT scales and pixels."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.name, self.scales = inner, inner.name, inner.scales
+        self.header_s = self.decode_s = 0.0
+        self.scale_counts: Counter[str] = Counter()
+        self.full_pixels = self.decoded_pixels = 0
+
+    def read_size(self, data: bytes) -> tuple[int, int] | None:
+        start = time.perf_counter()
+        size = self.inner.read_size(data)
+        self.header_s += time.perf_counter() - start
+        if size is not None:
+            self.full_pixels += size[0] * size[1]
+        return size
+
+    def decode(self, data: bytes, *, scale: tuple[int, int] = (1, 1)) -> np.ndarray:
+        start = time.perf_counter()
+        image = self.inner.decode(data, scale=scale)
+        self.decode_s += time.perf_counter() - start
+        self.scale_counts[f"{scale[0]}/{scale[1]}"] += 1
+        self.decoded_pixels += image.shape[0] * image.shape[1]
+        return image
+
+    def validate(self, data: bytes) -> tuple[int, int]:
+        return self.inner.validate(data)
+
+
+def _timed_transform(size: int) -> tuple[Any, _TimedDecoder]:
+    """``fastdata.transforms.RandomResizedCrop(size)`` running on a timed decoder."""
+    from fastdata.decode import get_decoder
+    from fastdata.transforms import RandomResizedCrop
+
+    timed = _TimedDecoder(get_decoder("auto"))
+    return RandomResizedCrop(size, decoder=timed), timed
+
+
+def _fastdata_part(roots: dict[str, Path], picks: np.ndarray, size: int, batch_size: int) -> tuple[dict, list[bytes]]:
+    """Time read, header, decode, crop/resize (the rest of the transform), collate, flip + normalize."""
+    from fastdata.loader.collate import fast_collate
+    from fastdata.dataset import ShardDataset
+    from fastdata.gpu_transforms import Compose, Normalize, RandomHorizontalFlip
+
+    reads, payloads = {}, {}
+    for fmt in ("tfrecord", "lmdb"):
+        if fmt in roots:
+            ds = ShardDataset(roots[fmt])
+            timing, payloads[fmt] = _chain([int(i) for i in picks], [("read", lambda i, ds=ds: ds.read(i)[0])])
+            reads[fmt] = timing[0]["ms_per_image"]
+    fmt = "tfrecord" if "tfrecord" in payloads else next(iter(payloads))
+    data, n = payloads[fmt], len(payloads[fmt])
+    rrc, timed = _timed_transform(size)
+    (whole,), crops = _chain(data, [("transform", rrc)])
+    header, decode = 1e3 * timed.header_s / n, 1e3 * timed.decode_s / n
+    stages = [{"stage": f"read record ({fmt})", "ms_per_image": reads[fmt]},
+              {"stage": "header (read_size)", "ms_per_image": header},
+              {"stage": "decode (DCT-scaled)", "ms_per_image": decode},
+              {"stage": "crop params + crop + resize (cv2)", "ms_per_image": whole["ms_per_image"] - header - decode}]
+    collate, batches = _batched("fast_collate (uint8 NCHW)", fast_collate, crops, batch_size)
+    norm = Compose([RandomHorizontalFlip(), Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+    start = time.perf_counter()
+    for images, labels in batches:
+        norm(images, labels)
+    flip_norm = {"stage": "flip + normalize (CPU, prefetcher)", "ms_per_image": 1e3 * (time.perf_counter() - start) / n}
+    stages += [collate, flip_norm]
+    extra = {"transform_end_to_end_ms": whole["ms_per_image"], "read_ms": reads,
+             "full_decode_ms": _chain(data, [("full", timed.inner.decode)])[0][0]["ms_per_image"],
+             "dct_scales": {k: round(v / n, 3) for k, v in sorted(timed.scale_counts.items())},
+             "mean_full_megapixels": timed.full_pixels / n / 1e6,
+             "mean_decoded_megapixels": timed.decoded_pixels / n / 1e6}
+    if torch.cuda.is_available():
+        extra["gpu_h2d_normalize_ms"] = _gpu_normalize_ms(batches, norm)
+    note = f"the {fmt} read in the total (reads of every format in read_ms); full_decode_ms: without DCT scaling"
+    return _part(stages, n, note, **extra), data
+
+
+def _gpu_normalize_ms(batches: list[tuple[torch.Tensor, torch.Tensor]], norm: Callable) -> float:
+    """Per-image ms of the pinned H2D copy + flip + normalize on the GPU (synchronized)."""
+    device = torch.device("cuda")
+    pinned = [(images.pin_memory(), labels.pin_memory()) for images, labels in batches]
+    norm(pinned[0][0].to(device), pinned[0][1].to(device))  # warm-up: kernels, cached constants
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for images, labels in pinned:
+        norm(images.to(device, non_blocking=True), labels.to(device, non_blocking=True))
+    torch.cuda.synchronize()
+    return 1e3 * (time.perf_counter() - start) / sum(len(labels) for _, labels in pinned)
+
+
+def _read_file(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _pil_decode(data: bytes) -> Any:
+    from PIL import Image
+
+    return Image.open(io.BytesIO(data)).convert("RGB")
+
+
+def _cv2_decode(data: bytes) -> np.ndarray:
+    return cv2.cvtColor(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+
+
+def _baseline_parts(files: Sequence[str], size: int, batch_size: int) -> dict[str, dict[str, Any]]:
+    from torch.utils.data import default_collate
+
+    stages, tensors = _chain(files, [("read file", _read_file), ("decode (PIL open + convert RGB)", _pil_decode),
+                                     ("crop + resize (PIL BILINEAR)", PILRandomResizedCrop(size)),
+                                     ("flip (PIL transpose)", PILRandomHorizontalFlip()),
+                                     ("ToTensor + Normalize", PILToNormalizedTensor())])
+    stages.append(_batched("default_collate (float)", default_collate, tensors, batch_size)[0])
+    parts = {"torch-pil": _part(stages, len(files), "in the DataLoader workers")}
+    stages, crops = _chain(files, [("read file", _read_file), ("decode (cv2.imdecode + BGR2RGB)", _cv2_decode),
+                                   ("crop + resize + flip (cv2)", CV2RandomResizedCropFlip(size))])
+    stages.append(_batched("uint8 collate (stack + permute)", uint8_collate, crops, batch_size)[0])
+    parts["torch-cv2"] = _part(stages, len(files), "in the DataLoader workers")
+    return parts
+
+
+def measure_breakdown(roots: dict[str, Path], files: Sequence[str], *, size: int = 224, samples: int = 500,
+                      batch_size: int = 256) -> dict[str, Any]:
+    """Per-stage CPU time per image of fastdata's pipeline and of the two reference pipelines.
+
+    Args:
+        roots: ``{format: packed folder}`` of the same images as ``files``.
+        files: absolute paths of the packed folder's images; the reference pipelines are timed on
+            the files whose bytes match the sampled records (evenly spaced files if none match).
+        size: crop size.
+        samples: records to time (evenly spaced over the packed dataset).
+        batch_size: batch size of the collate and normalize stages.
+
+    Returns:
+        ``{"fastdata": {...}, "torch-pil": {...}, "torch-cv2": {...}}``, each with ``stages``
+        (``stage``, ``ms_per_image``), ``total_ms``, ``samples`` and notes; fastdata's also has the
+        DCT scales chosen, the decoded vs full megapixels and the cost of a full-size decode.
+    """
+    from fastdata.formats.manifest import Manifest
+
+    count = min([len(files)] + [Manifest.load(root).num_samples for root in roots.values()])
+    picks = np.unique(np.linspace(0, count - 1, min(samples, count)).astype(int))
+    batch_size = max(1, min(batch_size, len(picks)))
+    with _one_thread():
+        torch.manual_seed(0)
+        part, payloads = _fastdata_part(roots, picks, size, batch_size)
+        matched = _match_files(payloads, files)
+        same = all(m is not None for m in matched)
+        part["baselines_on_same_images"] = same
+        baseline_files = list(matched) if same else [files[i] for i in picks]
+        return {"fastdata": part, **_baseline_parts(baseline_files, size, batch_size)}
+
+
+def _match_files(payloads: Sequence[bytes], files: Sequence[str]) -> list[str | None]:
+    """The source file of each packed record (same bytes), or None where none matches (a re-encoded pack)."""
+    by_size: dict[int, list[str]] = {}
+    for path in files:
+        by_size.setdefault(os.stat(path).st_size, []).append(path)
+    found: list[str | None] = []
+    for data in payloads:
+        found.append(next((p for p in by_size.get(len(data), []) if _read_file(p) == data), None))
+    return found
+
+
+def _dummy_model(num_classes: int) -> torch.nn.Module:
+    """A few strided conv layers: enough GPU work per step to show whether the loader keeps up."""
+    layers: list[torch.nn.Module] = []
+    channels = [3, 32, 64, 128, 256]
+    for cin, cout in zip(channels, channels[1:]):
+        layers += [torch.nn.Conv2d(cin, cout, 3, stride=2, padding=1, bias=False), torch.nn.BatchNorm2d(cout),
+                   torch.nn.ReLU(inplace=True)]
+    layers += [torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(channels[-1], num_classes)]
+    return torch.nn.Sequential(*layers)
+
+
+def measure_gpu_training(iterable: Iterable, *, num_classes: int, batch_size: int, size: int = 224,
+                         max_steps: int = 200, warmup: int = 5) -> dict[str, Any]:
+    """Train a dummy model on the batches of ``iterable`` (one pass at most) and measure GPU idle time.
+
+    Each step is bracketed by CUDA events on the current stream; the GPU is busy inside the
+    brackets and idle between them (waiting for the next batch). Also measures the model alone
+    on one synthetic device batch (the speed the loader has to keep up with).
+
+    Returns:
+        ``images_per_s`` (training with the loader), ``model_only_images_per_s``, ``gpu_busy_s``,
+        ``span_s``, ``gpu_idle_fraction`` and ``steps``.
+
+    Raises:
+        RuntimeError: CUDA is not available.
+    """
+    if not torch.cuda.is_available():
+        raise RuntimeError("measure_gpu_training needs CUDA; run it on a machine with a GPU")
+    device = torch.device("cuda")
+    model = _dummy_model(num_classes).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(images: torch.Tensor, labels: torch.Tensor) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(model(images.float()), labels.long()).backward()
+        optimizer.step()
+
+    x = torch.randn(batch_size, 3, size, size, device=device)
+    y = torch.randint(0, num_classes, (batch_size,), device=device)
+    for _ in range(warmup):
+        step(x, y)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(20):
+        step(x, y)
+    torch.cuda.synchronize()
+    model_ips = 20 * batch_size / (time.perf_counter() - start)
+    events, images, t0 = [], 0, None
+    for i, batch in enumerate(iterable):
+        images_b, labels_b = split_batch(batch)
+        images_b, labels_b = images_b.to(device, non_blocking=True), labels_b.to(device, non_blocking=True)
+        if i == warmup:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+        if i < warmup:
+            step(images_b, labels_b)
+            continue
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        step(images_b, labels_b)
+        end.record()
+        events.append((begin, end))
+        images += int(labels_b.shape[0])
+        if len(events) >= max_steps:
+            break
+    torch.cuda.synchronize()
+    if not events:
+        return {"note": f"too few batches for a GPU measurement (need more than {warmup})"}
+    wall = time.perf_counter() - t0
+    busy = sum(b.elapsed_time(e) for b, e in events) / 1e3
+    span = events[0][0].elapsed_time(events[-1][1]) / 1e3
+    return {"images_per_s": images / wall, "model_only_images_per_s": model_ips, "gpu_busy_s": busy,
+            "span_s": span, "gpu_idle_fraction": max(0.0, 1.0 - busy / span) if span else 0.0, "steps": len(events)}

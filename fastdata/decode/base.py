@@ -1,0 +1,212 @@
+"""The decoder interface and what every decoder shares: DCT scales, header parsing, DecodeError.
+
+Every decoder returns RGB ``uint8`` arrays of shape ``(H, W, 3)``, C-contiguous, the
+way ``PIL.Image.open(f).convert("RGB")`` would (grayscale, CMYK, palette and RGBA
+images included; EXIF orientation is never applied). A JPEG can be decoded at a
+reduced size through libjpeg's DCT scaling: with ``scale=(1, 4)`` the IDCT emits
+2x2 pixels per 8x8 block, so the output is ``ceil(h / 4) x ceil(w / 4)`` and the
+IDCT, upsampling and colour conversion shrink with it (entropy decoding does not).
+
+Decoders hold no library handles, so they pickle in a few bytes and can be sent to
+spawned DataLoader workers; the libturbojpeg handle is fetched per process through
+:func:`fastdata._optional.turbojpeg_handle`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable
+
+import numpy as np
+
+__all__ = [
+    "DECODER_NAMES", "SIMD_SCALES", "TURBOJPEG_SCALES", "DecodeError", "Decoder", "check_not_empty",
+    "choose_scale", "image_kind", "is_jpeg", "jpeg_header", "png_size", "scaled_size",
+]
+
+Scale = tuple[int, int]
+
+#: DCT scale factors with SIMD IDCTs in libjpeg-turbo (1/8 is DC-only, 1/4 and 1/2 have
+#: dedicated reduced IDCTs); the default for :class:`TurboJpegDecoder`.
+SIMD_SCALES: tuple[Scale, ...] = ((1, 8), (1, 4), (1, 2), (1, 1))
+#: Every factor <= 1 that libjpeg-turbo offers; 3/8, 5/8, 3/4 and 7/8 use plain C IDCTs.
+TURBOJPEG_SCALES: tuple[Scale, ...] = ((1, 8), (1, 4), (3, 8), (1, 2), (5, 8), (3, 4), (7, 8), (1, 1))
+#: Names accepted by :func:`get_decoder`.
+DECODER_NAMES: tuple[str, ...] = ("auto", "turbojpeg", "opencv")
+
+_JPEG_SOI = b"\xff\xd8\xff"
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# SOF0..SOF15 except DHT (C4), JPG (C8) and DAC (CC) carry the frame size.
+_SIGNATURES = (
+    ("JPEG", _JPEG_SOI), ("PNG", _PNG_SIGNATURE), ("GIF", (b"GIF87a", b"GIF89a")), ("BMP", b"BM"),
+    ("TIFF", (b"II*\x00", b"MM\x00*")),
+)
+_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+_STANDALONE_MARKERS = frozenset(range(0xD0, 0xD8)) | {0x01}
+
+
+class DecodeError(ValueError):
+    """An image could not be decoded; the message says why."""
+
+
+def is_jpeg(data: bytes) -> bool:
+    """True when ``data`` starts with the JPEG start-of-image marker ``FF D8 FF``."""
+    return bytes(data[:3]) == _JPEG_SOI
+
+
+def scaled_size(height: int, width: int, scale: Scale) -> tuple[int, int]:
+    """The ``(height, width)`` libjpeg produces at DCT ``scale``: ``ceil(dim * num / den)``."""
+    num, den = scale
+    return -(-height * num // den), -(-width * num // den)
+
+
+def choose_scale(
+    scales: Iterable[Scale], height: int, width: int, min_height: int, min_width: int
+) -> Scale:
+    """The smallest scale whose ceil-scaled size is still at least the minimum.
+
+    Args:
+        scales: candidate ``(num, den)`` factors, e.g. ``decoder.scales``.
+        height: full image (or crop) height in pixels.
+        width: full image (or crop) width in pixels.
+        min_height: the scaled height must stay ``>=`` this.
+        min_width: the scaled width must stay ``>=`` this.
+
+    Returns:
+        The chosen ``(num, den)``; ``(1, 1)`` when no smaller factor is big enough.
+    """
+    for scale in sorted(scales, key=lambda s: s[0] / s[1]):
+        if scale[0] >= scale[1]:
+            break
+        scaled_h, scaled_w = scaled_size(height, width, scale)
+        if scaled_h >= min_height and scaled_w >= min_width:
+            return scale
+    return (1, 1)
+
+
+def image_kind(data: bytes) -> str | None:
+    """The format named by the file signature, for error messages."""
+    head = bytes(data[:16])
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "WebP"
+    return next((kind for kind, magic in _SIGNATURES if head.startswith(magic)), None)
+
+
+def jpeg_header(data: bytes) -> tuple[tuple[int, int] | None, int | None]:
+    """Walk the JPEG markers: ``((height, width) or None, offset of the first SOS or None)``."""
+    size, pos, end = None, 2, len(data)
+    while pos + 4 <= end:
+        if data[pos] != 0xFF:
+            return size, None
+        marker = data[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        if marker in _STANDALONE_MARKERS:
+            pos += 2
+            continue
+        length = (data[pos + 2] << 8) | data[pos + 3]
+        if marker == 0xDA:
+            return size, pos
+        if marker in _SOF_MARKERS and pos + 9 <= end:
+            height = (data[pos + 5] << 8) | data[pos + 6]
+            width = (data[pos + 7] << 8) | data[pos + 8]
+            size = (height, width) if height and width else None
+        pos += 2 + length
+    return size, None
+
+
+def png_size(data: bytes) -> tuple[int, int] | None:
+    if len(data) < 24 or bytes(data[12:16]) != b"IHDR":
+        return None
+    width = int.from_bytes(data[16:20], "big")
+    height = int.from_bytes(data[20:24], "big")
+    return (height, width) if height and width else None
+
+
+def check_not_empty(data: bytes) -> None:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"data must be bytes-like, got {type(data).__name__}")
+    if len(data) == 0:
+        raise DecodeError("empty file")
+
+
+class Decoder(abc.ABC):
+    """Decodes encoded image bytes to RGB ``uint8`` ``(H, W, 3)`` arrays.
+
+    Attributes:
+        name: the name :func:`get_decoder` knows this decoder by.
+        scales: the DCT scale factors ``(num, den)`` applied to JPEGs, ascending,
+            always ending with ``(1, 1)``.
+
+    Example::
+
+        decoder = get_decoder("auto")
+        height, width = decoder.read_size(data)
+        scale = choose_scale(decoder.scales, height, width, 224, 224)
+        image = decoder.decode(data, scale=scale)  # at least 224 x 224
+    """
+
+    name: str = ""
+    scales: tuple[Scale, ...] = ((1, 1),)
+
+    def read_size(self, data: bytes) -> tuple[int, int] | None:
+        """``(height, width)`` from the header without decoding pixels.
+
+        Args:
+            data: the encoded image.
+
+        Returns:
+            The full size for JPEG and PNG; None for other formats or an unreadable
+            header (decode the image to learn its size then).
+        """
+        if is_jpeg(data):
+            return jpeg_header(data)[0]
+        if bytes(data[:8]) == _PNG_SIGNATURE:
+            return png_size(data)
+        return None
+
+    @abc.abstractmethod
+    def decode(self, data: bytes, *, scale: Scale = (1, 1)) -> np.ndarray:
+        """Decode to RGB ``uint8`` ``(H, W, 3)``, C-contiguous.
+
+        Args:
+            data: the encoded image (JPEG, PNG, WebP, BMP, ... anything OpenCV reads).
+            scale: one of :attr:`scales`; the output is ``scaled_size(h, w, scale)``.
+                JPEGs are DCT-scaled; other formats are decoded fully and resized
+                with ``INTER_AREA``.
+
+        Returns:
+            The image, like ``PIL.Image.open(f).convert("RGB")`` (16-bit input is
+            reduced to its high byte; EXIF orientation is not applied).
+
+        Raises:
+            DecodeError: the data is empty, not an image, or cannot be decoded. Damage
+                libjpeg-turbo recovers from (a few corrupt bytes, a missing end marker)
+                decodes with a Python warning instead; :meth:`validate` is the strict check.
+            ValueError: ``scale`` is not one of :attr:`scales`.
+        """
+
+    @abc.abstractmethod
+    def validate(self, data: bytes) -> tuple[int, int]:
+        """Strictly check that ``data`` decodes cleanly; used by the packer on every image.
+
+        Args:
+            data: the encoded image.
+
+        Returns:
+            The full ``(height, width)``.
+
+        Raises:
+            DecodeError: with a short reason ("empty file", "not an image",
+                "truncated JPEG", ...).
+        """
+
+    def _check_scale(self, scale: Scale) -> Scale:
+        scale = tuple(scale)  # type: ignore[assignment]
+        if scale not in self.scales:
+            raise ValueError(f"scale must be one of {self.scales} for {type(self).__name__}, got {scale!r}")
+        return scale
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(scales={self.scales!r})"

@@ -1,0 +1,146 @@
+"""The background side of ``DataLoaderX``: a stoppable prefetch thread and the pass iterator that owns it."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+from prefetch_generator import BackgroundGenerator
+
+from fastdata.loader.resume import PassState
+
+__all__ = ["LoaderIter", "StoppableBackgroundGenerator", "close_all", "shutdown_persistent"]
+
+logger = logging.getLogger(__name__)
+
+_POLL_S = 0.05  # how often a blocked producer re-checks its stop flag
+
+
+class StoppableBackgroundGenerator(BackgroundGenerator):
+    """A ``BackgroundGenerator`` whose producer can be stopped and never blocks forever on a full queue.
+
+    Any exception of the producer (``BaseException`` included) is put in the queue and re-raised
+    by ``next()`` as the same object, so the consumer sees the original type and traceback.
+    """
+
+    def __init__(self, generator: Iterator[Any], max_prefetch: int) -> None:
+        self._stop_event = threading.Event()  # set before super().__init__, which starts the thread
+        super().__init__(generator, max_prefetch=max_prefetch)
+
+    def run(self) -> None:
+        try:
+            for item in self.generator:
+                if not self._put((True, item)) or self._stop_event.is_set():
+                    return
+            self._put((False, StopIteration))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, who re-raises it
+            self._put((False, exc))
+        finally:
+            self.generator = None  # drop the torch iterator as soon as we are done with it
+
+    def _put(self, item: tuple[bool, Any]) -> bool:
+        while not self._stop_event.is_set():
+            try:
+                self.queue.put(item, timeout=_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def stop(self, timeout: float) -> bool:
+        """Stop the producer, drain the queue and join; return whether the thread has ended."""
+        self._stop_event.set()
+        if threading.current_thread() is self:
+            return False
+        for _ in range(int(timeout / _POLL_S)):
+            self._drain()  # unblocks a producer waiting on a full queue
+            self.join(_POLL_S)
+            if not self.is_alive():
+                break
+        self._drain()
+        if self.is_alive():
+            logger.warning("DataLoaderX: the prefetch thread did not stop within %.0f s (a worker may hang)", timeout)
+            return False
+        return True
+
+    def _drain(self) -> None:
+        try:
+            while True:
+                self.queue.get_nowait()
+        except queue.Empty:
+            pass
+
+
+class LoaderIter:
+    """The iterator of a :class:`DataLoaderX` pass; ``close()`` stops everything it started."""
+
+    def __init__(self, torch_iter: Iterator[Any], pass_state: PassState, *, max_prefetch: int,
+                 owns_workers: bool, join_timeout: float) -> None:
+        self._pass = pass_state
+        self._torch_iter = torch_iter
+        self._owns_workers = [owns_workers]  # a persistent loader that dies first hands its workers over
+        bg = StoppableBackgroundGenerator(torch_iter, max_prefetch)
+        bg.name = f"DataLoaderX-prefetch-{bg.ident}"
+        # The finalizer holds no reference to self: it runs on close(), on garbage collection and at exit.
+        self._finalizer = weakref.finalize(self, _shutdown, bg, torch_iter, self._owns_workers, pass_state,
+                                           join_timeout)
+        self._bg = bg
+
+    def __iter__(self) -> LoaderIter:
+        return self
+
+    def __len__(self) -> int:
+        """Batches this iterator yields in all (fewer than ``len(loader)`` in a resumed pass)."""
+        return max(len(self._torch_iter) - self._pass.skip, 0)
+
+    def __next__(self) -> Any:
+        if not self._finalizer.alive:
+            raise StopIteration
+        try:
+            batch = next(self._bg)
+        except StopIteration:
+            self._pass.finished = True
+            self.close()
+            raise
+        except BaseException:
+            self.close()
+            raise
+        self._pass.consumed += 1
+        return batch
+
+    def close(self) -> None:
+        """Stop the background thread, drain its queue and shut non-persistent workers down."""
+        self._finalizer()
+
+    def __del__(self) -> None:
+        finalizer = getattr(self, "_finalizer", None)  # absent if __init__ failed
+        if finalizer is not None:
+            finalizer()
+
+
+def _shutdown(bg: StoppableBackgroundGenerator, torch_iter: Any, owns_workers: list[bool], pass_state: PassState,
+              timeout: float) -> None:
+    if not bg.stop(timeout):
+        return  # the producer still runs inside torch's iterator; torch's own __del__ cleans up later
+    pass_state.close_index_iters()
+    shutdown_workers = getattr(torch_iter, "_shutdown_workers", None)
+    if owns_workers[0] and shutdown_workers is not None:
+        shutdown_workers()
+
+
+def close_all(iterators: weakref.WeakSet[LoaderIter]) -> None:
+    for it in list(iterators):
+        it.close()
+
+
+def shutdown_persistent(active: weakref.WeakSet[LoaderIter], torch_iter: Any) -> None:
+    """The loader is gone: its persistent workers go now, or with the iterator still running on them."""
+    for it in list(active):
+        if it._finalizer.alive:
+            it._owns_workers[0] = True
+            return
+    torch_iter._shutdown_workers()

@@ -1,0 +1,145 @@
+"""Collate uint8 HWC samples into a uint8 NCHW batch with exactly one copy of the pixels.
+
+The CPU does no float math: conversion to float and normalization happen later on the GPU
+(see :mod:`fastdata.loader.prefetcher` and :mod:`fastdata.gpu_transforms`). Inside a DataLoader worker
+the batch is allocated directly in shared memory, the way :func:`torch.utils.data.default_collate`
+does, so sending it to the main process does not copy it again.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import get_worker_info
+
+__all__ = ["fast_collate"]
+
+logger = logging.getLogger(__name__)
+
+
+def fast_collate(batch: Sequence[tuple[Any, Any]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stack ``(image, label)`` samples into ``(uint8 [N, C, H, W], int64 [N])`` tensors.
+
+    Each image is a ``uint8`` array or tensor in HWC layout (a 2-D grayscale image becomes
+    ``C = 1``). The output is allocated once (in shared memory inside a DataLoader worker) and
+    every image is written into it with a single HWC→CHW copy.
+
+    Args:
+        batch: A non-empty sequence of ``(image, label)`` pairs. ``image`` is a ``np.ndarray`` or
+            ``torch.Tensor`` of dtype uint8 and shape ``[H, W, C]`` or ``[H, W]``; ``label`` is an
+            int, a numpy integer or a 0-d integer tensor.
+
+    Returns:
+        ``(images, labels)``: a uint8 tensor ``[N, C, H, W]`` and an int64 tensor ``[N]``.
+
+    Raises:
+        ValueError: If the batch is empty, a sample is not a pair, an image is not uint8 or not
+            2-D/3-D, or the images do not all have the same shape.
+        TypeError: If an image is neither an array nor a tensor, or a label is not an integer.
+    """
+    if len(batch) == 0:
+        raise ValueError("fast_collate got batch=[] (no samples); pass at least one (image, label) pair")
+    images = []
+    labels = []
+    for i, sample in enumerate(batch):
+        if not isinstance(sample, (tuple, list)) or len(sample) != 2:
+            raise ValueError(
+                f"fast_collate expects (image, label) pairs, but batch[{i}] is {type(sample).__name__}"
+                f"{'' if not isinstance(sample, (tuple, list)) else f' of length {len(sample)}'}; "
+                "make the dataset return (uint8 HWC image, int label)"
+            )
+        images.append(_as_chw_view(sample[0], i))
+        labels.append(_as_int(sample[1], i))
+    _check_same_shape(images)
+    out = _empty((len(images), *images[0].shape), torch.uint8)
+    torch.stack(images, out=out)  # the one copy: HWC views written into NCHW memory
+    target = _empty((len(labels),), torch.int64)
+    target.copy_(torch.tensor(labels, dtype=torch.int64))
+    return out, target
+
+
+def _as_chw_view(image: Any, index: int) -> torch.Tensor:
+    """A CHW *view* (no copy) of one uint8 HWC or HW image."""
+    if isinstance(image, np.ndarray):
+        if image.dtype != np.uint8:
+            raise ValueError(
+                f"fast_collate needs uint8 images, but batch[{index}] image has dtype {image.dtype}; "
+                "keep images uint8 on the CPU and convert to float on the GPU (gpu_transforms.ToFloat)"
+            )
+        tensor = _from_numpy(image)
+    elif isinstance(image, torch.Tensor):
+        if image.dtype != torch.uint8:
+            raise ValueError(
+                f"fast_collate needs uint8 images, but batch[{index}] image has dtype {image.dtype}; "
+                "keep images uint8 on the CPU and convert to float on the GPU (gpu_transforms.ToFloat)"
+            )
+        tensor = image
+    else:
+        raise TypeError(
+            f"fast_collate needs a numpy array or tensor image, but batch[{index}] image is "
+            f"{type(image).__name__}; decode to a uint8 HWC numpy array"
+        )
+    if tensor.dim() == 2:
+        tensor = tensor.unsqueeze(-1)
+    if tensor.dim() != 3:
+        raise ValueError(
+            f"fast_collate needs HWC (3-D) or HW (2-D) images, but batch[{index}] image has shape "
+            f"{tuple(tensor.shape)}"
+        )
+    return tensor.permute(2, 0, 1)
+
+
+def _from_numpy(array: np.ndarray) -> torch.Tensor:
+    """Wrap an array without copying when possible (read-only arrays included)."""
+    if any(s < 0 for s in array.strides):
+        logger.debug("fast_collate: copying an array with negative strides %s", array.strides)
+        array = np.ascontiguousarray(array)
+    if not array.flags.writeable:
+        # We only read from it; silence torch's "not writable" warning for this wrap.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.from_numpy(array)
+    return torch.from_numpy(array)
+
+
+def _as_int(label: Any, index: int) -> int:
+    """An int from an int, numpy integer or integer 0-d tensor (floats are rejected)."""
+    if isinstance(label, (bool, np.bool_)):
+        raise TypeError(f"fast_collate got a bool label at batch[{index}] ({label!r}); use an int class index")
+    try:
+        return operator.index(label)
+    except TypeError:
+        raise TypeError(
+            f"fast_collate needs integer labels, but batch[{index}] label is {label!r} "
+            f"({type(label).__name__}); return an int class index from the dataset"
+        ) from None
+
+
+def _check_same_shape(images: list[torch.Tensor]) -> None:
+    first = images[0].shape
+    for i, img in enumerate(images):
+        if img.shape != first:
+            hwc = lambda s: (s[1], s[2], s[0])  # noqa: E731 - report in the HWC layout the user wrote
+            raise ValueError(
+                f"fast_collate needs images of one size, but batch[0] is HWC {hwc(first)} and "
+                f"batch[{i}] is HWC {hwc(img.shape)}; add a crop/resize transform to the dataset "
+                "(e.g. fastdata.transforms RandomResizedCrop or Resize+CenterCrop) to get equal sizes"
+                + (" and convert grayscale images to RGB" if first[0] != img.shape[0] else "")
+            )
+
+
+def _empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialized tensor, in shared memory when called inside a DataLoader worker."""
+    if get_worker_info() is None:
+        return torch.empty(shape, dtype=dtype)
+    numel = 1
+    for s in shape:
+        numel *= s
+    storage = torch.UntypedStorage._new_shared(numel * dtype.itemsize)
+    return torch.empty(0, dtype=dtype).set_(storage, 0, shape)

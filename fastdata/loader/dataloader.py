@@ -1,0 +1,280 @@
+"""``DataLoaderX``: torch's ``DataLoader`` with a background thread, clean shutdown and exact resume.
+
+Iterating the loader runs torch's iterator in a background thread (a stoppable
+``prefetch_generator.BackgroundGenerator``) that keeps up to ``max_prefetch`` batches ready.
+
+Resume: :meth:`DataLoaderX.state_dict` records the batches the *training loop* consumed in the
+current pass and what decides the pass's index order (the sampler's ``state_dict()``, the state
+of the seeded ``torch.Generator`` objects, snapshotted before torch draws from them). After
+:meth:`DataLoaderX.load_state_dict` the next ``iter()`` yields exactly the batches an
+uninterrupted run would have yielded next; the consumed batches are skipped at the index level,
+so their samples are never loaded.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import logging
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import torch
+from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset, Sampler, SequentialSampler
+from torch.utils.data.distributed import DistributedSampler as _TorchDistributedSampler
+
+from fastdata.loader.background import LoaderIter, close_all, shutdown_persistent
+from fastdata.loader.resume import (
+    STATE_VERSION, PassState, after_base_seed, get_rng_states, has_state_methods, restore_sampler, set_rng_states,
+    snapshot_sampler, validate_state,
+)
+
+__all__ = ["DataLoaderX"]
+
+logger = logging.getLogger(__name__)
+
+_NO_ATTRIBUTE = object()
+_TORCH_PARAMS = inspect.signature(DataLoader.__init__).parameters
+_MIN_JOIN_S = 30.0  # how long close() waits for the producer before giving up with a warning
+
+class _PassIndexSampler:
+    """The loader's index sampler, seen through the pass being set up (skip + RNG snapshot)."""
+
+    def __init__(self, loader: DataLoaderX) -> None:
+        self._loader = weakref.ref(loader)
+
+    def __len__(self) -> int:
+        return len(DataLoader._index_sampler.fget(self._loader()))
+
+    def __iter__(self) -> Iterator[Any]:
+        loader = self._loader()
+        if loader is None:
+            return iter(())
+        inner = DataLoader._index_sampler.fget(loader)
+        pass_state = loader._setup_pass
+        return iter(inner) if pass_state is None else pass_state.index_iter(inner)
+
+
+class DataLoaderX(DataLoader):
+    """Drop-in :class:`torch.utils.data.DataLoader` with a background thread and exact mid-pass resume.
+
+    Same arguments, order and defaults as torch's ``DataLoader`` except:
+
+    Args:
+        pin_memory: ``None`` (default) pins when CUDA is available.
+        persistent_workers: ``None`` (default) keeps workers alive across passes when
+            ``num_workers > 0``.
+        max_prefetch: Batches the background thread keeps ready (>= 1).
+
+    Breaking out of a loop, an exception, ``del`` of the iterator or garbage collection stops the
+    thread and shuts non-persistent workers down (call ``iterator.close()`` to do it at once).
+    Exceptions (a worker's included) reach the training loop as the original exception object.
+
+    Resume: :meth:`state_dict` counts the batches the training loop received in the latest pass
+    (a pass left early by ``break`` still counts as in progress; the next ``iter()`` starts a new
+    one). It needs a reproducible order: a sampler with ``state_dict()`` (``fastdata.DistributedSampler``),
+    a seeded ``generator`` for shuffling, or a sequential order.
+
+    Raises:
+        TypeError: ``max_prefetch`` is not an int.
+        ValueError: ``max_prefetch < 1``, or an argument torch rejects.
+
+    Example::
+
+        >>> loader = DataLoaderX(dataset, batch_size=256, shuffle=True, num_workers=8,
+        ...                      collate_fn=fast_collate, generator=torch.Generator().manual_seed(0))
+        >>> for step, (images, labels) in enumerate(loader):
+        ...     if step == 100:
+        ...         torch.save({"loader": loader.state_dict()}, "ckpt.pt")
+        >>> loader.load_state_dict(torch.load("ckpt.pt")["loader"])  # next iter() starts at batch 101 (0-based)
+    """
+
+    def __init__(
+        self,
+        dataset: Dataset[Any],
+        batch_size: int | None = 1,
+        shuffle: bool | None = None,
+        sampler: Sampler | Iterable | None = None,
+        batch_sampler: Sampler[list] | Iterable[list] | None = None,
+        num_workers: int = 0,
+        collate_fn: Callable[[list], Any] | None = None,
+        pin_memory: bool | None = None,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Callable[[int], None] | None = None,
+        multiprocessing_context=None,
+        generator=None,
+        *,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool | None = None,
+        pin_memory_device: str = "",
+        in_order: bool = True,
+        max_prefetch: int = 4,
+    ) -> None:
+        if isinstance(max_prefetch, bool) or not isinstance(max_prefetch, int):
+            raise TypeError(f"max_prefetch must be an int >= 1, got {max_prefetch!r}; e.g. max_prefetch=4")
+        if max_prefetch < 1:
+            raise ValueError(f"max_prefetch must be >= 1, got {max_prefetch}; e.g. max_prefetch=4")
+        self.max_prefetch = max_prefetch
+        self._setup_pass: PassState | None = None  # the pass whose torch iterator is being built
+        self._pass: PassState | None = None  # the latest pass
+        self._pending: dict[str, Any] | None = None  # a loaded state, applied by the next iter()
+        self._active: weakref.WeakSet[LoaderIter] = weakref.WeakSet()  # the latest pass's iterator
+        self._workers_finalizer: weakref.finalize | None = None
+        self._pass_index_sampler = _PassIndexSampler(self)
+        if pin_memory is None:
+            pin_memory = torch.cuda.is_available()
+        if persistent_workers is None:
+            persistent_workers = isinstance(num_workers, int) and num_workers > 0
+        keywords = {"prefetch_factor": prefetch_factor, "persistent_workers": persistent_workers,
+                    "pin_memory_device": pin_memory_device, "in_order": in_order}
+        for name in [n for n in keywords if n not in _TORCH_PARAMS]:  # an older torch
+            if keywords.pop(name) != inspect.signature(DataLoaderX.__init__).parameters[name].default:
+                raise ValueError(f"{name} needs a newer torch than {torch.__version__}; leave it at its default")
+        super().__init__(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory,
+                         drop_last, timeout, worker_init_fn, multiprocessing_context, generator, **keywords)
+
+    @property
+    def _index_sampler(self) -> Any:
+        return self._pass_index_sampler
+
+    def __iter__(self) -> LoaderIter:
+        persistent = bool(self.persistent_workers) and self.num_workers > 0
+        if persistent:
+            close_all(self._active)  # torch resets the one persistent iterator: our thread must be off it
+        pass_state = self._begin_pass()
+        self._setup_pass = pass_state
+        try:
+            torch_iter = super().__iter__()
+        finally:
+            self._setup_pass = None
+        pass_state.at_draw_point()  # without workers the sampler has not drawn yet: do it here
+        self._pending = None
+        self._pass = pass_state
+        it = LoaderIter(
+            torch_iter, pass_state, max_prefetch=self.max_prefetch, owns_workers=not persistent,
+            join_timeout=max(_MIN_JOIN_S, 2.0 * self.timeout),
+        )
+        self._active.clear()
+        self._active.add(it)
+        if persistent and self._workers_finalizer is None and self._iterator is not None:
+            # Shut persistent workers down when the loader goes away, while torch's queues are intact
+            # (torch's own __del__ may only run later, from a garbage-collected cycle, and then hang).
+            self._workers_finalizer = weakref.finalize(self, shutdown_persistent, self._active, self._iterator)
+        return it
+
+    def _begin_pass(self) -> PassState:
+        """Restore a loaded state (if any) and snapshot the order of the pass about to start."""
+        rngs = self._rng_slots()
+        source = self._order_source()
+        plan = self._pending
+        if plan is None:
+            return PassState(rngs, snapshot_sampler(source), 0, 0, None)
+        set_rng_states(rngs, plan["rng_pass_start"])
+        skip = plan["batches_consumed"] if plan["in_pass"] else 0
+        sampler_state, index_skip = plan["sampler"], skip
+        if plan["in_pass"] and sampler_state is not None:
+            to_load, index_skip = self._fast_forward(source, sampler_state, skip)
+            restore_sampler(source, to_load)
+        elif sampler_state is not None:
+            sampler_state = snapshot_sampler(source)
+        return PassState(rngs, sampler_state, skip, index_skip, plan["rng_sampler_draw"])
+
+    def _fast_forward(self, source: Any, sampler_state: Any, skip: int) -> tuple[Any, int]:
+        """Let a sampler with a ``start_index`` (fastdata's) skip whole batches itself: no index is made."""
+        start = sampler_state.get("start_index") if isinstance(sampler_state, Mapping) else None
+        if skip == 0 or type(self.batch_sampler) is not BatchSampler or not isinstance(start, int):
+            return sampler_state, skip
+        if not callable(getattr(source, "set_start_index", None)):
+            return sampler_state, skip
+        state = dict(sampler_state)
+        state["start_index"] = min(start + skip * self.batch_sampler.batch_size, len(source))
+        return state, 0
+
+    def _order_source(self) -> Any:
+        """The object whose iteration decides the index order."""
+        if isinstance(self.batch_sampler, BatchSampler):
+            return self.batch_sampler.sampler
+        return self.sampler if self.batch_sampler is None else self.batch_sampler
+
+    def _rng_slots(self) -> dict[str, torch.Generator]:
+        slots = {}
+        if isinstance(self.generator, torch.Generator):
+            slots["loader"] = self.generator
+        own = getattr(self._order_source(), "generator", None)
+        if isinstance(own, torch.Generator) and own is not self.generator:
+            slots["sampler"] = own
+        return slots
+
+    def _check_resumable(self) -> None:
+        """Raise ValueError when the index order of this setup cannot be restored exactly."""
+        if isinstance(self.dataset, IterableDataset):
+            raise ValueError("DataLoaderX.state_dict() needs a map-style dataset; an IterableDataset decides its "
+                             "own order and cannot be resumed by the loader (use a map-style dataset)")
+        source = self._order_source()
+        if has_state_methods(source) or isinstance(source, (SequentialSampler, _TorchDistributedSampler,
+                                                             range, list, tuple)):
+            return
+        own = getattr(source, "generator", _NO_ATTRIBUTE)
+        if isinstance(own, torch.Generator):
+            return
+        if own is None:
+            raise ValueError(
+                f"cannot resume exactly: the {type(source).__name__} has generator=None, so it draws from torch's "
+                "global RNG; pass generator=torch.Generator().manual_seed(seed) to DataLoaderX (with shuffle=True) "
+                "or to the sampler")
+        raise ValueError(
+            f"cannot resume exactly: {type(source).__name__} has neither state_dict()/load_state_dict() nor a "
+            "torch.Generator; add those two methods to it, or use fastdata.DistributedSampler, SequentialSampler "
+            "or RandomSampler(generator=torch.Generator().manual_seed(seed))")
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the loader stands: batches consumed in the current pass plus its order snapshot.
+
+        Returns:
+            A dict of plain Python values (JSON-able when the sampler's state is), also
+            ``torch.save``-able. Taken between passes it describes the start of the next pass.
+
+        Raises:
+            ValueError: The setup cannot be resumed exactly (an IterableDataset, a sampler drawing
+                from the global RNG, e.g. ``shuffle=True`` without ``generator``, or a sampler
+                without ``state_dict``/``generator``).
+        """
+        self._check_resumable()
+        if self._pending is not None:
+            return copy.deepcopy(self._pending)
+        p = self._pass
+        if p is not None and not p.finished:
+            return {"version": STATE_VERSION, "num_batches": len(self), "in_pass": True,
+                    "batches_consumed": p.skip + p.consumed, "rng_pass_start": dict(p.rng_start),
+                    "rng_sampler_draw": dict(p.rng_draw or p.rng_start), "sampler": copy.deepcopy(p.sampler_state)}
+        rngs = self._rng_slots()
+        now = get_rng_states(rngs)
+        draw = dict(now)
+        persistent_alive = self.persistent_workers and self.num_workers > 0 and self._iterator is not None
+        if "loader" in rngs and not persistent_alive:  # a new torch iterator first draws its _base_seed
+            draw["loader"] = after_base_seed(rngs["loader"])
+        return {"version": STATE_VERSION, "num_batches": len(self), "in_pass": False, "batches_consumed": 0,
+                "rng_pass_start": now, "rng_sampler_draw": draw, "sampler": snapshot_sampler(self._order_source())}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Make the next ``iter()`` continue where ``state`` was taken (see :meth:`state_dict`).
+
+        Args:
+            state: A dict from :meth:`state_dict` of a loader built the same way (dataset size,
+                batch size, sampler, generators).
+
+        Raises:
+            TypeError: ``state`` is not a mapping.
+            ValueError: ``state`` is malformed or was taken from a differently built loader, or
+                this setup cannot be resumed exactly.
+        """
+        if not isinstance(state, Mapping):
+            raise TypeError(f"state must be a dict from DataLoaderX.state_dict(), got {type(state).__name__}")
+        self._check_resumable()
+        state = copy.deepcopy(dict(state))
+        validate_state(state, len(self), set(self._rng_slots()), snapshot_sampler(self._order_source()))
+        if state["sampler"] is not None:  # now (it validates, and precedes the user's set_epoch())
+            restore_sampler(self._order_source(), state["sampler"])  # and again at iter() if in a pass
+        self._pending = state

@@ -1,0 +1,132 @@
+"""Exact mid-pass resume for ``DataLoaderX``: the per-pass state and the ``state_dict`` format.
+
+A pass is decided by the sampler's state and the seeded ``torch.Generator`` objects, snapshotted
+before torch draws from them; resuming skips the consumed batches at the index level.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import logging
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import torch
+from torch.utils.data.distributed import DistributedSampler as _TorchDistributedSampler
+
+__all__ = ["STATE_KEYS", "STATE_VERSION", "PassState", "after_base_seed", "get_rng_states", "has_state_methods", "restore_sampler",
+           "set_rng_states", "snapshot_sampler", "validate_state"]
+
+logger = logging.getLogger(__name__)
+
+STATE_VERSION = 1
+STATE_KEYS = ("version", "num_batches", "in_pass", "batches_consumed", "rng_pass_start", "rng_sampler_draw", "sampler")
+_END = object()
+
+
+class PassState:
+    """What one pass needs for ``state_dict``: the order snapshot, skip and batches consumed."""
+
+    def __init__(self, rngs: dict[str, torch.Generator], sampler_state: Any, skip: int, index_skip: int,
+                 planned_draw: dict[str, str] | None) -> None:
+        self.rngs = rngs
+        self.rng_start = get_rng_states(rngs)
+        self.rng_draw: dict[str, str] | None = None
+        self.sampler_state = sampler_state
+        self.skip = skip  # batches of this pass consumed before it started (a resume)
+        self.index_skip = index_skip  # of those, how many the index wrapper drops itself
+        self.consumed = 0  # batches handed to the training loop by this pass's iterator
+        self.finished = False
+        self._planned_draw = planned_draw
+        self._lock = threading.Lock()
+        self._index_iters: list[Any] = []
+
+    def at_draw_point(self) -> None:
+        """Called right before the sampler first draws: apply the planned RNG states, record them."""
+        with self._lock:
+            if self.rng_draw is None:
+                if self._planned_draw is not None:
+                    set_rng_states(self.rngs, self._planned_draw)
+                self.rng_draw = get_rng_states(self.rngs)
+
+    def index_iter(self, inner: Iterable[Any]) -> Iterator[Any]:
+        gen = _skip_batches(inner, self)
+        self._index_iters.append(gen)
+        return gen
+
+    def close_index_iters(self) -> None:
+        """Close the index generators (and so the sampler's): its "pass in progress" ends now."""
+        for gen in self._index_iters:
+            try:
+                gen.close()
+            except Exception:  # noqa: BLE001 - a sampler's cleanup must not break shutdown
+                logger.exception("DataLoaderX: closing the sampler's iterator failed")
+        self._index_iters.clear()
+
+
+def _skip_batches(inner: Iterable[Any], pass_state: PassState) -> Iterator[Any]:
+    pass_state.at_draw_point()
+    it = iter(inner)
+    for _ in range(pass_state.index_skip):
+        if next(it, _END) is _END:
+            return
+    yield from it
+
+
+def validate_state(state: dict[str, Any], num_batches: int, slots: set[str], sampler_now: Any) -> None:
+    missing = [k for k in STATE_KEYS if k not in state]
+    if missing:
+        raise ValueError(f"state is missing {missing}; pass a dict returned by DataLoaderX.state_dict()")
+    if state["version"] != STATE_VERSION:
+        raise ValueError(f"state has version={state['version']!r}, this fastdata reads version {STATE_VERSION}")
+    if state["num_batches"] != num_batches:
+        raise ValueError(f"state was taken from a loader with {state['num_batches']} batches per pass, this one has "
+                         f"{num_batches}; build it with the same dataset, batch_size, drop_last and sampler")
+    consumed = state["batches_consumed"]
+    if isinstance(consumed, bool) or not isinstance(consumed, int) or not 0 <= consumed <= num_batches:
+        raise ValueError(f"state has batches_consumed={consumed!r}; expected an int in [0, {num_batches}]")
+    for key in ("rng_pass_start", "rng_sampler_draw"):
+        if set(state[key]) != slots:
+            raise ValueError(f"state has seeded generators {sorted(state[key])} but this loader has {sorted(slots)}; "
+                             "pass the same generator= arguments (to DataLoaderX and the sampler) as when it was saved")
+    if (state["sampler"] is None) != (sampler_now is None):
+        raise ValueError("state and loader disagree on whether the sampler has a state_dict(); "
+                         "build the loader with the same sampler type as when the state was saved")
+
+
+def has_state_methods(obj: Any) -> bool:
+    return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
+
+
+def snapshot_sampler(source: Any) -> Any:
+    if has_state_methods(source):
+        return copy.deepcopy(source.state_dict())
+    if isinstance(source, _TorchDistributedSampler):
+        return {"epoch": source.epoch}
+    return None
+
+
+def restore_sampler(source: Any, state: Any) -> None:
+    if has_state_methods(source):
+        source.load_state_dict(copy.deepcopy(state))
+    elif isinstance(source, _TorchDistributedSampler):
+        source.set_epoch(state["epoch"])
+
+
+def get_rng_states(rngs: dict[str, torch.Generator]) -> dict[str, str]:
+    return {name: base64.b64encode(g.get_state().numpy().tobytes()).decode("ascii") for name, g in rngs.items()}
+
+
+def set_rng_states(rngs: dict[str, torch.Generator], states: Mapping[str, str]) -> None:
+    for name, g in rngs.items():
+        g.set_state(torch.frombuffer(bytearray(base64.b64decode(states[name])), dtype=torch.uint8))
+
+
+def after_base_seed(generator: torch.Generator) -> str:
+    """The state of ``generator`` after torch's ``_BaseDataLoaderIter`` draws its ``_base_seed``."""
+    clone = torch.Generator(device=generator.device)
+    clone.set_state(generator.get_state())
+    torch.empty((), dtype=torch.int64).random_(generator=clone)
+    return get_rng_states({"g": clone})["g"]

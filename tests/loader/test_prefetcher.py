@@ -1,0 +1,213 @@
+"""DataPrefetcher: CPU pass-through, dtype/layout, apex-style next(), one CUDA side stream."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from fastdata.loader.collate import fast_collate
+from fastdata.gpu_transforms import Compose, Mixup, Normalize, RandomHorizontalFlip
+from fastdata.loader.dataloader import DataLoaderX
+from fastdata.loader.prefetcher import DataPrefetcher
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+class Images(Dataset):
+    """Deterministic uint8 HWC RGB images with int labels."""
+
+    def __init__(self, n: int = 10) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        rng = np.random.default_rng(i)
+        return rng.integers(0, 256, (6, 5, 3), dtype=np.uint8), i % 3
+
+
+def _loader(n: int = 10, **kwargs) -> DataLoaderX:
+    return DataLoaderX(Images(n), batch_size=4, collate_fn=fast_collate, **kwargs)
+
+
+def test_default_is_to_float_in_unit_range():
+    loader = _loader()
+    got = list(DataPrefetcher(loader, device="cpu"))
+    want = list(loader)
+    assert len(got) == len(want) == 3
+    for (images, labels), (raw, raw_labels) in zip(got, want):
+        assert images.dtype == torch.float32 and images.shape == raw.shape
+        assert torch.allclose(images, raw.float() / 255)
+        assert labels.dtype == torch.int64 and torch.equal(labels, raw_labels)
+
+
+def test_cpu_pass_through_equals_applying_the_transform():
+    transform = Compose([Normalize(MEAN, STD)])
+    loader = _loader()
+    got = list(DataPrefetcher(loader, device="cpu", transform=transform))
+    for (images, labels), (raw, raw_labels) in zip(got, loader):
+        want_images, want_labels = transform(raw, raw_labels)
+        assert torch.equal(images, want_images) and torch.equal(labels, want_labels)
+
+
+def test_len_matches_the_loader():
+    for n in (1, 8, 9):
+        loader = _loader(n)
+        assert len(DataPrefetcher(loader, device="cpu")) == len(loader) == len(list(DataPrefetcher(loader, "cpu")))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_dtype_and_channels_last(dtype, channels_last):
+    prefetcher = DataPrefetcher(_loader(), device="cpu", transform=Normalize(MEAN, STD),
+                                channels_last=channels_last, dtype=dtype)
+    for images, labels in prefetcher:
+        assert images.dtype == dtype and labels.dtype == torch.int64
+        assert images.shape[1] == 3
+        assert images.is_contiguous(memory_format=torch.channels_last) == channels_last
+
+
+def test_integer_output_of_a_transform_is_scaled():
+    flip = RandomHorizontalFlip(p=1.0)  # keeps uint8
+    loader = _loader()
+    for (images, _), (raw, raw_labels) in zip(DataPrefetcher(loader, "cpu", transform=flip), loader):
+        assert torch.allclose(images, raw.flip(-1).float() / 255)
+
+
+def test_soft_labels_from_the_transform_are_handed_out():
+    mixup = Mixup(alpha=0.4, num_classes=3, generator=torch.Generator().manual_seed(0))
+    for images, labels in DataPrefetcher(_loader(), "cpu", transform=mixup):
+        assert labels.shape == (images.shape[0], 3) and labels.is_floating_point()
+        assert torch.allclose(labels.sum(1), torch.ones(images.shape[0]))
+
+
+def test_apex_style_next_and_epochs():
+    loader = _loader()
+    prefetcher = DataPrefetcher(loader, device="cpu")
+    for _ in range(2):  # the call after (None, None) starts the next epoch
+        seen = []
+        images, labels = prefetcher.next()
+        while images is not None:
+            seen.append(labels.tolist())
+            images, labels = prefetcher.next()
+        assert labels is None
+        assert seen == [b[1].tolist() for b in loader]
+
+
+def test_iterating_again_starts_a_new_pass():
+    prefetcher = DataPrefetcher(_loader(), device="cpu")
+    first = next(iter(prefetcher))
+    again = [b[1].tolist() for b in prefetcher]
+    assert again[0] == first[1].tolist() and len(again) == 3
+
+
+def test_loader_iterator_is_closed_when_exhausted_or_closed():
+    threads = threading.active_count()
+    prefetcher = DataPrefetcher(_loader(40), device="cpu")
+    next(iter(prefetcher))
+    assert threading.active_count() > threads  # DataLoaderX's prefetch thread is running
+    prefetcher.close()
+    assert threading.active_count() == threads
+    assert next(prefetcher, None) is None
+    list(prefetcher)
+    assert threading.active_count() == threads
+
+
+def test_state_dict_counts_only_batches_handed_out():
+    want = [b[1].tolist() for b in _loader(18)]
+    prefetcher = DataPrefetcher(_loader(18), device="cpu")
+    it = iter(prefetcher)
+    got = [next(it)[1].tolist() for _ in range(2)]  # a third batch is already read ahead
+    state = prefetcher.state_dict()
+    assert state["batches_consumed"] == 2 and prefetcher.loader.state_dict()["batches_consumed"] == 3
+    resumed = DataPrefetcher(_loader(18), device="cpu")
+    resumed.load_state_dict(state)
+    assert got + [b[1].tolist() for b in resumed] == want
+    assert [b[1].tolist() for b in resumed] == want  # then full passes again
+    with pytest.raises(TypeError, match="state_dict"):
+        DataPrefetcher([(torch.zeros(1, 3, 2, 2), torch.zeros(1))], "cpu").state_dict()
+
+
+def test_plain_dataloader_works_too():
+    loader = DataLoader(Images(), batch_size=5, collate_fn=fast_collate)
+    assert [b[1].tolist() for b in DataPrefetcher(loader, "cpu")] == [b[1].tolist() for b in loader]
+
+
+def test_argument_errors():
+    with pytest.raises(TypeError, match="dtype"):
+        DataPrefetcher(_loader(), "cpu", dtype=torch.int32)
+    with pytest.raises(TypeError, match="transform"):
+        DataPrefetcher(_loader(), "cpu", transform="flip")
+    with pytest.raises(TypeError, match="fast_collate"):
+        list(DataPrefetcher([torch.zeros(2, 3, 4, 4)], "cpu"))  # a batch that is not (images, labels)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            DataPrefetcher(_loader(), "cuda")
+        assert DataPrefetcher(_loader()).device == torch.device("cpu")
+
+
+# --------------------------------------------------------------------------- CUDA
+
+
+@pytest.mark.cuda
+@cuda
+def test_cuda_matches_cpu_and_reuses_one_stream(monkeypatch):
+    made = []
+
+    class CountingStream(torch.cuda.Stream):
+        def __new__(cls, *args, **kwargs):
+            stream = super().__new__(cls, *args, **kwargs)
+            if "stream_id" not in kwargs:  # current_stream() wraps existing streams through this name too
+                made.append(stream)
+            return stream
+
+    monkeypatch.setattr(torch.cuda, "Stream", CountingStream)
+    transform = Compose([Normalize(MEAN, STD)])
+    loader = _loader(pin_memory=True)
+    prefetcher = DataPrefetcher(loader, "cuda", transform=transform)
+    stream = prefetcher.stream
+    cpu = list(DataPrefetcher(loader, "cpu", transform=transform))
+    for _ in range(3):
+        got = list(prefetcher)
+        assert prefetcher.stream is stream
+        assert len(got) == len(cpu)
+        for (images, labels), (want_images, want_labels) in zip(got, cpu):
+            assert images.is_cuda and labels.is_cuda and labels.dtype == torch.int64
+            torch.testing.assert_close(images.cpu(), want_images)
+            assert torch.equal(labels.cpu(), want_labels)
+    assert len(made) == 1 and made[0] is stream  # one side stream for the prefetcher's whole life
+
+
+@pytest.mark.cuda
+@cuda
+def test_cuda_records_every_handed_out_tensor_on_the_current_stream(monkeypatch):
+    recorded = []
+    real_record = torch.Tensor.record_stream
+
+    def spy(self, stream):
+        recorded.append((self.data_ptr(), stream))
+        return real_record(self, stream)
+
+    monkeypatch.setattr(torch.Tensor, "record_stream", spy)
+    prefetcher = DataPrefetcher(_loader(pin_memory=False), "cuda", channels_last=True, dtype=torch.float16)
+    current = torch.cuda.current_stream()
+    for images, labels in prefetcher:
+        assert images.is_contiguous(memory_format=torch.channels_last) and images.dtype == torch.float16
+        assert (images.data_ptr(), current) in recorded and (labels.data_ptr(), current) in recorded
+    torch.cuda.synchronize()
+
+
+def test_iter_of_the_pass_iterator_continues_the_pass():
+    loader = [(torch.full((2, 3, 4, 4), k, dtype=torch.uint8), torch.tensor([k, k])) for k in range(4)]
+    prefetcher = DataPrefetcher(loader, device="cpu")
+    it = iter(prefetcher)
+    first = next(it)
+    rest = [labels[0].item() for _, labels in it]  # iter(it) must not restart the pass
+    assert first[1][0].item() == 0 and rest == [1, 2, 3]
+    assert [labels[0].item() for _, labels in prefetcher] == [0, 1, 2, 3]  # a new pass starts from the top
