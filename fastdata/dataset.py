@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from torch.utils.data import Dataset
 
 from fastdata._malloc import pin_mmap_threshold
+from fastdata.batch import DecodedBatch, empty_tensor
 from fastdata.formats import get_format
 from fastdata.formats.base import ShardReaderBase
 from fastdata.formats.tfrecord import TFRecordShardReader, build_index, read_index, write_index
@@ -116,6 +118,27 @@ class ShardDataset(Dataset):
         if self.target_transform is not None:
             label = self.target_transform(label)
         return image, label
+
+    def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, Any]]:
+        """The samples of one batch; torch's fetcher calls this with the batch's indices.
+
+        When the transform is a fixed-size decode-time transform (``RandomResizedCrop``,
+        ``ResizeCenterCrop``) and there is no ``target_transform``, every image is decoded straight
+        into its slot of one uint8 ``[N, H, W, 3]`` tensor (in shared memory inside a worker): a
+        :class:`~fastdata.batch.DecodedBatch`, which :func:`fastdata.fast_collate` passes on without a
+        copy and which any other collate function sees as the usual list of ``(image, label)`` pairs.
+        Otherwise it is ``[self[i] for i in indices]``.
+        """
+        size = getattr(self.transform, "output_size", None)
+        if size is None or self.target_transform is not None or not isinstance(self.transform, DecodeTransform):
+            return [self[i] for i in indices]
+        images = empty_tensor((len(indices), size[0], size[1], 3), torch.uint8)
+        labels = empty_tensor((len(indices),), torch.int64)
+        slots, label_view = images.numpy(), labels.numpy()
+        for slot, index in enumerate(indices):
+            data, label_view[slot] = self.read(index)
+            self.transform.decode_into(data, slots[slot])
+        return DecodedBatch(images, labels)
 
     def read(self, index: int) -> tuple[bytes, int]:
         """The encoded image bytes and label of sample ``index``, without decoding."""

@@ -19,11 +19,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import cv2
 import numpy as np
 import torch
 
-from fastdata.decode import DECODER_NAMES, Decoder, choose_scale, get_decoder
+from fastdata.decode import DECODER_NAMES, Decoder, get_decoder
+from fastdata.decode.base import resize_into, scaled_box
 
 logger = logging.getLogger(__name__)
 
@@ -53,38 +53,7 @@ def _range(value: Sequence[float], name: str) -> tuple[float, float]:
     return low, high
 
 
-def _resize(image: np.ndarray, size: tuple[int, int], antialias: bool | None) -> np.ndarray:
-    """Resize to ``size`` (h, w).
-
-    ``antialias=True``: INTER_AREA whenever shrinking; False: always INTER_LINEAR; None (auto):
-    INTER_AREA only when shrinking by 2x or more, else INTER_LINEAR. After a DCT-scaled decode
-    the remaining shrink is below 2x, where bilinear aliases little and is several times faster.
-    """
-    height, width = size
-    if image.shape[:2] == (height, width):
-        return np.ascontiguousarray(image)
-    shrink = height <= image.shape[0] and width <= image.shape[1]
-    if antialias is None:
-        shrink = shrink and max(image.shape[0] / height, image.shape[1] / width) >= 2.0
-    interpolation = cv2.INTER_AREA if shrink and antialias is not False else cv2.INTER_LINEAR
-    return cv2.resize(image, (width, height), interpolation=interpolation)
-
-
-def _scaled_box(
-    box: tuple[int, int, int, int], scale: tuple[int, int], shape: tuple[int, ...]
-) -> tuple[int, int, int, int]:
-    """Map a full-resolution ``(top, left, h, w)`` into a DCT-scaled image's pixels.
-
-    The box grows outwards (floor the start, ceil the end) so it never loses content
-    and keeps at least ``ceil(h * scale)`` rows; it is clamped to the scaled image.
-    Returns ``(y0, y1, x0, x1)``.
-    """
-    top, left, height, width = box
-    num, den = scale
-    y0, x0 = top * num // den, left * num // den
-    y1, x1 = -(-(top + height) * num // den), -(-(left + width) * num // den)
-    y1, x1 = min(max(y1, y0 + 1), shape[0]), min(max(x1, x0 + 1), shape[1])
-    return min(y0, y1 - 1), y1, min(x0, x1 - 1), x1
+_scaled_box = scaled_box  # the mapping of a full-resolution box into DCT-scaled pixels
 
 
 class DecodeTransform(abc.ABC):
@@ -126,6 +95,29 @@ class DecodeTransform(abc.ABC):
         if isinstance(self.decoder, str):
             state["_resolved"] = None  # re-resolve in the receiving process
         return state
+
+    #: ``(height, width)`` of every output, or None when it depends on the image. Transforms with a
+    #: fixed size are decoded straight into a batch by :meth:`fastdata.ShardDataset.__getitems__`.
+    output_size: tuple[int, int] | None = None
+
+    def decode_into(self, data: bytes, out: np.ndarray) -> None:
+        """Decode (and transform) one encoded image into ``out``, one slot of a batch.
+
+        The default calls the transform and copies; fixed-size transforms write in place.
+
+        Args:
+            data: the encoded image bytes.
+            out: writable C-contiguous uint8 array of shape ``(*output_size, 3)``.
+
+        Raises:
+            fastdata.decode.DecodeError: the image cannot be decoded.
+            ValueError: ``out`` has another shape than the transform's output.
+        """
+        image = self(data)
+        if image.shape != out.shape:
+            raise ValueError(f"{type(self).__name__} made an image of shape {image.shape}, the batch slot is "
+                             f"{out.shape}; use a transform with a fixed output size")
+        np.copyto(out, image)
 
     @abc.abstractmethod
     def __call__(self, data: bytes) -> np.ndarray:
@@ -247,19 +239,25 @@ class RandomResizedCrop(DecodeTransform):
             crop_w, crop_h = width, height
         return (height - crop_h) // 2, (width - crop_w) // 2, crop_h, crop_w
 
+    @property
+    def output_size(self) -> tuple[int, int]:  # type: ignore[override]  # noqa: D102
+        return self.size
+
     def __call__(self, data: bytes) -> np.ndarray:  # noqa: D102
+        out = np.empty((*self.size, 3), np.uint8)
+        self.decode_into(data, out)
+        return out
+
+    def decode_into(self, data: bytes, out: np.ndarray) -> None:  # noqa: D102 (documented on DecodeTransform)
         decoder = self.resolve_decoder()
         full = decoder.read_size(data)
         if full is None:  # no cheap header: decode fully, crop in full resolution
             image = decoder.decode(data)
-            box = self.get_params(image.shape[0], image.shape[1], self.scale, self.ratio)
-            scale = (1, 1)
-        else:
-            box = self.get_params(full[0], full[1], self.scale, self.ratio)
-            scale = choose_scale(decoder.scales, box[2], box[3], *self.size)
-            image = decoder.decode(data, scale=scale)
-        y0, y1, x0, x1 = _scaled_box(box, scale, image.shape)
-        return _resize(image[y0:y1, x0:x1], self.size, self.antialias)
+            top, left, height, width = self.get_params(image.shape[0], image.shape[1], self.scale, self.ratio)
+            resize_into(image[top : top + height, left : left + width], out, self.antialias)
+            return
+        box = self.get_params(full[0], full[1], self.scale, self.ratio)
+        decoder.decode_crop_into(data, box, out, antialias=self.antialias)
 
     def _extra_repr(self) -> str:
         ratio = tuple(round(r, 4) for r in self.ratio)
@@ -316,20 +314,26 @@ class ResizeCenterCrop(DecodeTransform):
             return self.resize, int(self.resize * width / height)
         return int(self.resize * height / width), self.resize
 
+    @property
+    def output_size(self) -> tuple[int, int]:  # type: ignore[override]  # noqa: D102
+        return self.size
+
     def __call__(self, data: bytes) -> np.ndarray:  # noqa: D102
+        out = np.empty((*self.size, 3), np.uint8)
+        self.decode_into(data, out)
+        return out
+
+    def decode_into(self, data: bytes, out: np.ndarray) -> None:  # noqa: D102 (documented on DecodeTransform)
         decoder = self.resolve_decoder()
         full = decoder.read_size(data)
         if full is None:
-            image = decoder.decode(data)
-            full = image.shape[:2]
-        else:
-            target = self.resized_size(*full)
-            image = decoder.decode(data, scale=choose_scale(decoder.scales, *full, *target))
-        resized = _resize(image, self.resized_size(*full), self.antialias)
+            full = decoder.decode(data).shape[:2]  # no cheap header (rare formats): learn the size first
+        resized = np.empty((*self.resized_size(*full), 3), np.uint8)
+        decoder.decode_crop_into(data, None, resized, antialias=self.antialias)
         crop_h, crop_w = self.size
         top = int(round((resized.shape[0] - crop_h) / 2.0))
         left = int(round((resized.shape[1] - crop_w) / 2.0))
-        return np.ascontiguousarray(resized[top : top + crop_h, left : left + crop_w])
+        np.copyto(out, resized[top : top + crop_h, left : left + crop_w])
 
     def _extra_repr(self) -> str:
         return f"resize={self.resize}, size={self.size}, antialias={self.antialias}"

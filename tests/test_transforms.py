@@ -322,16 +322,16 @@ def test_antialias_picks_the_opencv_interpolation(antialias, interpolation):
 
 def test_auto_antialias_uses_area_only_for_large_shrinks(monkeypatch):
     """antialias=None: INTER_LINEAR below a 2x shrink (what remains after a DCT-scaled decode), INTER_AREA from 2x on."""
-    import fastdata.transforms as transforms_module
+    from fastdata.decode.base import resize_into
 
     used = []
     real = cv2.resize
-    monkeypatch.setattr(transforms_module.cv2, "resize",
-                        lambda img, dsize, interpolation: (used.append(interpolation), real(img, dsize, interpolation=interpolation))[1])
+    monkeypatch.setattr(cv2, "resize", lambda img, dsize, dst, interpolation:
+                        (used.append(interpolation), real(img, dsize, dst=dst, interpolation=interpolation))[1])
     image = np.zeros((300, 300, 3), np.uint8)
-    transforms_module._resize(image, (200, 200), None)   # 1.5x
-    transforms_module._resize(image, (150, 150), None)   # 2x
-    transforms_module._resize(image, (200, 200), True)
-    transforms_module._resize(image, (150, 150), False)
-    transforms_module._resize(image, (400, 400), None)   # enlarging
+    resize_into(image, np.empty((200, 200, 3), np.uint8), None)   # 1.5x
+    resize_into(image, np.empty((150, 150, 3), np.uint8), None)   # 2x
+    resize_into(image, np.empty((200, 200, 3), np.uint8), True)
+    resize_into(image, np.empty((150, 150, 3), np.uint8), False)
+    resize_into(image, np.empty((400, 400, 3), np.uint8), None)   # enlarging
     assert used == [cv2.INTER_LINEAR, cv2.INTER_AREA, cv2.INTER_AREA, cv2.INTER_LINEAR, cv2.INTER_LINEAR]

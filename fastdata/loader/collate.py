@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import get_worker_info
+
+from fastdata.batch import DecodedBatch, empty_tensor
 
 __all__ = ["fast_collate"]
 
@@ -28,7 +29,10 @@ def fast_collate(batch: Sequence[tuple[Any, Any]]) -> tuple[torch.Tensor, torch.
 
     Each image is a ``uint8`` array or tensor in HWC layout (a 2-D grayscale image becomes
     ``C = 1``). The output is allocated once (in shared memory inside a DataLoader worker) and
-    every image is written into it with a single HWC→CHW copy.
+    every image is written into it with a single HWC→CHW copy. A batch that
+    :meth:`fastdata.ShardDataset.__getitems__` decoded in place (a :class:`~fastdata.batch.DecodedBatch`)
+    is returned as it is, with no copy: its images are the NHWC buffer seen as ``[N, C, H, W]``, that
+    is, ``channels_last`` in memory (``images.contiguous()`` gives the other layout if a model needs it).
 
     Args:
         batch: A non-empty sequence of ``(image, label)`` pairs. ``image`` is a ``np.ndarray`` or
@@ -43,6 +47,8 @@ def fast_collate(batch: Sequence[tuple[Any, Any]]) -> tuple[torch.Tensor, torch.
             2-D/3-D, or the images do not all have the same shape.
         TypeError: If an image is neither an array nor a tensor, or a label is not an integer.
     """
+    if isinstance(batch, DecodedBatch):  # decoded in place by ShardDataset.__getitems__: no copy
+        return batch.nchw()
     if len(batch) == 0:
         raise ValueError("fast_collate got batch=[] (no samples); pass at least one (image, label) pair")
     images = []
@@ -57,9 +63,9 @@ def fast_collate(batch: Sequence[tuple[Any, Any]]) -> tuple[torch.Tensor, torch.
         images.append(_as_chw_view(sample[0], i))
         labels.append(_as_int(sample[1], i))
     _check_same_shape(images)
-    out = _empty((len(images), *images[0].shape), torch.uint8)
+    out = empty_tensor((len(images), *images[0].shape), torch.uint8)
     torch.stack(images, out=out)  # the one copy: HWC views written into NCHW memory
-    target = _empty((len(labels),), torch.int64)
+    target = empty_tensor((len(labels),), torch.int64)
     target.copy_(torch.tensor(labels, dtype=torch.int64))
     return out, target
 
@@ -132,14 +138,3 @@ def _check_same_shape(images: list[torch.Tensor]) -> None:
                 "(e.g. fastdata.transforms RandomResizedCrop or Resize+CenterCrop) to get equal sizes"
                 + (" and convert grayscale images to RGB" if first[0] != img.shape[0] else "")
             )
-
-
-def _empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    """An uninitialized tensor, in shared memory when called inside a DataLoader worker."""
-    if get_worker_info() is None:
-        return torch.empty(shape, dtype=dtype)
-    numel = 1
-    for s in shape:
-        numel *= s
-    storage = torch.UntypedStorage._new_shared(numel * dtype.itemsize)
-    return torch.empty(0, dtype=dtype).set_(storage, 0, shape)
