@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+import os
 from types import ModuleType
 from typing import Any
 
@@ -67,3 +68,11 @@ def has_dali() -> bool:
     except ImportError:
         return False
     return True
+
+
+def native_disabled() -> bool:
+    """True when the environment variable ``FASTDATA_NATIVE`` is ``"0"``: fastdata's C kernels are not used.
+
+    Read at each call, so a test or a user can force the pure-Python/PyTurboJPEG fallback paths.
+    """
+    return os.environ.get("FASTDATA_NATIVE") == "0"

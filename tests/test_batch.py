@@ -82,3 +82,29 @@ def test_random_resized_crop_batch_matches_per_sample_under_the_same_seed(packed
     torch.manual_seed(7)
     expected, _ = _per_sample(ds, indices)
     np.testing.assert_array_equal(batch.images.numpy(), expected)
+
+
+@pytest.mark.parametrize("transform", [lambda: RandomResizedCrop(24), lambda: ResizeCenterCrop(40, 32)],
+                         ids=["RandomResizedCrop", "ResizeCenterCrop"])
+def test_native_kernel_and_forced_fallback_give_the_same_images(packed, monkeypatch, transform):
+    from fastdata.decode import native
+
+    if not native.available():
+        pytest.skip("the native kernel is not built here (this run is the fallback path)")
+    root, _ = packed
+    indices = list(range(len(ShardDataset(root))))
+    torch.manual_seed(3)
+    fast = ShardDataset(root, transform=transform()).__getitems__(indices)
+    monkeypatch.setenv("FASTDATA_NATIVE", "0")
+    fallback_ds = ShardDataset(root, transform=transform())
+    assert not isinstance(fallback_ds.transform.resolve_decoder(), native.NativeJpegDecoder)
+    torch.manual_seed(3)
+    slow = fallback_ds.__getitems__(indices)
+    monkeypatch.delenv("FASTDATA_NATIVE")
+    for i in indices:
+        data = fallback_ds.read(i)[0]
+        cmyk = data[:3] == b"\xff\xd8\xff" and native.read_header(data)[3] in (4, 5)
+        if cmyk:  # the fallback converts CMYK with OpenCV, which rounds unlike PIL; the kernel matches PIL exactly
+            assert np.abs(fast.images[i].numpy().astype(int) - slow.images[i].numpy()).max() <= 2
+        else:
+            np.testing.assert_array_equal(fast.images[i].numpy(), slow.images[i].numpy())

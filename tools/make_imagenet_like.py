@@ -43,11 +43,16 @@ _LARGE_RANGE = (520, 2000)  # the rest: long side log-uniform in this range
 _P_PORTRAIT = 0.19
 _P_SQUARE = 0.05
 # aspect (long / short): 4:3 55%, 3:2 25%, the rest uniform in [1.05, 1.95]
+_PHOTO_LONG_RANGE = (1500, 1800)  # profile "photos": camera-sized images, mean about 1650x1200
+#: Size profiles: "imagenet" (the ILSVRC train set's sizes) and "photos" (large photos, where crop-region
+#: decoding and DCT scaling matter most).
+PROFILES = ("imagenet", "photos")
 
 # --- encoding -----------------------------------------------------------------------------
 _QUALITIES = (75, 80, 85, 88, 90, 92, 95, 98)
 _QUALITY_P = (0.12, 0.12, 0.14, 0.10, 0.20, 0.12, 0.14, 0.06)
 _P_PROGRESSIVE = 0.08
+_PHOTO_QUALITIES, _PHOTO_QUALITY_P = (70, 75, 80, 85, 90), (0.2, 0.3, 0.25, 0.15, 0.1)  # camera/phone JPEG settings
 # Weyl-sequence multipliers for the PNG / grayscale picks: well spread, exact on average.
 _PNG_ALPHA = (math.sqrt(5) - 1) / 2
 _GRAY_ALPHA = math.sqrt(2) - 1
@@ -84,6 +89,7 @@ class _Job:
     class_names: tuple[str, ...]
     png_fraction: float
     gray_fraction: float
+    profile: str = "imagenet"
 
 
 def class_names(num_classes: int, seed: int = 0) -> list[str]:
@@ -110,9 +116,11 @@ def _weyl_pick(seed: int, index: int, salt: int, alpha: float, fraction: float) 
     return bool(((index + 1) * alpha + offset) % 1.0 < fraction)
 
 
-def _sample_size(rng: np.random.Generator) -> tuple[int, int]:
+def _sample_size(rng: np.random.Generator, profile: str = "imagenet") -> tuple[int, int]:
     u = rng.random()
-    if u < _P_LONG_500:
+    if profile == "photos":
+        long = int(rng.integers(*_PHOTO_LONG_RANGE))
+    elif u < _P_LONG_500:
         long = 500
     elif u < _P_LONG_500 + _P_SMALL:
         long = int(rng.integers(_SMALL_MIN, 500))
@@ -127,7 +135,8 @@ def _sample_size(rng: np.random.Generator) -> tuple[int, int]:
     return (short, long) if orient > 1.0 - _P_PORTRAIT else (long, short)
 
 
-def image_spec(seed: int, index: int, *, png_fraction: float = 0.01, gray_fraction: float = 0.02) -> ImageSpec:
+def image_spec(seed: int, index: int, *, png_fraction: float = 0.01, gray_fraction: float = 0.02,
+               profile: str = "imagenet") -> ImageSpec:
     """Draw the size, encoding and kind of image ``index``.
 
     Args:
@@ -135,13 +144,15 @@ def image_spec(seed: int, index: int, *, png_fraction: float = 0.01, gray_fracti
         index: Image index.
         png_fraction: Fraction of images stored as PNG.
         gray_fraction: Fraction of single-channel images.
+        profile: Size profile, one of :data:`PROFILES`.
 
     Returns:
         The image's :class:`ImageSpec`.
     """
     rng = np.random.default_rng([seed, index, 1])
-    width, height = _sample_size(rng)
-    quality = int(rng.choice(_QUALITIES, p=_QUALITY_P))
+    width, height = _sample_size(rng, profile)
+    qualities, weights = (_PHOTO_QUALITIES, _PHOTO_QUALITY_P) if profile == "photos" else (_QUALITIES, _QUALITY_P)
+    quality = int(rng.choice(qualities, p=weights))
     progressive = bool(rng.random() < _P_PROGRESSIVE)
     png = _weyl_pick(seed, index, 0x0FF5E7, _PNG_ALPHA, png_fraction)
     gray = _weyl_pick(seed, index, 0x6A4, _GRAY_ALPHA, gray_fraction)
@@ -328,7 +339,7 @@ def encode_image(image: np.ndarray, spec: ImageSpec) -> bytes:
 
 
 def make_image(
-    seed: int, index: int, *, png_fraction: float = 0.01, gray_fraction: float = 0.02
+    seed: int, index: int, *, png_fraction: float = 0.01, gray_fraction: float = 0.02, profile: str = "imagenet"
 ) -> tuple[ImageSpec, bytes]:
     """Make the encoded bytes of image ``index``; a pure function of its arguments.
 
@@ -337,12 +348,18 @@ def make_image(
         index: Image index.
         png_fraction: Fraction of images stored as PNG.
         gray_fraction: Fraction of single-channel images.
+        profile: Size profile, one of :data:`PROFILES`.
 
     Returns:
         ``(spec, data)``: the image's :class:`ImageSpec` and its file contents.
     """
-    spec = image_spec(seed, index, png_fraction=png_fraction, gray_fraction=gray_fraction)
-    pixels = render_image(np.random.default_rng([seed, index, 2]), spec.width, spec.height, gray=spec.gray)
+    spec = image_spec(seed, index, png_fraction=png_fraction, gray_fraction=gray_fraction, profile=profile)
+    rng = np.random.default_rng([seed, index, 2])
+    if profile == "photos":  # camera images are smoother per pixel: render at half size, upscale
+        half = render_image(rng, (spec.width + 1) // 2, (spec.height + 1) // 2, gray=spec.gray)
+        pixels = cv2.resize(half, (spec.width, spec.height), interpolation=cv2.INTER_CUBIC)
+    else:
+        pixels = render_image(rng, spec.width, spec.height, gray=spec.gray)
     return spec, encode_image(pixels, spec)
 
 
@@ -371,7 +388,8 @@ def _write_one(index: int) -> tuple[int, int, int, bool, bool]:
     job = _JOB
     if job is None:
         raise RuntimeError("_write_one called outside a worker (missing _init_worker)")
-    spec, data = make_image(job.seed, index, png_fraction=job.png_fraction, gray_fraction=job.gray_fraction)
+    spec, data = make_image(job.seed, index, png_fraction=job.png_fraction, gray_fraction=job.gray_fraction,
+                            profile=job.profile)
     (Path(job.out) / file_name(spec, job.class_names)).write_bytes(data)
     return spec.width, spec.height, len(data), spec.png, spec.gray
 
@@ -453,6 +471,7 @@ def generate(
     gray_fraction: float = 0.02,
     progress: bool = True,
     overwrite: bool = False,
+    profile: str = "imagenet",
 ) -> dict:
     """Write a synthetic ImageNet-like ImageFolder tree to ``out``.
 
@@ -466,6 +485,8 @@ def generate(
         gray_fraction: Fraction of single-channel (grayscale) images.
         progress: Show a tqdm progress bar.
         overwrite: Replace the class folders of a previous run in ``out``.
+        profile: Size profile: ``"imagenet"`` (mean about 470x390) or ``"photos"`` (large photos, mean
+            about 1650x1200).
 
     Returns:
         Statistics: ``count``, ``mean_width``, ``mean_height``, ``median_width``,
@@ -483,8 +504,11 @@ def generate(
     seed = _check("seed", seed, 0)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     workers = cores if workers is None else _check("workers", workers, 1)
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
     job = _Job(os.fspath(out), seed, tuple(class_names(num_classes, seed)),
-               _check("png_fraction", png_fraction, 0, 1, float), _check("gray_fraction", gray_fraction, 0, 1, float))
+               _check("png_fraction", png_fraction, 0, 1, float), _check("gray_fraction", gray_fraction, 0, 1, float),
+               profile)
     _prepare_out(Path(out), overwrite)
     for name in job.class_names:
         (Path(out) / name).mkdir()
@@ -517,6 +541,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores)")
     parser.add_argument("--png-fraction", type=float, default=0.01, help="fraction of PNGs (default 0.01)")
     parser.add_argument("--gray-fraction", type=float, default=0.02, help="fraction of grayscale (default 0.02)")
+    parser.add_argument("--profile", choices=PROFILES, default="imagenet",
+                        help="image sizes: imagenet (mean ~470x390, default) or photos (mean ~1650x1200)")
     parser.add_argument("--overwrite", action="store_true", help="replace the class folders of a previous run")
     parser.add_argument("--quiet", action="store_true", help="no progress bar (the statistics line is kept)")
     return parser.parse_args(argv)
@@ -529,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
         stats = generate(
             args.out, num_images=args.num_images, num_classes=args.num_classes, seed=args.seed,
             workers=args.workers, png_fraction=args.png_fraction, gray_fraction=args.gray_fraction,
-            progress=not args.quiet, overwrite=args.overwrite)
+            progress=not args.quiet, overwrite=args.overwrite, profile=args.profile)
     except (TypeError, ValueError, OSError) as exc:
         print(f"make_imagenet_like.py: error: {exc}", file=sys.stderr)
         return 2

@@ -8,11 +8,17 @@ PY="${PYTHON:-python3}"
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
-# 1. libjpeg-turbo's TurboJPEG library (PyTurboJPEG loads it; without it fastdata falls back to OpenCV and says so).
-if ! ldconfig -p 2>/dev/null | grep -q 'libturbojpeg\.so'; then
-  echo "==> installing libturbojpeg0 (apt-get)"
+# 1. System packages: libjpeg-turbo's TurboJPEG library (PyTurboJPEG loads it), and a C compiler with libjpeg-turbo's
+#    headers (libjpeg-dev is libjpeg-turbo's on Debian/Ubuntu) for fastdata's native crop-region JPEG kernel. Without
+#    them fastdata still works: it falls back to PyTurboJPEG/OpenCV and says so.
+need=()
+ldconfig -p 2>/dev/null | grep -q 'libturbojpeg\.so' || need+=(libturbojpeg0)
+[ -f /usr/include/jpeglib.h ] || [ -f "/usr/include/$(uname -m)-linux-gnu/jpeglib.h" ] || need+=(libjpeg-dev)
+command -v cc >/dev/null 2>&1 || need+=(gcc)
+if [ "${#need[@]}" -gt 0 ]; then
+  echo "==> installing ${need[*]} (apt-get)"
   as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libturbojpeg0 >/dev/null
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
 # 2. PyTorch. On this project's machines `torch==2.13.0` is a local CPU wheel; any other spec pulls GBs of CUDA
@@ -29,7 +35,13 @@ echo "==> installing fastdata ${spec}"
 "$PY" -m pip install -q --disable-pip-version-check -e "$spec"
 "$PY" - <<'PYEOF'
 import torch, fastdata
+import warnings
 from fastdata._optional import has_turbojpeg, has_dali
+from fastdata.decode import native
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    decoder = fastdata.get_decoder("auto")
 print(f"==> fastdata {fastdata.__version__}, torch {torch.__version__}, "
       f"libturbojpeg {'yes' if has_turbojpeg() else 'NO (OpenCV fallback)'}, DALI {'yes' if has_dali() else 'no'}")
+print(f"==> JPEG decoder: {decoder.name}" + ("" if native.available() else f" (native kernel NOT built: {native.BUILD_HINT})"))
 PYEOF

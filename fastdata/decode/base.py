@@ -33,7 +33,7 @@ SIMD_SCALES: tuple[Scale, ...] = ((1, 8), (1, 4), (1, 2), (1, 1))
 #: Every factor <= 1 that libjpeg-turbo offers; 3/8, 5/8, 3/4 and 7/8 use plain C IDCTs.
 TURBOJPEG_SCALES: tuple[Scale, ...] = ((1, 8), (1, 4), (3, 8), (1, 2), (5, 8), (3, 4), (7, 8), (1, 1))
 #: Names accepted by :func:`get_decoder`.
-DECODER_NAMES: tuple[str, ...] = ("auto", "turbojpeg", "opencv")
+DECODER_NAMES: tuple[str, ...] = ("auto", "native", "turbojpeg", "opencv")
 
 _JPEG_SOI = b"\xff\xd8\xff"
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -4,47 +4,67 @@ from __future__ import annotations
 
 import warnings
 
-from fastdata._optional import TURBOJPEG_HINT, has_turbojpeg, turbojpeg_handle
+from fastdata._optional import TURBOJPEG_HINT, has_turbojpeg, native_disabled, turbojpeg_handle
+from fastdata.decode import native
 from fastdata.decode.base import DECODER_NAMES, Decoder
+from fastdata.decode.native import NativeJpegDecoder
 from fastdata.decode.opencv import OpenCVDecoder
 from fastdata.decode.turbo import TurboJpegDecoder
 
-__all__ = ["get_decoder"]
+__all__ = ["fallback_decoder", "get_decoder"]
 
 _fallback_warned = False
+_native_warned = False
+
+
+def fallback_decoder() -> Decoder:
+    """The best decoder without fastdata's native kernel: PyTurboJPEG, else OpenCV (warning once)."""
+    global _fallback_warned
+    if has_turbojpeg():
+        return TurboJpegDecoder()
+    if not _fallback_warned:
+        _fallback_warned = True
+        warnings.warn(
+            "fastdata falls back to OpenCV for JPEG decoding: it can be slower (it depends on "
+            "the libjpeg OpenCV was built with), offers only the 1/2, 1/4 and 1/8 DCT scales, and "
+            f"its validate() cannot flag libjpeg's corrupt-data warnings. {TURBOJPEG_HINT}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return OpenCVDecoder()
 
 
 def get_decoder(name: str = "auto") -> Decoder:
     """Build a decoder by name.
 
     Args:
-        name: ``"auto"`` (libjpeg-turbo when available, else OpenCV with one warning
-            per process), ``"turbojpeg"`` or ``"opencv"``.
+        name: ``"auto"`` (fastdata's native crop-region kernel when built, else libjpeg-turbo
+            through PyTurboJPEG, else OpenCV; a fallback warns once per process how to get the
+            faster one), ``"native"``, ``"turbojpeg"`` or ``"opencv"``. The environment variable
+            ``FASTDATA_NATIVE=0`` makes ``"auto"`` skip the native kernel (silently).
 
     Returns:
         A new decoder.
 
     Raises:
-        ImportError: ``"turbojpeg"`` was asked for and libturbojpeg is missing.
+        ImportError: ``"native"`` or ``"turbojpeg"`` was asked for and is not installed (the
+            message says how to install it).
         ValueError: an unknown name.
         TypeError: ``name`` is not a string.
     """
-    global _fallback_warned
+    global _native_warned
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, one of {DECODER_NAMES}, got {type(name).__name__}")
     if name == "auto":
-        if has_turbojpeg():
-            return TurboJpegDecoder()
-        if not _fallback_warned:
-            _fallback_warned = True
-            warnings.warn(
-                "fastdata falls back to OpenCV for JPEG decoding: it can be slower (it depends on "
-                "the libjpeg OpenCV was built with), offers only the 1/2, 1/4 and 1/8 DCT scales, and "
-                f"its validate() cannot flag libjpeg's corrupt-data warnings. {TURBOJPEG_HINT}",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-        return OpenCVDecoder()
+        if native.available():
+            return NativeJpegDecoder()
+        if not native_disabled() and not _native_warned:
+            _native_warned = True
+            warnings.warn(f"fastdata's native crop-region JPEG kernel is not built, so JPEGs decode whole and "
+                          f"more slowly: {native.BUILD_HINT}", RuntimeWarning, stacklevel=2)
+        return fallback_decoder()
+    if name == "native":
+        return NativeJpegDecoder()
     if name == "turbojpeg":
         turbojpeg_handle()  # ImportError with the install hint
         return TurboJpegDecoder()

@@ -1,7 +1,8 @@
-"""Collate uint8 HWC samples into a uint8 NCHW batch with exactly one copy of the pixels.
+"""Collate uint8 HWC samples into a uint8 NCHW batch with at most one copy of the pixels.
 
-The CPU does no float math: conversion to float and normalization happen later on the GPU
-(see :mod:`fastdata.loader.prefetcher` and :mod:`fastdata.gpu_transforms`). Inside a DataLoader worker
+:func:`fast_collate` does no float math: conversion to float and normalization happen later on the
+GPU (see :mod:`fastdata.loader.prefetcher` and :mod:`fastdata.gpu_transforms`). On a CPU-only machine,
+:class:`NormalizeCollate` makes the normalized float batch in the workers instead. Inside a DataLoader worker
 the batch is allocated directly in shared memory, the way :func:`torch.utils.data.default_collate`
 does, so sending it to the main process does not copy it again.
 """
@@ -17,9 +18,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from fastdata._optional import native_disabled
 from fastdata.batch import DecodedBatch, empty_tensor
+from fastdata.gpu_transforms.colour import IMAGENET_MEAN, IMAGENET_STD
 
-__all__ = ["fast_collate"]
+try:
+    from fastdata.loader import _floatbatch
+except ImportError:  # not built (no C compiler at install time): torch ops instead
+    _floatbatch = None
+
+__all__ = ["NormalizeCollate", "fast_collate"]
 
 logger = logging.getLogger(__name__)
 
@@ -138,3 +146,63 @@ def _check_same_shape(images: list[torch.Tensor]) -> None:
                 "(e.g. fastdata.transforms RandomResizedCrop or Resize+CenterCrop) to get equal sizes"
                 + (" and convert grayscale images to RGB" if first[0] != img.shape[0] else "")
             )
+
+
+class NormalizeCollate:
+    """A ``collate_fn`` for CPU training: normalized float batches made in the workers.
+
+    On a machine without CUDA, :class:`~fastdata.loader.prefetcher.DataPrefetcher` would normalize
+    in the main process, on the training loop's critical path. This collate function does it in the
+    DataLoader workers instead, in one pass over each batch: uint8 → float32, ``(x / 255 - mean) /
+    std``, and an optional random horizontal flip per image. With fastdata's native kernels built
+    (``pip install -e .`` with a C compiler) the pass is fused C with the GIL released; without them
+    it falls back to torch ops. With CUDA, keep :func:`fast_collate` and normalize on the GPU.
+
+    Args:
+        mean: per-channel mean in 0..1 units (ImageNet's by default).
+        std: per-channel standard deviation in 0..1 units.
+        hflip_p: probability of flipping each image horizontally (torch's RNG, seeded per worker).
+
+    Returns (when called):
+        ``(images, labels)``: float32 ``[N, 3, H, W]`` (``channels_last`` in memory) and int64 ``[N]``.
+
+    Raises:
+        ValueError: a bad ``mean``/``std``/``hflip_p``, or a batch that is not 3-channel uint8.
+
+    Example::
+
+        loader = DataLoaderX(train, batch_size=256, num_workers=8, collate_fn=NormalizeCollate(hflip_p=0.5))
+        for images, labels in loader:   # float [256, 3, 224, 224], normalized
+            ...
+    """
+
+    def __init__(self, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD, *,
+                 hflip_p: float = 0.0) -> None:
+        mean_t, std_t = tuple(float(m) for m in mean), tuple(float(s) for s in std)
+        if len(mean_t) != 3 or len(std_t) != 3 or not all(s > 0 for s in std_t):
+            raise ValueError(f"mean and std must be 3 numbers with std > 0, got mean={mean!r}, std={std!r}")
+        if not 0.0 <= float(hflip_p) <= 1.0:
+            raise ValueError(f"hflip_p must be a probability in [0, 1], got {hflip_p!r}")
+        self.mean, self.std, self.hflip_p = mean_t, std_t, float(hflip_p)
+        self._scale = tuple(1.0 / (255.0 * s) for s in std_t)
+        self._offset = tuple(-m / s for m, s in zip(mean_t, std_t))
+
+    def __call__(self, batch: Sequence[tuple[Any, Any]]) -> tuple[torch.Tensor, torch.Tensor]:
+        images, labels = fast_collate(batch)
+        if images.shape[1] != 3:
+            raise ValueError(f"NormalizeCollate needs RGB images, got {images.shape[1]} channels")
+        nhwc = images.permute(0, 2, 3, 1).contiguous()  # no copy for a batch decoded in place
+        n, height, width, _ = nhwc.shape
+        out = empty_tensor((n, height, width, 3), torch.float32)
+        flips = torch.rand(n) < self.hflip_p if self.hflip_p > 0 else torch.zeros(n, dtype=torch.bool)
+        if _floatbatch is not None and not native_disabled():
+            _floatbatch.normalize(nhwc.numpy(), out.numpy(), n, height, width, self._scale, self._offset,
+                                  flips.numpy().astype(np.uint8).tobytes())
+        else:
+            torch.mul(nhwc, torch.tensor(self._scale), out=out).add_(torch.tensor(self._offset))
+            if bool(flips.any()):
+                out[flips] = out[flips].flip(2)
+        return out.permute(0, 3, 1, 2), labels
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(mean={self.mean}, std={self.std}, hflip_p={self.hflip_p})"

@@ -273,13 +273,17 @@ def test_is_jpeg():
     assert not is_jpeg(SAMPLES["rgb_png"]) and not is_jpeg(b"") and not is_jpeg(b"\xff\xd8")
 
 
-def test_get_decoder_names():
+def test_get_decoder_names(monkeypatch):
+    from fastdata.decode import native
+
     assert isinstance(get_decoder("opencv"), OpenCVDecoder)
-    expected = TurboJpegDecoder if has_turbojpeg() else OpenCVDecoder
+    fallback = TurboJpegDecoder if has_turbojpeg() else OpenCVDecoder
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        assert type(get_decoder()) is expected
-    with pytest.raises(ValueError, match="'auto', 'turbojpeg', 'opencv'.*'pil'"):
+        assert type(get_decoder()) is (native.NativeJpegDecoder if native.available() else fallback)
+        monkeypatch.setenv("FASTDATA_NATIVE", "0")  # the forced fallback
+        assert type(get_decoder()) is fallback
+    with pytest.raises(ValueError, match="'auto', 'native', 'turbojpeg', 'opencv'.*'pil'"):
         get_decoder("pil")
     with pytest.raises(TypeError, match="name must be a str"):
         get_decoder(OpenCVDecoder())  # type: ignore[arg-type]
@@ -289,6 +293,7 @@ def test_fallback_warns_once_per_process_when_turbojpeg_is_missing(monkeypatch):
     def missing():
         raise ImportError(TURBOJPEG_HINT)
 
+    monkeypatch.setenv("FASTDATA_NATIVE", "0")
     monkeypatch.setattr(registry_mod, "has_turbojpeg", lambda: False)
     monkeypatch.setattr(registry_mod, "turbojpeg_handle", missing)
     monkeypatch.setattr(turbo_mod, "turbojpeg_handle", missing)
@@ -336,3 +341,19 @@ def test_decoder_works_in_a_spawned_process(decoder):
 def test_decoder_is_abstract():
     with pytest.raises(TypeError):
         Decoder()  # type: ignore[abstract]
+
+
+def test_auto_warns_once_how_to_get_the_native_kernel_when_it_is_not_built(monkeypatch):
+    from fastdata.decode import native
+
+    monkeypatch.setattr(native, "_jpegcrop", None)
+    monkeypatch.setattr(registry_mod, "_native_warned", False)
+    with pytest.warns(RuntimeWarning, match="native crop-region JPEG kernel is not built.*libjpeg-dev"):
+        first = get_decoder("auto")
+    assert not isinstance(first, native.NativeJpegDecoder)
+    with warnings.catch_warnings(record=True) as again:
+        warnings.simplefilter("always")
+        get_decoder("auto")
+    assert [w for w in again if "native" in str(w.message)] == []
+    with pytest.raises(ImportError, match="libjpeg-dev"):
+        get_decoder("native")

@@ -123,3 +123,57 @@ def test_worker_batch_is_allocated_in_shared_memory():
         assert images.shape == (4, 3, 4, 6)
         assert labels.tolist() == list(range(4 * k, 4 * k + 4))
         assert torch.equal(images[:, :, 0, 0], labels.to(torch.uint8)[:, None].expand(4, 3))
+
+
+# -- NormalizeCollate: the CPU float path ------------------------------------------------------------
+import fastdata.loader.collate as collate_module  # noqa: E402
+from fastdata.gpu_transforms import Normalize  # noqa: E402
+from fastdata.loader.collate import NormalizeCollate  # noqa: E402
+
+_MEAN, _STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def _uint8_batch(n=5, h=7, w=9, seed=0):
+    rng = np.random.default_rng(seed)
+    return [(rng.integers(0, 256, (h, w, 3), dtype=np.uint8), i) for i in range(n)]
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["fused-C", "torch-fallback"])
+def test_normalize_collate_equals_gpu_normalize(native, monkeypatch):
+    if native and collate_module._floatbatch is None:
+        pytest.skip("the native float kernel is not built")
+    if not native:
+        monkeypatch.setattr(collate_module, "_floatbatch", None)
+    batch = _uint8_batch()
+    images, labels = NormalizeCollate(_MEAN, _STD)(batch)
+    expected, _ = Normalize(_MEAN, _STD)(*fast_collate(batch))
+    assert images.dtype == torch.float32 and images.shape == (5, 3, 7, 9) and labels.tolist() == [0, 1, 2, 3, 4]
+    torch.testing.assert_close(images, expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["fused-C", "torch-fallback"])
+def test_normalize_collate_flips_when_asked(native, monkeypatch):
+    if native and collate_module._floatbatch is None:
+        pytest.skip("the native float kernel is not built")
+    if not native:
+        monkeypatch.setattr(collate_module, "_floatbatch", None)
+    batch = _uint8_batch()
+    plain, _ = NormalizeCollate(_MEAN, _STD)(batch)
+    flipped, _ = NormalizeCollate(_MEAN, _STD, hflip_p=1.0)(batch)
+    torch.testing.assert_close(flipped, plain.flip(3), rtol=0, atol=0)
+    torch.manual_seed(0)
+    some, _ = NormalizeCollate(_MEAN, _STD, hflip_p=0.5)(_uint8_batch(n=64))
+    plain64, _ = NormalizeCollate(_MEAN, _STD)(_uint8_batch(n=64))
+    flipped_rows = [not torch.equal(some[i], plain64[i]) for i in range(64)]
+    assert 10 < sum(flipped_rows) < 54  # about half, each image either flipped or untouched
+    for i, was_flipped in enumerate(flipped_rows):
+        assert torch.equal(some[i], plain64[i].flip(2) if was_flipped else plain64[i])
+
+
+def test_normalize_collate_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="std"):
+        NormalizeCollate(_MEAN, (0.2, 0.0, 0.2))
+    with pytest.raises(ValueError, match="hflip_p"):
+        NormalizeCollate(hflip_p=1.5)
+    with pytest.raises(ValueError, match="RGB"):
+        NormalizeCollate()([(np.zeros((4, 4), np.uint8), 0)])

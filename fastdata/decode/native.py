@@ -1,0 +1,254 @@
+"""Crop-region JPEG decoding through fastdata's own C kernel (:mod:`fastdata.decode._jpegcrop`).
+
+PyTurboJPEG can only decode whole images. The kernel drives libjpeg directly: it decodes
+at the smallest sufficient DCT scale, crops the columns with ``jpeg_crop_scanline``,
+skips the rows above the crop with ``jpeg_skip_scanlines`` and stops after the crop's
+last row, so a ``RandomResizedCrop`` pays only for (most of) the pixels it keeps. The
+pixels equal those of a full decode at the same scale, and a full decode equals
+``PIL.Image.open(f).convert("RGB")`` (grayscale, CMYK and YCCK included). libjpeg works
+with the GIL released, and so does the OpenCV resize that follows.
+
+The extension is optional (``pip install -e .`` builds it where libjpeg-turbo's headers
+and a C compiler are present); :func:`available` says whether it can be used. Setting
+the environment variable ``FASTDATA_NATIVE=0`` forces the fallback paths.
+
+Each thread gets its own libjpeg decompressor and its own grow-only scratch buffer, so
+steady-state decoding allocates no pixel buffers.
+
+Example::
+
+    from fastdata.decode import native
+
+    if native.available():
+        batch = np.empty((256, 224, 224, 3), np.uint8)
+        native.decode_crop_into(jpeg_bytes, (top, left, h, w), batch[i])
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+import numpy as np
+
+from fastdata._optional import native_disabled
+from fastdata.decode.base import (
+    Box, DecodeError, Decoder, check_not_empty, check_out, choose_scale, image_kind, is_jpeg, resize_into, scaled_box,
+    scaled_size,
+)
+
+try:
+    from fastdata.decode import _jpegcrop
+except ImportError:  # not built: no compiler or no jpeglib.h at install time
+    _jpegcrop = None
+_JpegError = _jpegcrop.JpegError if _jpegcrop is not None else ()  # () catches nothing
+
+__all__ = ["BUILD_HINT", "NATIVE_SCALES", "NativeJpegDecoder", "available", "decode_crop_into", "decode_full", "read_header"]
+
+Scale = tuple[int, int]
+
+#: The DCT scales the kernel decodes at (libjpeg-turbo's SIMD ones).
+NATIVE_SCALES: tuple[Scale, ...] = ((1, 8), (1, 4), (1, 2), (1, 1))
+
+_local = threading.local()
+
+
+#: How to get the kernel where it was not built.
+BUILD_HINT = ("install a C compiler and libjpeg-turbo's headers (Debian/Ubuntu: apt-get install gcc libjpeg-dev), "
+              "then reinstall fastdata (pip install -e .)")
+
+
+def available() -> bool:
+    """True when the C kernel was built and ``FASTDATA_NATIVE`` is not ``"0"`` (read each call)."""
+    return _jpegcrop is not None and not native_disabled()
+
+
+def _decompressor():
+    decompressor = getattr(_local, "decompressor", None)
+    if decompressor is None:
+        if _jpegcrop is None:
+            raise ImportError(f"fastdata's native JPEG kernel is not built; {BUILD_HINT}")
+        decompressor = _local.decompressor = _jpegcrop.Decompressor()
+    return decompressor
+
+
+def _scratch(nbytes: int) -> np.ndarray:
+    """This thread's scratch buffer, at least ``nbytes`` long (grown, never shrunk)."""
+    buffer = getattr(_local, "scratch", None)
+    if buffer is None or buffer.size < nbytes:
+        buffer = _local.scratch = np.empty(max(nbytes + nbytes // 4, 1 << 20), np.uint8)
+    return buffer
+
+
+def _decode_error(exc: Exception, data) -> DecodeError:
+    message = str(exc)
+    if message == "empty file":
+        return DecodeError(message)
+    if message.startswith("Not a JPEG file"):  # libjpeg: "Not a JPEG file: starts with 0x89 0x50"
+        kind = image_kind(data)
+        return DecodeError(f"not a JPEG file ({kind} data)" if kind else "not a JPEG file" + message[15:])
+    return DecodeError(f"corrupt JPEG ({message})")
+
+
+def _region(data, denom: int, y0: int, y1: int, x0: int, x1: int, out) -> None:
+    """Run the kernel; libjpeg errors become DecodeError, its warnings a UserWarning."""
+    decompressor = _decompressor()
+    try:
+        _, _, warned = decompressor.decode_region(data, denom, y0, y1, x0, x1, out)
+    except _JpegError as exc:
+        raise _decode_error(exc, data) from None
+    if warned:
+        # Like PyTurboJPEG (the turbojpeg decoder): damage libjpeg recovered from decodes
+        # with a warning; under `-W error` it raises instead.
+        warnings.warn(f"corrupt JPEG decoded anyway: {decompressor.last_warning}", UserWarning, stacklevel=3)
+
+
+def read_header(data) -> tuple[int, int, int, int]:
+    """``(height, width, num_components, colorspace)`` from a JPEG header.
+
+    Args:
+        data: the encoded JPEG (any bytes-like object).
+
+    Returns:
+        The full size, the number of components (1, 3 or 4) and libjpeg's
+        ``J_COLOR_SPACE`` of the file (1 gray, 2 RGB, 3 YCbCr, 4 CMYK, 5 YCCK).
+
+    Raises:
+        DecodeError: empty, not a JPEG, or a header libjpeg refuses.
+    """
+    try:
+        return _decompressor().header(data)
+    except _JpegError as exc:
+        raise _decode_error(exc, data) from None
+
+
+def decode_crop_into(data, box: Box | None, out: np.ndarray, *, antialias: bool | None = None) -> None:
+    """Decode the ``box`` of a JPEG and resize it into ``out``.
+
+    The JPEG is decoded at the smallest DCT scale (1/8, 1/4, 1/2 or 1) that keeps the
+    crop at least ``out``'s size, only the crop's pixels (widened to whole scaled pixels
+    by :func:`~fastdata.decode.base.scaled_box`) are decoded, and OpenCV resizes them
+    straight into ``out`` (:func:`~fastdata.decode.base.resize_into`). A crop that
+    already has the output size is decoded into ``out`` with no resize.
+
+    Args:
+        data: the encoded JPEG (bytes-like).
+        box: ``(top, left, height, width)`` in full-resolution pixels, inside the image;
+            None for the whole image.
+        out: C-contiguous, writable ``uint8`` array of shape ``(H, W, 3)``, e.g. one slot
+            of a batch array; receives the RGB result.
+        antialias: None: ``INTER_AREA`` only when the remaining shrink is 2x or more in
+            some direction (and no direction enlarges), else ``INTER_LINEAR``; True:
+            ``INTER_AREA`` whenever shrinking; False: always ``INTER_LINEAR``.
+
+    Raises:
+        DecodeError: the data is empty, not a JPEG, or too damaged to decode (recoverable
+            damage decodes with a ``UserWarning``).
+        ValueError: a box outside the image or a bad ``out``.
+        ImportError: the extension is not built.
+    """
+    check_out(out)
+    out_h, out_w = out.shape[0], out.shape[1]
+    if out_h == 0 or out_w == 0:
+        raise ValueError(f"out must not be empty, got shape {out.shape}")
+    height, width, _, _ = read_header(data)
+    if box is None:
+        box = (0, 0, height, width)
+    top, left, box_h, box_w = (int(v) for v in box)
+    if box_h < 1 or box_w < 1 or top < 0 or left < 0 or top + box_h > height or left + box_w > width:
+        raise ValueError(f"box {tuple(box)} (top, left, height, width) is empty or outside the {height}x{width} image")
+    scale = choose_scale(NATIVE_SCALES, box_h, box_w, out_h, out_w)
+    y0, y1, x0, x1 = scaled_box((top, left, box_h, box_w), scale, scaled_size(height, width, scale))
+    region_h, region_w = y1 - y0, x1 - x0
+    if (region_h, region_w) == (out_h, out_w):
+        _region(data, scale[1], y0, y1, x0, x1, out)
+        return
+    region = _scratch(region_h * region_w * 3)[: region_h * region_w * 3].reshape(region_h, region_w, 3)
+    _region(data, scale[1], y0, y1, x0, x1, region)
+    resize_into(region, out, antialias)  # cv2.resize with dst=out, GIL released
+
+
+def decode_full(data, scale: Scale = (1, 1)) -> np.ndarray:
+    """Decode a whole JPEG at a DCT ``scale`` into a new RGB ``uint8`` ``(h, w, 3)`` array.
+
+    Args:
+        data: the encoded JPEG (bytes-like).
+        scale: ``(1, d)`` with ``d`` in 1, 2, 4, 8; the output is ``scaled_size(h, w, scale)``.
+
+    Returns:
+        The image, equal to ``PIL.Image.open(f).convert("RGB")`` at scale 1.
+
+    Raises:
+        DecodeError: as :func:`decode_crop_into`.
+        ValueError: an unsupported scale.
+    """
+    scale = (int(scale[0]), int(scale[1]))
+    if scale not in NATIVE_SCALES:
+        raise ValueError(f"scale must be one of {NATIVE_SCALES}, got {scale!r}")
+    height, width = scaled_size(*read_header(data)[:2], scale)
+    image = np.empty((height, width, 3), np.uint8)
+    _region(data, scale[1], 0, height, 0, width, image)
+    return image
+
+
+class NativeJpegDecoder(Decoder):
+    """JPEG through fastdata's crop-region kernel; every other format through ``fallback``.
+
+    ``decode_crop_into`` decodes only the crop's region at the smallest sufficient DCT scale,
+    straight into the caller's slot; ``decode`` decodes whole images with the same kernel.
+    ``validate`` (the packer's strict check) is the fallback decoder's.
+
+    Args:
+        fallback: the decoder for non-JPEG data and for ``validate``; by default libjpeg-turbo
+            through PyTurboJPEG when present, else OpenCV.
+
+    Raises:
+        ImportError: the kernel is not built (see :func:`available`).
+
+    Example::
+
+        decoder = NativeJpegDecoder()
+        batch = np.empty((256, 224, 224, 3), np.uint8)
+        decoder.decode_crop_into(jpeg_bytes, (top, left, h, w), batch[0])
+    """
+
+    name = "native"
+    scales = NATIVE_SCALES
+
+    def __init__(self, *, fallback: Decoder | None = None) -> None:
+        if _jpegcrop is None:
+            raise ImportError(f"fastdata's native JPEG kernel is not built; {BUILD_HINT}")
+        if fallback is None:
+            from fastdata.decode.registry import fallback_decoder
+
+            fallback = fallback_decoder()
+        self.fallback = fallback
+
+    def read_size(self, data: bytes) -> tuple[int, int] | None:  # noqa: D102 (documented on Decoder)
+        if not is_jpeg(data):
+            return self.fallback.read_size(data)
+        try:
+            height, width, _, _ = read_header(data)
+        except DecodeError:
+            return None
+        return height, width
+
+    def decode(self, data: bytes, *, scale: Scale = (1, 1)) -> np.ndarray:  # noqa: D102
+        scale = self._check_scale(scale)
+        check_not_empty(data)
+        if not is_jpeg(data):
+            return self.fallback.decode(data, scale=scale)
+        return decode_full(data, scale)
+
+    def decode_crop_into(self, data: bytes, box: Box | None, out: np.ndarray, *,  # noqa: D102
+                         antialias: bool | None = None) -> None:
+        if not is_jpeg(data):
+            super().decode_crop_into(data, box, out, antialias=antialias)
+            return
+        decode_crop_into(data, box, out, antialias=antialias)
+
+    def validate(self, data: bytes) -> tuple[int, int]:  # noqa: D102
+        return self.fallback.validate(data)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(fallback={self.fallback!r})"

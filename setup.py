@@ -1,0 +1,58 @@
+"""Build the optional native kernels; everything else is configured in pyproject.toml.
+
+``fastdata.decode._jpegcrop`` (crop-region JPEG decoding with libjpeg-turbo) and
+``fastdata.loader._floatbatch`` (uint8 batches to normalized float in one pass) are optional:
+when there is no C compiler or no ``jpeglib.h``, the build prints one warning per kernel and the
+install goes on without it (fastdata then decodes through PyTurboJPEG/OpenCV and normalizes with torch).
+"""
+
+import re
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+_HINT = "install a C compiler and libjpeg-dev (Debian/Ubuntu: apt-get install gcc libjpeg-dev), then reinstall: pip install -e ."
+
+
+class OptionalBuildExt(build_ext):
+    """``build_ext`` that turns a failed compile or link into a warning."""
+
+    _warned = False
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # noqa: BLE001 (no compiler: DistutilsPlatformError, CCompilerError, ...)
+            if not self._warned:  # else: the editable install's copy of the unbuilt library failed
+                self._warn("fastdata's native kernels", exc)
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as exc:  # noqa: BLE001 (missing jpeglib.h: CompileError; no -ljpeg: LinkError)
+            self._warn(ext.name, exc)
+
+    def _warn(self, what: str, exc: BaseException) -> None:
+        self._warned = True
+        text = " ".join(str(exc).split())
+        failed = re.search(r"Command '\['([^']+)'.*exit status (\d+)", text)  # the compiler ran and failed
+        if failed:
+            reason = f"{type(exc).__name__}: {failed[1]} exited with status {failed[2]}, its message is above"
+        else:  # e.g. no compiler at all
+            reason = f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
+        print(f"WARNING: fastdata: {what} not built ({reason}); {_HINT}", file=sys.stderr, flush=True)
+
+
+setup(
+    ext_modules=[
+        Extension(
+            "fastdata.decode._jpegcrop",
+            ["fastdata/decode/_jpegcrop.c"],
+            libraries=["jpeg"],
+            extra_compile_args=["-O3"],
+        ),
+        Extension("fastdata.loader._floatbatch", ["fastdata/loader/_floatbatch.c"], extra_compile_args=["-O3"]),
+    ],
+    cmdclass={"build_ext": OptionalBuildExt},
+)
