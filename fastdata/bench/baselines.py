@@ -47,6 +47,11 @@ def pil_loader(path: str) -> Any:
         return img.convert("RGB")
 
 
+def cv2_loader_bytes(data: bytes) -> np.ndarray:
+    """``cv2.imdecode`` of encoded bytes to RGB (the whole image)."""
+    return cv2.cvtColor(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+
+
 def cv2_loader(path: str) -> np.ndarray:
     """``cv2.imdecode`` of the file's bytes, converted BGR → RGB (uint8 HWC)."""
     bgr = cv2.imdecode(np.fromfile(path, dtype=np.uint8), cv2.IMREAD_COLOR)

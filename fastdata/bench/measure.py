@@ -204,16 +204,22 @@ def measure_run(iterable: Iterable, *, check: BatchCheck, epochs: int = 1, batch
 _WORKER: dict[str, Any] = {}
 
 
-def _decode_init(root: str, size: int, barrier: Any) -> None:
+def _decode_init(root: str, size: int, barrier: Any, method: str) -> None:
     import cv2
 
+    from fastdata.bench.baselines import CV2RandomResizedCropFlip, cv2_loader_bytes
     from fastdata.dataset import ShardDataset
     from fastdata.transforms import RandomResizedCrop
 
     torch.set_num_threads(1)
     cv2.setNumThreads(1)
     torch.manual_seed(os.getpid())
-    _WORKER.update(dataset=ShardDataset(root), transform=RandomResizedCrop(size), barrier=barrier)
+    if method == "cv2":  # what the torch-cv2 pipeline's workers do per image, without the loader around it
+        crop = CV2RandomResizedCropFlip(size)
+        transform = lambda data: crop(cv2_loader_bytes(data))  # noqa: E731
+    else:
+        transform = RandomResizedCrop(size)
+    _WORKER.update(dataset=ShardDataset(root), transform=transform, barrier=barrier)
 
 
 def _decode_chunk(indices: list[int]) -> tuple[int, float, float]:
@@ -227,18 +233,20 @@ def _decode_chunk(indices: list[int]) -> tuple[int, float, float]:
 
 
 def measure_decode_bound(root: str | os.PathLike, *, size: int = 224, processes: int | None = None,
-                         limit: int | None = None) -> dict[str, Any]:
-    """The machine's limit: the decode-time ``RandomResizedCrop`` alone, one process per core.
+                         limit: int | None = None, method: str = "fastdata") -> dict[str, Any]:
+    """The machine's limit: the per-image decode + crop + resize alone, one process per core.
 
     Every process reads its share of the records of the packed dataset ``root`` into memory, waits
-    for the others, then runs ``fastdata.transforms.RandomResizedCrop(size)`` (the same DCT-scaled
-    decode the fastdata pipelines use) over it.
+    for the others, then decodes them: with ``method="fastdata"``, ``fastdata.transforms.RandomResizedCrop(size)``
+    (the crop-region decode the fastdata pipelines use); with ``"cv2"``, ``cv2.imdecode`` of the whole
+    image + the same crop sampling + ``cv2.resize`` (the torch-cv2 pipeline's per-image work).
 
     Args:
         root: a packed dataset (``fastdata pack`` output).
         size: crop size.
         processes: worker processes (default: the usable cores).
         limit: use only the first ``limit`` records.
+        method: ``"fastdata"`` or ``"cv2"``.
 
     Returns:
         ``images``, ``seconds`` (wall time of the slowest process), ``images_per_s`` (the sum of
@@ -251,7 +259,7 @@ def measure_decode_bound(root: str | os.PathLike, *, size: int = 224, processes:
     chunks = [c.tolist() for c in np.array_split(np.arange(count), processes) if len(c)]
     ctx = multiprocessing.get_context()
     barrier = ctx.Barrier(len(chunks))
-    with ctx.Pool(len(chunks), initializer=_decode_init, initargs=(str(root), size, barrier)) as pool:
+    with ctx.Pool(len(chunks), initializer=_decode_init, initargs=(str(root), size, barrier, method)) as pool:
         parts = pool.map(_decode_chunk, chunks, chunksize=1)
     images = sum(n for n, _, _ in parts)
     wall = max(end for _, _, end in parts) - min(start for _, start, _ in parts)

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from fastdata.bench.measure import split_batch
-from fastdata.decode import Decoder
+from fastdata.decode import Decoder, choose_scale
 from fastdata.bench.baselines import (
     IMAGENET_MEAN, IMAGENET_STD, CV2RandomResizedCropFlip, PILRandomHorizontalFlip, PILRandomResizedCrop,
     PILToNormalizedTensor, uint8_collate,
@@ -84,7 +84,7 @@ class _TimedDecoder(Decoder):
 
     def __init__(self, inner: Any) -> None:
         self.inner, self.name, self.scales = inner, inner.name, inner.scales
-        self.header_s = self.decode_s = 0.0
+        self.header_s = self.decode_s = self.region_s = 0.0
         self.scale_counts: Counter[str] = Counter()
         self.full_pixels = self.decoded_pixels = 0
 
@@ -104,6 +104,17 @@ class _TimedDecoder(Decoder):
         self.decoded_pixels += image.shape[0] * image.shape[1]
         return image
 
+    def decode_crop_into(self, data: bytes, box: Any, out: np.ndarray, *, antialias: bool | None = None) -> None:
+        if type(self.inner).decode_crop_into is Decoder.decode_crop_into:  # decode + crop + resize: time the decode
+            super().decode_crop_into(data, box, out, antialias=antialias)
+            return
+        start = time.perf_counter()  # a region decoder: decode and resize are one call
+        self.inner.decode_crop_into(data, box, out, antialias=antialias)
+        self.region_s += time.perf_counter() - start
+        scale = choose_scale(self.scales, box[2], box[3], *out.shape[:2])
+        self.scale_counts[f"{scale[0]}/{scale[1]}"] += 1
+        self.decoded_pixels += box[2] * box[3] * scale[0] ** 2 // scale[1] ** 2
+
     def validate(self, data: bytes) -> tuple[int, int]:
         return self.inner.validate(data)
 
@@ -119,9 +130,10 @@ def _timed_transform(size: int) -> tuple[Any, _TimedDecoder]:
 
 def _fastdata_part(roots: dict[str, Path], picks: np.ndarray, size: int, batch_size: int) -> tuple[dict, list[bytes]]:
     """Time read, header, decode, crop/resize (the rest of the transform), collate, flip + normalize."""
-    from fastdata.loader.collate import fast_collate
+    from fastdata.batch import DecodedBatch
     from fastdata.dataset import ShardDataset
     from fastdata.gpu_transforms import Compose, Normalize, RandomHorizontalFlip
+    from fastdata.loader.collate import NormalizeCollate, fast_collate
 
     reads, payloads = {}, {}
     for fmt in ("tfrecord", "lmdb"):
@@ -133,19 +145,31 @@ def _fastdata_part(roots: dict[str, Path], picks: np.ndarray, size: int, batch_s
     data, n = payloads[fmt], len(payloads[fmt])
     rrc, timed = _timed_transform(size)
     (whole,), crops = _chain(data, [("transform", rrc)])
-    header, decode = 1e3 * timed.header_s / n, 1e3 * timed.decode_s / n
+    header, decode, region = (1e3 * t / n for t in (timed.header_s, timed.decode_s, timed.region_s))
     stages = [{"stage": f"read record ({fmt})", "ms_per_image": reads[fmt]},
-              {"stage": "header (read_size)", "ms_per_image": header},
-              {"stage": "decode (DCT-scaled)", "ms_per_image": decode},
-              {"stage": "crop params + crop + resize (cv2)", "ms_per_image": whole["ms_per_image"] - header - decode}]
+              {"stage": "header (read_size)", "ms_per_image": header}]
+    if region:  # the native kernel decodes only the crop's region and resizes it in one call
+        stages += [{"stage": f"decode crop region + resize ({timed.name})", "ms_per_image": region},
+                   {"stage": "crop params", "ms_per_image": whole["ms_per_image"] - header - region}]
+    else:
+        stages += [{"stage": "decode (DCT-scaled)", "ms_per_image": decode},
+                   {"stage": "crop params + crop + resize (cv2)", "ms_per_image": whole["ms_per_image"] - header - decode}]
     collate, batches = _batched("fast_collate (uint8 NCHW)", fast_collate, crops, batch_size)
     norm = Compose([RandomHorizontalFlip(), Normalize(IMAGENET_MEAN, IMAGENET_STD)])
     start = time.perf_counter()
     for images, labels in batches:
         norm(images, labels)
-    flip_norm = {"stage": "flip + normalize (CPU, prefetcher)", "ms_per_image": 1e3 * (time.perf_counter() - start) / n}
-    stages += [collate, flip_norm]
+    torch_ops_ms = 1e3 * (time.perf_counter() - start) / n  # what DataPrefetcher's transform costs on the CPU
+    in_place = [DecodedBatch(images.permute(0, 2, 3, 1).contiguous(), labels) for images, labels in batches]
+    to_float = NormalizeCollate(IMAGENET_MEAN, IMAGENET_STD, hflip_p=0.5)
+    start = time.perf_counter()
+    for batch in in_place:
+        to_float(batch)
+    worker_norm = {"stage": "flip + normalize (CPU, NormalizeCollate in workers)",
+                   "ms_per_image": 1e3 * (time.perf_counter() - start) / n}
+    stages += [collate, worker_norm]
     extra = {"transform_end_to_end_ms": whole["ms_per_image"], "read_ms": reads,
+             "cpu_flip_normalize_torch_ops_ms": torch_ops_ms,
              "full_decode_ms": _chain(data, [("full", timed.inner.decode)])[0][0]["ms_per_image"],
              "dct_scales": {k: round(v / n, 3) for k, v in sorted(timed.scale_counts.items())},
              "mean_full_megapixels": timed.full_pixels / n / 1e6,
