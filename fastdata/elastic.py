@@ -104,7 +104,8 @@ def adapt_loader_state(state: Mapping[str, Any], loader: Any) -> dict[str, Any]:
     size as ``loader``'s run (``batch_size * num_replicas``), so the job consumed that many global
     batches of the pass; the returned state makes this rank's loader go on from there, every
     remaining sample of the pass once across the new ranks. Use it on every rank, with the one
-    checkpointed state (the ranks' states are identical).
+    checkpointed state (the ranks' sampler positions are identical). On another number of ranks
+    the loader's seeded generators keep their current state (the saved ones were one rank's).
 
     Args:
         state: ``DataLoaderX.state_dict()`` of a loader over a ``fastdata.DistributedSampler``,
@@ -147,6 +148,9 @@ def adapt_loader_state(state: Mapping[str, Any], loader: Any) -> dict[str, Any]:
         advanced["start_index"] = min(start + consumed * (global_batch // saved_world), saved_len)
     adapted = copy.deepcopy(dict(state))
     adapted.update(num_batches=len(loader), batches_consumed=0, sampler=sampler.adapt_state(advanced))
+    if saved_world != sampler.num_replicas:  # keep this rank's own generators (e.g. seeded per rank)
+        own = loader.state_dict()
+        adapted.update(rng_pass_start=own["rng_pass_start"], rng_sampler_draw=own["rng_sampler_draw"])
     return adapted
 
 

@@ -271,6 +271,30 @@ def test_dataloaderx_resume_inside_an_adapted_pass():
         assert labels(iter(again)) == uninterrupted[rank][2:], rank
 
 
+def test_each_new_rank_keeps_its_own_loader_generator():
+    def seeded(world, rank, base):
+        data = Numbers()
+        sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle="blocks", seed=3,
+                                     shard_sizes=SHARDS, block_shards=2)
+        return DataLoaderX(data, batch_size=GLOBAL_BATCH // world, sampler=sampler,
+                           generator=torch.Generator().manual_seed(base + rank))
+
+    saver = seeded(4, 0, 100)
+    it = iter(saver)
+    labels(it, 2)
+    state = saver.state_dict()
+    it.close()
+    new_states = []
+    for rank in range(2):
+        l = seeded(2, rank, 200)
+        own = l.state_dict()["rng_pass_start"]
+        new_states.append(adapt_loader_state(state, l))
+        assert new_states[-1]["rng_pass_start"] == own != state["rng_pass_start"]
+    assert new_states[0]["rng_pass_start"] != new_states[1]["rng_pass_start"]
+    same_world = seeded(4, 1, 100)
+    assert adapt_loader_state(state, same_world)["rng_pass_start"] == state["rng_pass_start"]  # exact resume
+
+
 def test_adapt_loader_state_argument_checks():
     state = loader(4, 0).state_dict()
     with pytest.raises(TypeError, match="fastdata.DistributedSampler"):
