@@ -160,6 +160,17 @@ class ShardDataset(Dataset):
         return self._targets
 
     @property
+    def shard_offsets(self) -> np.ndarray:
+        """Read-only int64 array of ``num_shards + 1`` entries: the first sample index of each shard, then ``len``.
+
+        Samples ``shard_offsets[k]`` to ``shard_offsets[k + 1] - 1`` live in shard ``k``
+        (``DistributedSampler(shuffle="blocks")`` reads it to keep a node on a few shards at a time).
+        """
+        offsets = self._starts.view()
+        offsets.flags.writeable = False
+        return offsets
+
+    @property
     def class_to_idx(self) -> dict[str, int]:
         """Class name → label."""
         return {name: i for i, name in enumerate(self.classes)}

@@ -1,26 +1,24 @@
 """A resumable ``DistributedSampler`` whose one pass covers ``ratio`` passes over the data.
 
-Iteration-based training with a plain ``DataLoader`` ends its iterator, and so tears
-down and re-creates its workers, once per epoch. :class:`DistributedSampler` makes one
-``iter()`` of the sampler (one pass of the loader) cover ``ratio`` consecutive
-*virtual passes*, each one exactly what :class:`torch.utils.data.DistributedSampler`
-yields for a later epoch, so the workers live ``ratio`` times longer while the index
-stream stays the one torch would produce.
+Iteration-based training with a plain ``DataLoader`` ends its iterator, and so tears down and
+re-creates its workers, once per epoch. :class:`DistributedSampler` makes one ``iter()`` (one pass
+of the loader) cover ``ratio`` consecutive *virtual passes*, so the workers live ``ratio`` times longer.
 
-Index stream: virtual pass ``p`` (``0 <= p < ratio``) of epoch ``e`` is torch's pass at
-epoch ``e * ratio + p``: a permutation from ``torch.Generator().manual_seed(seed + e *
-ratio + p)`` (or ``range(N)`` without shuffling), padded by wrapping around or truncated
-to ``total_size``, then split ``rank::num_replicas``. At ``ratio=1`` the output is
-identical to torch's sampler. Passes are generated lazily, one at a time, as a numpy
-array; ``ratio * N`` indices are never materialized.
+Virtual pass ``p`` of epoch ``e`` is seeded with ``seed + e * ratio + p`` and ordered by
+``torch.randperm`` (``shuffle=True``: torch's pass at epoch ``e * ratio + p``, identical output at
+``ratio=1``), ``range(N)`` (``False``) or block by block (``"blocks"``, see
+:mod:`fastdata.block_order`: a few shards at a time). That permutation never depends on the world
+size; padded by wrapping around or truncated to ``total_size`` as torch does, rank ``r`` takes its
+positions ``r, r + num_replicas, ...``, so the ranks read each global batch together and a state
+carries over to another number of ranks (:mod:`fastdata.elastic`). Passes are generated lazily,
+one at a time, as a numpy array; ``ratio * N`` indices are never materialized.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import operator
-from collections.abc import Iterator, Mapping, Sized
+from collections.abc import Iterator, Mapping, Sequence, Sized
 from typing import Any
 
 import numpy as np
@@ -28,13 +26,19 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import Sampler
 
+from fastdata.block_order import BLOCKS, DEFAULT_BLOCK_SHARDS, block_permutation, layout_id, shard_offsets, shard_order
+from fastdata.elastic import adapt_loader_state, parse_origin, per_rank, rescale_state
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["DistributedSampler"]
+__all__ = ["DEFAULT_BLOCK_SHARDS", "DistributedSampler", "adapt_loader_state"]
 
-#: Keys of :meth:`DistributedSampler.state_dict` that must match the sampler on load.
-_MATCHED_KEYS = ("num_replicas", "ratio", "seed", "shuffle", "drop_last", "dataset_length")
+#: Keys of :meth:`DistributedSampler.state_dict` that must match the sampler on load (when present).
+_MATCHED_KEYS = ("num_replicas", "ratio", "seed", "shuffle", "drop_last", "dataset_length", "block_shards",
+                 "shard_layout")
 _REQUIRED_KEYS = ("epoch", "seed", "ratio", "num_replicas", "shuffle", "drop_last", "start_index")
+_ADAPT_HINT = ("to resume on another number of ranks, load sampler.adapt_state(state) instead (a DataLoaderX "
+               "state: loader.load_state_dict(fastdata.sampler.adapt_loader_state(state, loader)))")
 #: Indices are turned into Python ints this many at a time (keeps memory flat).
 _CHUNK = 8192
 
@@ -49,39 +53,59 @@ def _as_int(value: Any, name: str, fix: str) -> int:
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}; {fix}") from None
 
 
-def _default_world() -> tuple[int, int]:
-    """World size and rank of the default process group, or ``(1, 0)`` without one."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_world_size(), dist.get_rank()
-    return 1, 0
+def _check_world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
+    """The given world size and rank, defaulting to the process group's, or ``(1, 0)`` without one."""
+    in_group = dist.is_available() and dist.is_initialized()
+    world_size, world_rank = (dist.get_world_size(), dist.get_rank()) if in_group else (1, 0)
+    num_replicas = world_size if num_replicas is None else num_replicas
+    rank = world_rank if rank is None else rank
+    num_replicas = _as_int(num_replicas, "num_replicas", "pass the number of processes (>= 1)")
+    if num_replicas < 1:
+        raise ValueError(f"num_replicas must be >= 1, got {num_replicas}; pass the number of processes")
+    rank = _as_int(rank, "rank", f"pass this process's rank in [0, {num_replicas - 1}]")
+    if not 0 <= rank < num_replicas:
+        raise ValueError(
+            f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}] "
+            f"(num_replicas={num_replicas}); pass this process's rank"
+        )
+    return num_replicas, rank
 
 
 class DistributedSampler(Sampler[int]):
     """Drop-in for :class:`torch.utils.data.DistributedSampler` with ``ratio`` passes per ``iter()``.
 
     Args:
-        dataset: a sized dataset (only ``len(dataset)`` is used).
+        dataset: a sized dataset (``len(dataset)``, and ``dataset.shard_offsets`` for "blocks").
         num_replicas: number of processes in the job. Default: the world size of the
             initialized default process group, or 1 when there is none (where torch raises).
         rank: rank of this process in ``[0, num_replicas - 1]``. Default: the rank in the
             initialized default process group, or 0 when there is none.
-        shuffle: shuffle each virtual pass with its own seed (as torch does per epoch).
+        shuffle: ``True``: a fresh ``randperm`` per virtual pass (as torch does per epoch);
+            ``False``: ``range(N)``; ``"blocks"``: shards permuted, grouped ``block_shards`` at a
+            time, samples permuted within each block (pack with ``--shuffle-seed``: a block of a
+            class-sorted dataset holds few classes).
         seed: base seed, identical on all ranks.
         drop_last: drop the tail of each pass so it divides evenly across replicas,
             instead of padding it by wrapping around (torch's semantics).
         ratio: virtual passes per ``iter()`` (an int >= 1). ``len(sampler)`` is
             ``ratio * num_samples``.
+        block_shards: shards per block with ``shuffle="blocks"``: all ranks read one block
+            (``block_shards`` shards) at a time, two where a global batch straddles blocks.
+        shard_sizes: samples in each shard, in dataset order, for ``shuffle="blocks"`` over a
+            dataset without ``shard_offsets`` (a :class:`~fastdata.ShardDataset` has them).
 
     Attributes:
-        dataset, num_replicas, rank, epoch, seed, shuffle, drop_last, ratio: as given
-            (``epoch`` set by :meth:`set_epoch`).
+        dataset, num_replicas, rank, epoch, seed, shuffle, drop_last, ratio, block_shards: as
+            given (``epoch`` set by :meth:`set_epoch`).
         num_samples: indices per rank in ONE virtual pass (torch's ``num_samples``).
         total_size: indices over all ranks in one virtual pass (torch's ``total_size``).
 
     Raises:
-        TypeError: ``num_replicas``, ``rank``, ``seed`` or ``ratio`` is not an int.
-        ValueError: ``num_replicas < 1``, ``rank`` outside ``[0, num_replicas - 1]`` or
-            ``ratio < 1``.
+        TypeError: ``num_replicas``, ``rank``, ``seed``, ``ratio``, ``block_shards`` or
+            ``shard_sizes`` is not an int (sequence of ints).
+        ValueError: ``num_replicas < 1``, ``rank`` outside ``[0, num_replicas - 1]``, ``ratio < 1``,
+            ``block_shards < 1``, ``shuffle`` not one of ``True``/``False``/``"blocks"``, or
+            ``"blocks"`` without a shard layout that adds up to ``len(dataset)``.
 
     Example::
 
@@ -93,8 +117,9 @@ class DistributedSampler(Sampler[int]):
         ...     train_step(batch)
         >>> # to checkpoint after `step + 1` batches of 256 (drop_last=False loader):
         >>> state["start_index"] += (step + 1) * 256
-        >>> # after a restart, in a fresh process:
+        >>> # after a restart, in a fresh process (same number of ranks):
         >>> sampler.load_state_dict(state)        # next iter() yields the rest of the pass
+        >>> sampler.load_state_dict(sampler.adapt_state(state))  # on another number of ranks
     """
 
     def __init__(
@@ -102,28 +127,24 @@ class DistributedSampler(Sampler[int]):
         dataset: Sized,
         num_replicas: int | None = None,
         rank: int | None = None,
-        shuffle: bool = True,
+        shuffle: bool | str = True,
         seed: int = 0,
         drop_last: bool = False,
         *,
         ratio: int = 1,
+        block_shards: int = DEFAULT_BLOCK_SHARDS,
+        shard_sizes: Sequence[int] | None = None,
     ) -> None:
-        world_size, world_rank = _default_world()
-        num_replicas = world_size if num_replicas is None else num_replicas
-        rank = world_rank if rank is None else rank
-        num_replicas = _as_int(num_replicas, "num_replicas", "pass the number of processes (>= 1)")
-        if num_replicas < 1:
-            raise ValueError(f"num_replicas must be >= 1, got {num_replicas}; pass the number of processes")
-        rank = _as_int(rank, "rank", f"pass this process's rank in [0, {num_replicas - 1}]")
-        if not 0 <= rank < num_replicas:
-            raise ValueError(
-                f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}] "
-                f"(num_replicas={num_replicas}); pass this process's rank"
-            )
+        num_replicas, rank = _check_world(num_replicas, rank)
         self.ratio = _as_int(ratio, "ratio", "pass a whole number of passes per iter(), e.g. ratio=100")
         if self.ratio < 1:
             raise ValueError(f"ratio must be >= 1, got {self.ratio}; use ratio=1 for torch's behaviour")
         self.seed = _as_int(seed, "seed", "pass an int seed, identical on every rank")
+        if isinstance(shuffle, str) and shuffle != BLOCKS:
+            raise ValueError(f"shuffle must be True, False or {BLOCKS!r}, got {shuffle!r}")
+        self.block_shards = _as_int(block_shards, "block_shards", "pass the number of shards per block, e.g. 8")
+        if self.block_shards < 1:
+            raise ValueError(f"block_shards must be >= 1, got {self.block_shards}; e.g. block_shards=8")
         self.dataset = dataset
         self.num_replicas = num_replicas
         self.rank = rank
@@ -131,13 +152,13 @@ class DistributedSampler(Sampler[int]):
         self.drop_last = drop_last
         self.epoch = 0
         self._length = len(dataset)
-        if drop_last and self._length % num_replicas != 0:
-            self.num_samples = math.ceil((self._length - num_replicas) / num_replicas)
-        else:
-            self.num_samples = math.ceil(self._length / num_replicas)
+        self._blocks = isinstance(shuffle, str)
+        self._offsets = shard_offsets(dataset, shard_sizes, self._length) if self._blocks else None
+        self.num_samples = per_rank(self._length, 0, num_replicas, drop_last)
         self.total_size = self.num_samples * num_replicas
-        self._start_index = 0  # where the NEXT iter() starts (this rank's positions)
-        self._active_start: int | None = None  # where the pass in progress started
+        self._start_index = 0  # where the NEXT iter() starts (this rank's positions from _origin)
+        self._origin = (0, 0)  # (virtual pass, global position) that start_index counts from
+        self._active: tuple[int, tuple[int, int]] | None = None  # (start, origin) of the pass in progress
         self._pass_token = 0  # tells the current iterator from superseded ones
 
     def __len__(self) -> int:
@@ -160,8 +181,8 @@ class DistributedSampler(Sampler[int]):
         """
         epoch = _as_int(epoch, "epoch", "pass the epoch number")
         if epoch != self.epoch:
-            self._start_index = 0
-            self._active_start = None
+            self._start_index, self._origin = 0, (0, 0)
+            self._active = None
         self.epoch = epoch
 
     def set_start_index(self, start_index: int) -> None:
@@ -184,8 +205,8 @@ class DistributedSampler(Sampler[int]):
                 f"{self.num_samples}), got {start_index}; pass the number of this rank's "
                 "indices already consumed in the current pass"
             )
-        self._start_index = start_index
-        self._active_start = None
+        self._start_index, self._origin = start_index, (0, 0)
+        self._active = None
 
     def state_dict(self) -> dict[str, Any]:
         """Return a small, picklable description of where the sampler stands.
@@ -195,14 +216,16 @@ class DistributedSampler(Sampler[int]):
         will produce. ``start_index`` is where that pass starts for this rank (0 for a
         full pass). To checkpoint mid-pass, add the number of indices your loop has
         consumed since that pass started: the sampler cannot know it, because a
-        ``DataLoader`` reads indices ahead of the batches it hands out.
+        ``DataLoader`` reads indices ahead of the batches it hands out. All ranks' states are equal.
 
         Returns:
-            ``{"epoch", "seed", "ratio", "num_replicas", "shuffle", "drop_last",
-            "start_index", "dataset_length"}``; cheap (no index is generated).
+            ``{"epoch", "seed", "ratio", "num_replicas", "shuffle", "drop_last", "start_index",
+            "dataset_length"}``, plus ``"block_shards"``, ``"shard_layout"`` with ``"blocks"`` and
+            ``"origin"`` (``[virtual pass, global position]`` that ``start_index`` counts from)
+            after an uneven :meth:`adapt_state`. Cheap: no index is generated.
         """
-        start = self._start_index if self._active_start is None else self._active_start
-        return {
+        start, origin = (self._start_index, self._origin) if self._active is None else self._active
+        state = {
             "epoch": self.epoch,
             "seed": self.seed,
             "ratio": self.ratio,
@@ -212,25 +235,63 @@ class DistributedSampler(Sampler[int]):
             "start_index": start,
             "dataset_length": self._length,
         }
+        if self._blocks:
+            state.update(block_shards=self.block_shards, shard_layout=layout_id(self._offsets))
+        if origin != (0, 0):
+            state["origin"] = list(origin)
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`: the next ``iter()`` yields the rest of that pass.
 
-        The next ``iter()`` yields this rank's indices of epoch ``state["epoch"]`` from
-        position ``state["start_index"]`` on (only the virtual passes from the one that
-        position falls in are generated); every later ``iter()`` is a full pass.
+        The next ``iter()`` yields this rank's indices of epoch ``state["epoch"]`` from position
+        ``state["start_index"]`` on (only the virtual passes from the one that position falls in
+        are generated); every later ``iter()`` is a full pass. A state saved on another number
+        of ranks goes through :meth:`adapt_state` first.
 
         Args:
-            state: a mapping from :meth:`state_dict`, possibly with ``start_index``
-                advanced by the number of indices consumed. ``dataset_length`` is
-                optional (checked when present).
+            state: a mapping from :meth:`state_dict`, possibly with ``start_index`` advanced by the
+                number of indices consumed. ``dataset_length`` is optional (checked when present).
 
         Raises:
             TypeError: ``state`` is not a mapping or a field has the wrong type.
-            ValueError: a key is missing; ``num_replicas``, ``ratio``, ``seed``,
-                ``shuffle``, ``drop_last`` or ``dataset_length`` differs from this
+            ValueError: a key is missing; ``num_replicas``, ``ratio``, ``seed``, ``shuffle``,
+                ``drop_last``, ``dataset_length`` or the block layout differs from this
                 sampler's; or ``start_index`` is outside ``[0, len(self)]``.
         """
+        self._check_state(state, same_world=True)
+        epoch = _as_int(state["epoch"], "state['epoch']", "pass a dict returned by state_dict()")
+        origin = parse_origin(state, self.ratio, self._length)
+        self.set_start_index(state["start_index"])
+        self._origin = origin
+        self.epoch = epoch
+
+    def adapt_state(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """Re-express a state saved on any number of ranks for this sampler's ranks (elastic resume).
+
+        The saving ranks together consumed the first ``start_index * num_replicas`` positions of
+        the pass's world-independent global stream; with the returned state, this sampler's ranks
+        deliver every other sample of that pass exactly once, then the later passes, in the order
+        of an uninterrupted run. Where the new number of ranks does not divide that position (at
+        ``ratio > 1`` after a pass boundary), the rest of the pass is padded by wrapping around (or
+        truncated with ``drop_last``) to a multiple of it, as torch does at the end of a pass.
+
+        Args:
+            state: a :meth:`state_dict` (``start_index`` advanced as for :meth:`load_state_dict`)
+                of a sampler with the same dataset and settings and any ``num_replicas``.
+
+        Returns:
+            A state for :meth:`load_state_dict` (the same state if the world size is the same).
+
+        Raises:
+            TypeError: ``state`` is not a mapping or a field has the wrong type.
+            ValueError: a key is missing, a setting other than ``num_replicas`` differs, or
+                ``start_index`` is out of range for the saving world.
+        """
+        self._check_state(state, same_world=False)
+        return rescale_state(state, self._length, self.ratio, self.drop_last, self.num_replicas)
+
+    def _check_state(self, state: Any, *, same_world: bool) -> None:
         if not isinstance(state, Mapping):
             raise TypeError(f"state must be a mapping from state_dict(), got {type(state).__name__}")
         missing = [key for key in _REQUIRED_KEYS if key not in state]
@@ -238,58 +299,98 @@ class DistributedSampler(Sampler[int]):
             raise ValueError(f"state is missing {missing}; pass a dict returned by DistributedSampler.state_dict()")
         current = self.state_dict()
         for key in _MATCHED_KEYS:
-            if key in state and state[key] != current[key]:
+            if key == "num_replicas" and not same_world:
+                continue
+            if key in state and state[key] != current.get(key):
+                hint = _ADAPT_HINT if key == "num_replicas" else ""
                 raise ValueError(
-                    f"state has {key}={state[key]!r} but this sampler has {key}={current[key]!r}; "
-                    f"construct the sampler with the same {key} as the one that saved the state"
+                    f"state has {key}={state[key]!r} but this sampler has {key}={current.get(key)!r}; "
+                    f"construct the sampler with the same {key} as the one that saved the state{hint and '; '}{hint}"
                 )
-        epoch = _as_int(state["epoch"], "state['epoch']", "pass a dict returned by state_dict()")
-        self.set_start_index(state["start_index"])
-        self.epoch = epoch
+
+    def shard_blocks(self, virtual_pass: int = 0) -> list[np.ndarray]:
+        """The shards of each block, in reading order, of virtual pass ``virtual_pass`` of the current epoch.
+
+        The same on every rank and for every world size (a cache can plan its downloads and
+        evictions with it): the global stream reads block 0's samples first, then block 1's, ...
+
+        Args:
+            virtual_pass: in ``[0, ratio - 1]``.
+
+        Returns:
+            A list of int64 arrays of shard indices (``block_shards`` each, the last one maybe fewer).
+
+        Raises:
+            ValueError: the sampler does not use ``shuffle="blocks"``, or ``virtual_pass`` is out of range.
+        """
+        if not self._blocks:
+            raise ValueError(f"shard_blocks() needs shuffle={BLOCKS!r}, this sampler has shuffle={self.shuffle!r}")
+        virtual_pass = _as_int(virtual_pass, "virtual_pass", f"pass a pass number in [0, {self.ratio - 1}]")
+        if not 0 <= virtual_pass < self.ratio:
+            raise ValueError(f"virtual_pass must be in [0, {self.ratio - 1}], got {virtual_pass}")
+        order = shard_order(self._offsets, self._generator(self.epoch * self.ratio + virtual_pass))
+        return [order[i : i + self.block_shards] for i in range(0, len(order), self.block_shards)]
 
     def __iter__(self) -> Iterator[int]:
         """Yield this rank's indices for ``ratio`` virtual passes (or the rest of them after a resume)."""
-        start = self._start_index
-        self._start_index = 0
-        self._active_start = start
+        start, origin = self._start_index, self._origin
+        self._start_index, self._origin = 0, (0, 0)
+        self._active = (start, origin)
         self._pass_token += 1
-        return self._generate(start, self.epoch, self._pass_token)
+        return self._generate(start, origin, self.epoch, self._pass_token)
 
-    def _generate(self, start: int, epoch: int, token: int) -> Iterator[int]:
+    def _generate(self, start: int, origin: tuple[int, int], epoch: int, token: int) -> Iterator[int]:
         try:
             if self.num_samples == 0:
                 return
-            first_pass, offset = divmod(start, self.num_samples)
-            for virtual_pass in range(first_pass, self.ratio):
-                indices = self._pass_indices(epoch * self.ratio + virtual_pass)
-                for begin in range(offset, len(indices), _CHUNK):
+            virtual_pass, position = origin
+            first = per_rank(self._length, position, self.num_replicas, self.drop_last)
+            if start >= first:  # past the pass the origin is in: whole passes from here
+                skipped, start = divmod(start - first, self.num_samples)
+                virtual_pass, position = virtual_pass + 1 + skipped, 0
+            for virtual_pass in range(virtual_pass, self.ratio):
+                virtual_epoch = epoch * self.ratio + virtual_pass
+                indices = self._pass_indices(virtual_epoch) if position == 0 else self._indices(virtual_epoch, position)
+                for begin in range(start, len(indices), _CHUNK):
                     yield from indices[begin : begin + _CHUNK].tolist()
-                offset = 0
+                start = position = 0
         finally:
             if token == self._pass_token:
-                self._active_start = None
+                self._active = None
 
     def _pass_indices(self, virtual_epoch: int) -> np.ndarray:
-        """This rank's indices of one pass, as torch's sampler makes them at ``virtual_epoch``."""
+        """This rank's indices of one whole pass (torch's sampler at ``virtual_epoch`` for True/False)."""
+        return self._indices(virtual_epoch, 0)
+
+    def _indices(self, virtual_epoch: int, position: int) -> np.ndarray:
+        """This rank's indices of a pass from global ``position`` on, padded or truncated to all ranks alike."""
         if self._length != len(self.dataset):
             raise RuntimeError(
                 f"the dataset changed size from {self._length} to {len(self.dataset)} after the "
                 "sampler was built; build a new DistributedSampler for the new dataset"
             )
-        if self.shuffle:
-            generator = torch.Generator()
-            generator.manual_seed(self.seed + virtual_epoch)
-            order = torch.randperm(self._length, generator=generator).numpy()
+        if self._blocks:
+            order = block_permutation(self._offsets, self.block_shards, self._generator(virtual_epoch))
+        elif self.shuffle:
+            order = torch.randperm(self._length, generator=self._generator(virtual_epoch)).numpy()
         else:
             order = np.arange(self._length, dtype=np.int64)
         # torch pads by repeating the permutation from its start (as often as needed) and
         # truncates with drop_last; both are "position j takes order[j % N]".
-        positions = np.arange(self.rank, self.total_size, self.num_replicas, dtype=np.int64)
+        end = position + per_rank(self._length, position, self.num_replicas, self.drop_last) * self.num_replicas
+        positions = np.arange(position + self.rank, end, self.num_replicas, dtype=np.int64)
         return order[positions % self._length] if self._length else order[:0]
 
+    def _generator(self, virtual_epoch: int) -> torch.Generator:
+        generator = torch.Generator()
+        generator.manual_seed(self.seed + virtual_epoch)
+        return generator
+
     def __repr__(self) -> str:
+        blocks = f", block_shards={self.block_shards}" if self._blocks else ""
         return (
             f"{type(self).__name__}(num_replicas={self.num_replicas}, rank={self.rank}, "
-            f"shuffle={self.shuffle}, seed={self.seed}, drop_last={self.drop_last}, "
+            f"shuffle={self.shuffle!r}{blocks}, seed={self.seed}, drop_last={self.drop_last}, "
             f"ratio={self.ratio}, epoch={self.epoch}, num_samples={self.num_samples})"
         )
+
