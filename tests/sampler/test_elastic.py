@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils.data import Dataset
 
-from fastdata.elastic import adapt_loader_state
+from fastdata.sampler.elastic import adapt_loader_state
 from fastdata.loader.collate import fast_collate
 from fastdata.loader.dataloader import DataLoaderX
 from fastdata.sampler import DistributedSampler

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from fastdata.block_order import DEFAULT_BLOCK_SHARDS
+from fastdata.sampler.blocks import DEFAULT_BLOCK_SHARDS
 from fastdata.dataset import ShardDataset
 from fastdata.sampler import DistributedSampler
 
@@ -123,7 +123,7 @@ def test_class_ordered_pack_is_warned_about(caplog):
             self.manifest = SimpleNamespace(options={"shuffle_seed": seed})
             self.shard_offsets = np.array([0, 5, 10])
 
-    with caplog.at_level(logging.WARNING, logger="fastdata.block_order"):
+    with caplog.at_level(logging.WARNING, logger="fastdata.sampler.blocks"):
         DistributedSampler(Packed(0), shuffle="blocks")
         assert not caplog.records
         DistributedSampler(Packed(None), shuffle=True)

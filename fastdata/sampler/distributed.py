@@ -7,10 +7,10 @@ of the loader) cover ``ratio`` consecutive *virtual passes*, so the workers live
 Virtual pass ``p`` of epoch ``e`` is seeded with ``seed + e * ratio + p`` and ordered by
 ``torch.randperm`` (``shuffle=True``: torch's pass at epoch ``e * ratio + p``, identical output at
 ``ratio=1``), ``range(N)`` (``False``) or block by block (``"blocks"``, see
-:mod:`fastdata.block_order`: a few shards at a time). That permutation never depends on the world
+:mod:`fastdata.sampler.blocks`: a few shards at a time). That permutation never depends on the world
 size; padded by wrapping around or truncated to ``total_size`` as torch does, rank ``r`` takes its
 positions ``r, r + num_replicas, ...``, so the ranks read each global batch together and a state
-carries over to another number of ranks (:mod:`fastdata.elastic`). Passes are generated lazily,
+carries over to another number of ranks (:mod:`fastdata.sampler.elastic`). Passes are generated lazily,
 one at a time, as a numpy array; ``ratio * N`` indices are never materialized.
 """
 
@@ -26,8 +26,8 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import Sampler
 
-from fastdata.block_order import BLOCKS, DEFAULT_BLOCK_SHARDS, block_permutation, layout_id, shard_offsets, shard_order
-from fastdata.elastic import adapt_loader_state, parse_origin, per_rank, rescale_state
+from fastdata.sampler.blocks import BLOCKS, DEFAULT_BLOCK_SHARDS, block_permutation, layout_id, shard_offsets, shard_order
+from fastdata.sampler.elastic import adapt_loader_state, parse_origin, per_rank, rescale_state
 
 logger = logging.getLogger(__name__)
 
