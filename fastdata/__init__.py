@@ -12,7 +12,7 @@ from fastdata import gpu_transforms, transforms
 from fastdata.dataset import ShardDataset
 from fastdata.decode import get_decoder
 from fastdata.formats import CorruptRecordError, Manifest
-from fastdata.loader import DataLoaderX, DataPrefetcher, fast_collate
+from fastdata.loader import DataLoaderX, DataPrefetcher, NormalizeCollate, fast_collate
 from fastdata.packing import ShardWriter, pack, verify
 from fastdata.sampler import DistributedSampler
 
@@ -22,6 +22,7 @@ __all__ = [
     "DataPrefetcher",
     "DistributedSampler",
     "Manifest",
+    "NormalizeCollate",
     "ShardDataset",
     "ShardWriter",
     "__version__",
