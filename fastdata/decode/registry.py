@@ -19,7 +19,8 @@ def get_decoder(name: str = "auto") -> Decoder:
 
     Args:
         name: ``"auto"`` (libjpeg-turbo when available, else OpenCV with one warning
-            per process), ``"turbojpeg"`` or ``"opencv"``.
+            per process), ``"turbojpeg"`` or ``"opencv"``. Every decoder reads formats other
+            than JPEG with Pillow.
 
     Returns:
         A new decoder.
@@ -40,7 +41,7 @@ def get_decoder(name: str = "auto") -> Decoder:
             warnings.warn(
                 "fastdata falls back to OpenCV for JPEG decoding: it can be slower (it depends on "
                 "the libjpeg OpenCV was built with), offers only the 1/2, 1/4 and 1/8 DCT scales, and "
-                f"its validate() cannot flag libjpeg's corrupt-data warnings. {TURBOJPEG_HINT}",
+                f"validates with a full Pillow decode. {TURBOJPEG_HINT}",
                 RuntimeWarning,
                 stacklevel=2,
             )
