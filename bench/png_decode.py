@@ -67,10 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     indexes = [i for i in range(args.num_images) if make_imagenet_like.image_spec(args.seed, i).png]
     images = [make_imagenet_like.make_image(args.seed, i)[1] for i in indexes]
-    gray = sum(Image.open(io.BytesIO(d)).mode == "L" for d in images)
-    print(f"{len(images)} PNGs of {args.num_images} ({gray} grayscale), {np.mean([len(d) for d in images]) / 1e3:.0f} KB "
-          f"and {np.mean([Image.open(io.BytesIO(d)).size[0] * Image.open(io.BytesIO(d)).size[1] for d in images]) / 1e3:.0f}"
-          " kpx on average")
+    opened = [Image.open(io.BytesIO(d)) for d in images]
+    gray = sum(image.mode == "L" for image in opened)
+    kilobytes = np.mean([len(d) for d in images]) / 1e3
+    kilopixels = np.mean([image.size[0] * image.size[1] for image in opened]) / 1e3
+    print(f"{len(images)} PNGs of {args.num_images} ({gray} grayscale), "
+          f"{kilobytes:.0f} KB and {kilopixels:.0f} kpx on average")
     same = sum(np.array_equal(pillow_rgb(d), opencv_rgb(d)) for d in images)
     print(f"identical pixels: {same} of {len(images)}")
     decoders = {"Pillow": pillow_rgb, "OpenCV": opencv_rgb, "fastdata (auto)": get_decoder("auto").decode}

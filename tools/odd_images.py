@@ -207,7 +207,8 @@ _FORMAT_OPTIONS: dict[str, list[dict]] = {
     "PPM": [{}],
     "WEBP": [{"quality": 90}, {"lossless": True}],
     "JPEG": [{"quality": 90}, {"quality": 75, "progressive": True}, {"quality": 95, "subsampling": 0},
-             {"quality": 85, "subsampling": 1}, {"quality": 90, "optimize": True}, {"quality": 80, "restart_marker_rows": 1}],
+             {"quality": 85, "subsampling": 1}, {"quality": 90, "optimize": True},
+             {"quality": 80, "restart_marker_rows": 1}],
 }
 
 

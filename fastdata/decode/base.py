@@ -119,7 +119,7 @@ def image_kind(data: bytes) -> str | None:
 
 
 def _jpeg_markers(data: bytes) -> Iterator[tuple[int, int]]:
-    """``(marker, offset)`` of each header marker up to the first SOS, skipping junk between segments as libjpeg does."""
+    """``(marker, offset)`` of each header marker up to the first SOS; junk between segments is skipped like libjpeg."""
     data = data if isinstance(data, (bytes, bytearray)) else bytes(data)  # memoryview has no find()
     pos, end = 2, len(data)
     while pos + 4 <= end:

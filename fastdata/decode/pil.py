@@ -21,28 +21,21 @@ header declares before any pixel is decoded.
 
 from __future__ import annotations
 
+import importlib
 import io
 import struct
 
 import numpy as np
-from PIL import (  # noqa: F401 (the imports register the plugins with PIL.Image)
-    BmpImagePlugin,
-    GifImagePlugin,
-    Image,
-    ImageFile,
-    JpegImagePlugin,
-    PngImagePlugin,
-    PpmImagePlugin,
-    TiffImagePlugin,
-)
+from PIL import Image, ImageFile
 
 from fastdata.decode.base import DecodeError, Scale, check_not_empty, image_kind, resize_to, scaled_size
 from fastdata.decode.limits import check_pixels
 
-try:  # Pillow built without libwebp has no WebP plugin
-    from PIL import WebPImagePlugin  # noqa: F401
-except ImportError:  # pragma: no cover - Pillow's wheels include libwebp
-    pass
+for _plugin in ("Bmp", "Gif", "Jpeg", "Png", "Ppm", "Tiff", "WebP"):
+    try:  # importing a plugin registers its format in PIL.Image.OPEN
+        importlib.import_module(f"PIL.{_plugin}ImagePlugin")
+    except ImportError:  # pragma: no cover - a Pillow built without libwebp has no WebP plugin
+        pass
 
 __all__ = ["PIL_FORMATS", "open_image", "pil_decode", "pil_validate"]
 

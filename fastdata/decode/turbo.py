@@ -31,7 +31,8 @@ _EOF_WARNING = "Premature end of JPEG file"
 # libjpeg's warning messages (its JWRN_* codes); anything else it reports is a fatal error.
 _LIBJPEG_WARNINGS = (
     _EOF_WARNING, "Corrupt JPEG data", "Inconsistent progression sequence", "Invalid SOS parameters for sequential",
-    "Unknown Adobe color transform code", "Warning: unknown JFIF revision", "Application transferred too many scanlines",
+    "Unknown Adobe color transform code", "Warning: unknown JFIF revision",
+    "Application transferred too many scanlines",
 )
 _T = TypeVar("_T")
 
@@ -164,7 +165,7 @@ def _turbojpeg() -> Any:
 
 
 def _header(data: bytes) -> tuple[int, int, int] | str:
-    """``(height, width, colorspace)`` with the pixel limit checked, or libjpeg-turbo's reason it cannot read the header."""
+    """``(height, width, colorspace)``, pixel limit checked; or why libjpeg-turbo cannot read the header."""
     try:
         width, height, _, colorspace = _turbojpeg().decode_header(data)
     except OSError as exc:

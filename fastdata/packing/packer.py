@@ -253,9 +253,9 @@ def _write_shards(jobs, writer, journal, classes, workers, strict, progress, tot
                         loaded.data, job.label, classes[job.label], job.rel, loaded.image_format, loaded.height, loaded.width
                     )
                     if writer.is_full_for(record):
-                        entries.append(
-                            _journal_shard(writer, journal, job.number, pending_skipped, pending_labels, pending_warnings)
-                        )
+                        entries.append(_journal_shard(
+                            writer, journal, job.number, pending_skipped, pending_labels, pending_warnings
+                        ))
                     writer.write(record)
                     pending_labels.append(job.label)
                     if loaded.warnings:  # journaled with the shard that holds the file

@@ -17,7 +17,9 @@ from fastdata.decode import DEFAULT_MAX_PIXELS, DecodeError, get_decoder, get_ma
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 import odd_images  # noqa: E402
 
-DECODERS = [pytest.param("turbojpeg", marks=pytest.mark.skipif(not has_turbojpeg(), reason="no libturbojpeg")), "opencv"]
+DECODERS = [
+    pytest.param("turbojpeg", marks=pytest.mark.skipif(not has_turbojpeg(), reason="no libturbojpeg")), "opencv"
+]
 
 
 def _encode(array: np.ndarray, fmt: str) -> bytes:

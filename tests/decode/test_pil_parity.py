@@ -17,7 +17,9 @@ from fastdata.decode import DecodeError, DecodeWarning, get_decoder
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 import odd_images  # noqa: E402
 
-DECODERS = [pytest.param("turbojpeg", marks=pytest.mark.skipif(not has_turbojpeg(), reason="no libturbojpeg")), "opencv"]
+DECODERS = [
+    pytest.param("turbojpeg", marks=pytest.mark.skipif(not has_turbojpeg(), reason="no libturbojpeg")), "opencv"
+]
 MAX_MEAN_ABS_DIFF = 1.0
 
 

@@ -74,7 +74,7 @@ _BOMB_SCRIPT = textwrap.dedent("""
             report["reads"].append("decoded")
         except DecodeError as exc:
             report["reads"].append(str(exc))
-    peak_kb = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    peak_kb = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
     report["peak_bytes"] = peak_kb * 1024
     print(json.dumps(report))
 """)
