@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from fastdata import __version__
+from fastdata.decode.limits import DEFAULT_MAX_PIXELS
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
           "g": 10**9, "gb": 10**9, "gib": 2**30}
@@ -20,6 +21,16 @@ def parse_size(text: str) -> int:
     if not match or match.group(2).lower() not in _UNITS:
         raise argparse.ArgumentTypeError(f"invalid size {text!r}: use bytes or a unit such as 256MB, 512MiB, 1GB")
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+
+
+def _pixel_limit(text: str) -> int:
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of pixels (0: no limit), got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of pixels (0: no limit), got {text!r}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -51,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shuffle-seed", type=int, default=None, help="pre-shuffle the sample order with this seed")
     p.add_argument("--workers", type=int, default=None, help="decode/validate processes (default: all cores)")
     p.add_argument("--strict", action="store_true", help="fail on the first bad image instead of skipping it")
+    p.add_argument("--max-pixels", type=_pixel_limit, default=DEFAULT_MAX_PIXELS,
+                   help="skip images whose header declares more pixels than this, before decoding them "
+                        f"(default {DEFAULT_MAX_PIXELS}, PIL's decompression-bomb limit; 0: no limit)")
+    p.add_argument("--allow-empty", action="store_true",
+                   help="write a dataset even when every image was skipped (default: exit with an error)")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--resume", action="store_true", help="finish an interrupted pack in OUT")
     group.add_argument("--overwrite", action="store_true", help="replace the dataset OUT already holds")
@@ -76,21 +92,46 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run_pack(args: argparse.Namespace) -> int:
-    from fastdata.packing.packer import pack
+    from fastdata.packing.packer import NothingPackedError, pack
 
-    manifest = pack(
-        args.src, args.out, format=args.format, shard_size=args.shard_size, samples_per_shard=args.samples_per_shard,
-        max_side=args.max_side, quality=args.quality, shuffle_seed=args.shuffle_seed, workers=args.workers,
-        strict=args.strict, resume=args.resume, overwrite=args.overwrite, progress=args.progress,
-    )
+    _match_pillow_limit(args.max_pixels)
+    try:
+        manifest = pack(
+            args.src, args.out, format=args.format, shard_size=args.shard_size,
+            samples_per_shard=args.samples_per_shard, max_side=args.max_side, quality=args.quality,
+            shuffle_seed=args.shuffle_seed, workers=args.workers, strict=args.strict, resume=args.resume,
+            overwrite=args.overwrite, progress=args.progress, max_pixels=args.max_pixels, allow_empty=args.allow_empty,
+        )
+    except NothingPackedError as exc:
+        print(f"fastdata: error: nothing was packed: all {len(exc.skipped)} image(s) in {args.src} were skipped:",
+              file=sys.stderr)
+        for bad in exc.skipped:
+            print(f"  {bad.path}: {bad.reason}", file=sys.stderr)
+        print("fix or remove them, or pass --allow-empty to write an empty dataset", file=sys.stderr)
+        return 2
     size = sum(s.nbytes for s in manifest.shards)
     print(f"packed {manifest.num_samples} images of {len(manifest.classes)} classes into "
           f"{len(manifest.shards)} {manifest.format} shard(s), {size / 1e6:.1f} MB, in {args.out}")
+    if not manifest.num_samples:
+        print("the dataset is empty (--allow-empty): every image was skipped")
     if manifest.skipped:
         print(f"skipped {len(manifest.skipped)} bad file(s):")
         for bad in manifest.skipped:
             print(f"  {bad.path}: {bad.reason}")
+    if manifest.warnings:
+        print(f"{len(manifest.warnings)} file(s) packed with codec warnings (PIL decodes them too); "
+              f"`fastdata inspect {args.out}` lists them")
     return 0
+
+
+def _match_pillow_limit(max_pixels: int) -> None:
+    """Let Pillow decode what ``--max-pixels`` allows: its own limit is checked again when a TIFF is loaded."""
+    from PIL import Image
+
+    if not max_pixels:
+        Image.MAX_IMAGE_PIXELS = None
+    elif Image.MAX_IMAGE_PIXELS is not None and 2 * Image.MAX_IMAGE_PIXELS < max_pixels:
+        Image.MAX_IMAGE_PIXELS = -(-max_pixels // 2)
 
 
 def _run_inspect(args: argparse.Namespace) -> int:

@@ -32,7 +32,10 @@ class ShardDataset(Dataset):
     the encoded bytes and can decode at a reduced DCT scale; any other callable (a torchvision
     transform, say) gets the decoded array. Shard readers are opened lazily in each process,
     so the dataset pickles and works with fork and spawn DataLoader workers. The index lives
-    in numpy arrays, so worker memory does not grow through copy-on-read.
+    in numpy arrays, so worker memory does not grow through copy-on-read. Images are decoded
+    as PIL decodes them; one that cannot be, or that declares more pixels than
+    :func:`fastdata.decode.set_max_pixels` allows, raises :class:`~fastdata.decode.DecodeError`.
+    A dataset packed with ``allow_empty`` from a folder whose every file was skipped has length 0.
 
     Args:
         root: a folder written by ``fastdata pack``; or, without a manifest, TFRecord files as a
@@ -79,7 +82,8 @@ class ShardDataset(Dataset):
         self._storage = get_format(self.format)
         self._root = root
         self._shard_paths = np.array([str(root / s.path) for s in self.manifest.shards])
-        positions, sizes = zip(*(self._storage.positions(root, s) for s in self.manifest.shards)) or ((), ())
+        pairs = [self._storage.positions(root, s) for s in self.manifest.shards]  # none for an empty dataset
+        positions, sizes = [p for p, _ in pairs], [s for _, s in pairs]
         self._set_index([s.num_samples for s in self.manifest.shards], positions, sizes)
         targets = np.load(root / self.manifest.targets, allow_pickle=False).astype(np.int64, copy=False)
         if len(targets) != len(self):

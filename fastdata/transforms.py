@@ -218,7 +218,12 @@ class RandomResizedCrop(DecodeTransform):
 
         Returns:
             ``(top, left, h, w)`` inside the image, ``h, w >= 1``.
+
+        Raises:
+            ValueError: ``height`` or ``width`` is not positive.
         """
+        if height <= 0 or width <= 0:
+            raise ValueError(f"height and width must be positive, got {height}x{width}")
         area = height * width
         log_ratio = torch.log(torch.tensor(ratio))
         for _ in range(10):
@@ -307,7 +312,13 @@ class ResizeCenterCrop(DecodeTransform):
             raise ValueError(f"size {self.size} must fit inside resize {resize!r}; make size <= resize")
 
     def resized_size(self, height: int, width: int) -> tuple[int, int]:
-        """The ``(height, width)`` after the resize step for an image of this size."""
+        """The ``(height, width)`` after the resize step for an image of this size.
+
+        Raises:
+            ValueError: ``height`` or ``width`` is not positive.
+        """
+        if height <= 0 or width <= 0:
+            raise ValueError(f"height and width must be positive, got {height}x{width}")
         if not isinstance(self.resize, int):
             return _pair(self.resize, "resize")
         if height <= width:

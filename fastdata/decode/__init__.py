@@ -1,19 +1,25 @@
 """Bytes to pixels: every decoder returns RGB ``uint8`` ``(H, W, 3)`` arrays as ``PIL.Image.convert("RGB")`` would.
 
-- :mod:`~fastdata.decode.base`: the :class:`Decoder` interface, DCT scales, header parsing, :class:`DecodeError`.
-- :mod:`~fastdata.decode.turbo`: libjpeg-turbo through PyTurboJPEG (SIMD DCT scaling).
-- :mod:`~fastdata.decode.opencv`: OpenCV, for other formats and as the fallback.
+- :mod:`~fastdata.decode.base`: the :class:`Decoder` interface, DCT scales, header parsing,
+  :class:`DecodeError` and :class:`DecodeWarning`.
+- :mod:`~fastdata.decode.turbo`: libjpeg-turbo through PyTurboJPEG (SIMD DCT scaling) for JPEG.
+- :mod:`~fastdata.decode.pil`: Pillow, for PNG, GIF, BMP, TIFF, WebP, PPM/PGM/PBM and CMYK JPEGs.
+- :mod:`~fastdata.decode.opencv`: OpenCV for JPEG when libturbojpeg is missing.
+- :mod:`~fastdata.decode.limits`: the pixel limit (:func:`set_max_pixels`), PIL's by default.
 - :mod:`~fastdata.decode.registry`: :func:`get_decoder` (``"auto"`` picks the fastest available).
 """
 
 from fastdata.decode.base import (
-    DECODER_NAMES, SIMD_SCALES, TURBOJPEG_SCALES, DecodeError, Decoder, choose_scale, is_jpeg, scaled_size,
+    DECODER_NAMES, SIMD_SCALES, TURBOJPEG_SCALES, DecodeError, Decoder, DecodeWarning, choose_scale, is_jpeg,
+    scaled_size,
 )
+from fastdata.decode.limits import DEFAULT_MAX_PIXELS, get_max_pixels, pixel_limit, set_max_pixels
 from fastdata.decode.opencv import OpenCVDecoder
 from fastdata.decode.registry import get_decoder
 from fastdata.decode.turbo import TurboJpegDecoder
 
 __all__ = [
-    "DECODER_NAMES", "SIMD_SCALES", "TURBOJPEG_SCALES", "DecodeError", "Decoder", "OpenCVDecoder",
-    "TurboJpegDecoder", "choose_scale", "get_decoder", "is_jpeg", "scaled_size",
+    "DECODER_NAMES", "DEFAULT_MAX_PIXELS", "SIMD_SCALES", "TURBOJPEG_SCALES", "DecodeError", "DecodeWarning",
+    "Decoder", "OpenCVDecoder", "TurboJpegDecoder", "choose_scale", "get_decoder", "get_max_pixels", "is_jpeg",
+    "pixel_limit", "scaled_size", "set_max_pixels",
 ]

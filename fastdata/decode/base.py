@@ -10,19 +10,24 @@ IDCT, upsampling and colour conversion shrink with it (entropy decoding does not
 Decoders hold no library handles, so they pickle in a few bytes and can be sent to
 spawned DataLoader workers; the libturbojpeg handle is fetched per process through
 :func:`fastdata._optional.turbojpeg_handle`.
+
+Every failure, whatever the input, is a :class:`DecodeError` naming the reason; damage a
+codec works around (libjpeg's "extraneous bytes before marker") is a :class:`DecodeWarning`
+from :meth:`Decoder.validate`, and the image is accepted, as PIL accepts it.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
+import cv2
 import numpy as np
 
 __all__ = [
-    "DECODER_NAMES", "SIMD_SCALES", "TURBOJPEG_SCALES", "Box", "DecodeError", "Decoder", "check_not_empty",
-    "check_out", "choose_scale", "image_kind", "is_jpeg", "jpeg_header", "png_size", "resize_into", "scaled_box",
-    "scaled_size",
+    "DECODER_NAMES", "SIMD_SCALES", "TURBOJPEG_SCALES", "Box", "DecodeError", "DecodeWarning", "Decoder",
+    "check_not_empty", "check_out", "choose_scale", "image_format", "image_kind", "is_jpeg", "jpeg_components",
+    "jpeg_header", "png_size", "resize_into", "resize_to", "scaled_box", "scaled_size",
 ]
 
 Scale = tuple[int, int]
@@ -37,11 +42,12 @@ DECODER_NAMES: tuple[str, ...] = ("auto", "native", "turbojpeg", "opencv")
 
 _JPEG_SOI = b"\xff\xd8\xff"
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-# SOF0..SOF15 except DHT (C4), JPG (C8) and DAC (CC) carry the frame size.
 _SIGNATURES = (
-    ("JPEG", _JPEG_SOI), ("PNG", _PNG_SIGNATURE), ("GIF", (b"GIF87a", b"GIF89a")), ("BMP", b"BM"),
-    ("TIFF", (b"II*\x00", b"MM\x00*")),
+    (_JPEG_SOI, "JPEG"), (_PNG_SIGNATURE, "PNG"), (b"GIF87a", "GIF"), (b"GIF89a", "GIF"), (b"BM", "BMP"),
+    (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"), (b"P5", "PGM"), (b"P2", "PGM"), (b"P6", "PPM"), (b"P3", "PPM"),
+    (b"P4", "PBM"), (b"P1", "PBM"), (b"Pf", "PFM"), (b"PF", "PFM"),
 )
+# SOF0..SOF15 except DHT (C4), JPG (C8) and DAC (CC) carry the frame size.
 _SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 _STANDALONE_MARKERS = frozenset(range(0xD0, 0xD8)) | {0x01}
 
@@ -85,8 +91,6 @@ def resize_into(image: np.ndarray, out: np.ndarray, antialias: bool | None) -> N
     INTER_AREA only when shrinking by 2x or more, else INTER_LINEAR. After a DCT-scaled decode
     the remaining shrink is below 2x, where bilinear aliases little and is several times faster.
     """
-    import cv2  # noqa: PLC0415 - keeps this interface module free of OpenCV at import
-
     height, width = out.shape[:2]
     if image.shape[:2] == (height, width):
         np.copyto(out, image)
@@ -98,6 +102,15 @@ def resize_into(image: np.ndarray, out: np.ndarray, antialias: bool | None) -> N
     result = cv2.resize(image, (width, height), dst=out, interpolation=interpolation)
     if result is not out:  # OpenCV allocated instead (never for a matching uint8 dst): keep the contract
         np.copyto(out, result)
+
+
+class DecodeWarning(UserWarning):
+    """An image decoded, but its codec reported damage it worked around (the message says which).
+
+    PIL decodes such files (libjpeg's "Corrupt JPEG data: 3 extraneous bytes before marker
+    0xc0", say) and so does fastdata; ``fastdata pack`` records the messages per file in the
+    manifest instead of printing them.
+    """
 
 
 def is_jpeg(data: bytes) -> bool:
@@ -135,39 +148,67 @@ def choose_scale(
     return (1, 1)
 
 
-def image_kind(data: bytes) -> str | None:
-    """The format named by the file signature, for error messages."""
+def image_format(data: bytes) -> str:
+    """The container format of encoded image bytes from their signature: ``"JPEG"``, ``"PNG"``, ``"WEBP"``, ...
+
+    Returns:
+        One of JPEG, PNG, GIF, BMP, TIFF, PGM, PPM, PBM, PFM, WEBP; ``"UNKNOWN"`` for anything else.
+    """
     head = bytes(data[:16])
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return "WebP"
-    return next((kind for kind, magic in _SIGNATURES if head.startswith(magic)), None)
+        return "WEBP"
+    return next((name for magic, name in _SIGNATURES if head.startswith(magic)), "UNKNOWN")
+
+
+def image_kind(data: bytes) -> str | None:
+    """The format named by the file signature (as :func:`image_format`), or None; for error messages."""
+    kind = image_format(data)
+    return None if kind == "UNKNOWN" else kind
+
+
+def _jpeg_markers(data: bytes) -> Iterator[tuple[int, int]]:
+    """``(marker, offset)`` of each header marker up to the first SOS; junk between segments is skipped like libjpeg."""
+    data = data if isinstance(data, (bytes, bytearray)) else bytes(data)  # memoryview has no find()
+    pos, end = 2, len(data)
+    while pos + 4 <= end:
+        if data[pos] != 0xFF:  # libjpeg skips it ("Corrupt JPEG data: N extraneous bytes before marker")
+            pos = data.find(b"\xff", pos)
+            if pos < 0:
+                return
+            continue
+        marker = data[pos + 1]
+        if marker in (0xFF, 0x00):  # a fill byte, or a stuffed zero outside entropy-coded data
+            pos += 1 if marker == 0xFF else 2
+            continue
+        yield marker, pos
+        if marker == 0xDA:
+            return
+        pos += 2 if marker in _STANDALONE_MARKERS else 2 + ((data[pos + 2] << 8) | data[pos + 3])
 
 
 def jpeg_header(data: bytes) -> tuple[tuple[int, int] | None, int | None]:
     """Walk the JPEG markers: ``((height, width) or None, offset of the first SOS or None)``."""
-    size, pos, end = None, 2, len(data)
-    while pos + 4 <= end:
-        if data[pos] != 0xFF:
-            return size, None
-        marker = data[pos + 1]
-        if marker == 0xFF:  # fill byte
-            pos += 1
-            continue
-        if marker in _STANDALONE_MARKERS:
-            pos += 2
-            continue
-        length = (data[pos + 2] << 8) | data[pos + 3]
+    size = None
+    for marker, pos in _jpeg_markers(data):
         if marker == 0xDA:
             return size, pos
-        if marker in _SOF_MARKERS and pos + 9 <= end:
+        if marker in _SOF_MARKERS and pos + 9 <= len(data):
             height = (data[pos + 5] << 8) | data[pos + 6]
             width = (data[pos + 7] << 8) | data[pos + 8]
             size = (height, width) if height and width else None
-        pos += 2 + length
     return size, None
 
 
+def jpeg_components(data: bytes) -> int | None:
+    """The number of colour components in a JPEG's frame header (4: CMYK or YCCK), or None."""
+    for marker, pos in _jpeg_markers(data):
+        if marker in _SOF_MARKERS and pos + 10 <= len(data):
+            return data[pos + 9]
+    return None
+
+
 def png_size(data: bytes) -> tuple[int, int] | None:
+    """``(height, width)`` from a PNG's IHDR chunk, or None when it is missing or zero."""
     if len(data) < 24 or bytes(data[12:16]) != b"IHDR":
         return None
     width = int.from_bytes(data[16:20], "big")
@@ -175,7 +216,17 @@ def png_size(data: bytes) -> tuple[int, int] | None:
     return (height, width) if height and width else None
 
 
+def resize_to(image: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Resize to ``(height, width)``: ``INTER_AREA`` when shrinking, ``INTER_LINEAR`` when enlarging."""
+    if image.shape[:2] == (height, width):
+        return image
+    shrink = height <= image.shape[0] and width <= image.shape[1]
+    interpolation = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
+    return cv2.resize(image, (width, height), interpolation=interpolation)
+
+
 def check_not_empty(data: bytes) -> None:
+    """Raise TypeError for non-bytes input and DecodeError for empty input."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"data must be bytes-like, got {type(data).__name__}")
     if len(data) == 0:
@@ -209,7 +260,7 @@ class Decoder(abc.ABC):
 
         Returns:
             The full size for JPEG and PNG; None for other formats or an unreadable
-            header (decode the image to learn its size then).
+            (or zero-sized) header: decode the image to learn its size then.
         """
         if is_jpeg(data):
             return jpeg_header(data)[0]
@@ -222,25 +273,35 @@ class Decoder(abc.ABC):
         """Decode to RGB ``uint8`` ``(H, W, 3)``, C-contiguous.
 
         Args:
-            data: the encoded image (JPEG, PNG, WebP, BMP, ... anything OpenCV reads).
+            data: the encoded image: JPEG, PNG, GIF, BMP, TIFF, WebP or PPM/PGM/PBM.
             scale: one of :attr:`scales`; the output is ``scaled_size(h, w, scale)``.
                 JPEGs are DCT-scaled; other formats are decoded fully and resized
                 with ``INTER_AREA``.
 
         Returns:
-            The image, like ``PIL.Image.open(f).convert("RGB")`` (16-bit input is
-            reduced to its high byte; EXIF orientation is not applied).
+            The image, as ``PIL.Image.open(f).convert("RGB")`` gives it (the default
+            image of an animation; 16-bit and float input clipped as PIL clips it; EXIF
+            orientation is not applied).
 
         Raises:
-            DecodeError: the data is empty, not an image, or cannot be decoded. Damage
-                libjpeg-turbo recovers from (a few corrupt bytes, a missing end marker)
-                decodes with a Python warning instead; :meth:`validate` is the strict check.
+            DecodeError: the data is empty, not an image, damaged beyond decoding, or
+                declares more pixels than the limit (:func:`~fastdata.decode.set_max_pixels`;
+                checked from the header, before anything is allocated). Nothing else
+                escapes for bad data. Damage libjpeg-turbo recovers from (a few corrupt
+                bytes, a missing end marker) decodes with a Python ``UserWarning``;
+                :meth:`validate` applies PIL's rules.
             ValueError: ``scale`` is not one of :attr:`scales`.
         """
 
     @abc.abstractmethod
     def validate(self, data: bytes) -> tuple[int, int]:
-        """Strictly check that ``data`` decodes cleanly; used by the packer on every image.
+        """Check that ``data`` decodes the way PIL would accept it; used by the packer on every image.
+
+        A file is accepted when PIL's ``Image.open(f).convert("RGB")`` would succeed:
+        damage the codec works around (libjpeg's "extraneous bytes before marker", a
+        corrupt-data warning) is reported as a :class:`DecodeWarning` per message, and
+        a JPEG that ends early is refused ("truncated JPEG"), as PIL refuses it unless
+        ``ImageFile.LOAD_TRUNCATED_IMAGES`` is set.
 
         Args:
             data: the encoded image.
@@ -250,7 +311,7 @@ class Decoder(abc.ABC):
 
         Raises:
             DecodeError: with a short reason ("empty file", "not an image",
-                "truncated JPEG", ...).
+                "truncated JPEG", the pixel-limit message, the codec's own words, ...).
         """
 
     def decode_crop_into(

@@ -33,9 +33,10 @@ import numpy as np
 
 from fastdata._optional import native_disabled
 from fastdata.decode.base import (
-    Box, DecodeError, Decoder, check_not_empty, check_out, choose_scale, image_kind, is_jpeg, resize_into, scaled_box,
-    scaled_size,
+    Box, DecodeError, DecodeWarning, Decoder, check_not_empty, check_out, choose_scale, image_kind, is_jpeg,
+    resize_into, scaled_box, scaled_size,
 )
+from fastdata.decode.limits import check_pixels
 
 try:
     from fastdata.decode import _jpegcrop
@@ -43,7 +44,7 @@ except ImportError:  # not built: no compiler or no jpeglib.h at install time
     _jpegcrop = None
 _JpegError = _jpegcrop.JpegError if _jpegcrop is not None else ()  # () catches nothing
 
-__all__ = ["BUILD_HINT", "NATIVE_SCALES", "NativeJpegDecoder", "available", "decode_crop_into", "decode_full", "read_header"]
+__all__ = ["BUILD_HINT", "NATIVE_SCALES", "NativeJpegDecoder", "RecoveredDamage", "available", "decode_crop_into", "decode_full", "read_header"]
 
 Scale = tuple[int, int]
 
@@ -90,17 +91,27 @@ def _decode_error(exc: Exception, data) -> DecodeError:
     return DecodeError(f"corrupt JPEG ({message})")
 
 
-def _region(data, denom: int, y0: int, y1: int, x0: int, x1: int, out) -> None:
-    """Run the kernel; libjpeg errors become DecodeError, its warnings a UserWarning."""
+class RecoveredDamage(DecodeError):
+    """libjpeg decoded the image but reported damage it worked around (raised only with ``strict=True``)."""
+
+
+def _region(data, denom: int, y0: int, y1: int, x0: int, x1: int, out, strict: bool = False) -> None:
+    """Run the kernel; libjpeg errors become DecodeError, its warnings a DecodeWarning (a UserWarning).
+
+    With ``strict``, a warning raises :class:`RecoveredDamage` instead, so that the caller can hand
+    the (rare) damaged file to a decoder that reproduces PIL's recovery exactly.
+    """
     decompressor = _decompressor()
     try:
         _, _, warned = decompressor.decode_region(data, denom, y0, y1, x0, x1, out)
     except _JpegError as exc:
         raise _decode_error(exc, data) from None
+    if warned and strict:
+        raise RecoveredDamage(f"corrupt JPEG decoded anyway: {decompressor.last_warning}")
     if warned:
         # Like PyTurboJPEG (the turbojpeg decoder): damage libjpeg recovered from decodes
         # with a warning; under `-W error` it raises instead.
-        warnings.warn(f"corrupt JPEG decoded anyway: {decompressor.last_warning}", UserWarning, stacklevel=3)
+        warnings.warn(f"corrupt JPEG decoded anyway: {decompressor.last_warning}", DecodeWarning, stacklevel=3)
 
 
 def read_header(data) -> tuple[int, int, int, int]:
@@ -114,15 +125,19 @@ def read_header(data) -> tuple[int, int, int, int]:
         ``J_COLOR_SPACE`` of the file (1 gray, 2 RGB, 3 YCbCr, 4 CMYK, 5 YCCK).
 
     Raises:
-        DecodeError: empty, not a JPEG, or a header libjpeg refuses.
+        DecodeError: empty, not a JPEG, a header libjpeg refuses, or more pixels than the limit
+            (:func:`fastdata.decode.limits.set_max_pixels`).
     """
     try:
-        return _decompressor().header(data)
+        header = _decompressor().header(data)
     except _JpegError as exc:
         raise _decode_error(exc, data) from None
+    check_pixels(header[0], header[1])  # the pixel limit, before anything is allocated
+    return header
 
 
-def decode_crop_into(data, box: Box | None, out: np.ndarray, *, antialias: bool | None = None) -> None:
+def decode_crop_into(data, box: Box | None, out: np.ndarray, *, antialias: bool | None = None,
+                     strict: bool = False) -> None:
     """Decode the ``box`` of a JPEG and resize it into ``out``.
 
     The JPEG is decoded at the smallest DCT scale (1/8, 1/4, 1/2 or 1) that keeps the
@@ -140,10 +155,11 @@ def decode_crop_into(data, box: Box | None, out: np.ndarray, *, antialias: bool 
         antialias: None: ``INTER_AREA`` only when the remaining shrink is 2x or more in
             some direction (and no direction enlarges), else ``INTER_LINEAR``; True:
             ``INTER_AREA`` whenever shrinking; False: always ``INTER_LINEAR``.
+        strict: raise :class:`RecoveredDamage` where libjpeg only warns (recoverable damage).
 
     Raises:
         DecodeError: the data is empty, not a JPEG, or too damaged to decode (recoverable
-            damage decodes with a ``UserWarning``).
+            damage decodes with a ``DecodeWarning``, a ``UserWarning``).
         ValueError: a box outside the image or a bad ``out``.
         ImportError: the extension is not built.
     """
@@ -161,19 +177,20 @@ def decode_crop_into(data, box: Box | None, out: np.ndarray, *, antialias: bool 
     y0, y1, x0, x1 = scaled_box((top, left, box_h, box_w), scale, scaled_size(height, width, scale))
     region_h, region_w = y1 - y0, x1 - x0
     if (region_h, region_w) == (out_h, out_w):
-        _region(data, scale[1], y0, y1, x0, x1, out)
+        _region(data, scale[1], y0, y1, x0, x1, out, strict)
         return
     region = _scratch(region_h * region_w * 3)[: region_h * region_w * 3].reshape(region_h, region_w, 3)
-    _region(data, scale[1], y0, y1, x0, x1, region)
+    _region(data, scale[1], y0, y1, x0, x1, region, strict)
     resize_into(region, out, antialias)  # cv2.resize with dst=out, GIL released
 
 
-def decode_full(data, scale: Scale = (1, 1)) -> np.ndarray:
+def decode_full(data, scale: Scale = (1, 1), *, strict: bool = False) -> np.ndarray:
     """Decode a whole JPEG at a DCT ``scale`` into a new RGB ``uint8`` ``(h, w, 3)`` array.
 
     Args:
         data: the encoded JPEG (bytes-like).
         scale: ``(1, d)`` with ``d`` in 1, 2, 4, 8; the output is ``scaled_size(h, w, scale)``.
+        strict: raise :class:`RecoveredDamage` where libjpeg only warns (recoverable damage).
 
     Returns:
         The image, equal to ``PIL.Image.open(f).convert("RGB")`` at scale 1.
@@ -187,7 +204,7 @@ def decode_full(data, scale: Scale = (1, 1)) -> np.ndarray:
         raise ValueError(f"scale must be one of {NATIVE_SCALES}, got {scale!r}")
     height, width = scaled_size(*read_header(data)[:2], scale)
     image = np.empty((height, width, 3), np.uint8)
-    _region(data, scale[1], 0, height, 0, width, image)
+    _region(data, scale[1], 0, height, 0, width, image, strict)
     return image
 
 
@@ -196,7 +213,9 @@ class NativeJpegDecoder(Decoder):
 
     ``decode_crop_into`` decodes only the crop's region at the smallest sufficient DCT scale,
     straight into the caller's slot; ``decode`` decodes whole images with the same kernel.
-    ``validate`` (the packer's strict check) is the fallback decoder's.
+    ``validate`` (the packer's strict check) is the fallback decoder's, and so is the decode of a
+    damaged JPEG that libjpeg decodes only with warnings (the fallback gives PIL's exact verdict and
+    pixels for those, at full cost; undamaged files never take that path).
 
     Args:
         fallback: the decoder for non-JPEG data and for ``validate``; by default libjpeg-turbo
@@ -238,14 +257,20 @@ class NativeJpegDecoder(Decoder):
         check_not_empty(data)
         if not is_jpeg(data):
             return self.fallback.decode(data, scale=scale)
-        return decode_full(data, scale)
+        try:
+            return decode_full(data, scale, strict=True)
+        except RecoveredDamage:  # a damaged file: the fallback reproduces PIL's verdict and pixels
+            return self.fallback.decode(data, scale=scale)
 
     def decode_crop_into(self, data: bytes, box: Box | None, out: np.ndarray, *,  # noqa: D102
                          antialias: bool | None = None) -> None:
         if not is_jpeg(data):
             super().decode_crop_into(data, box, out, antialias=antialias)
             return
-        decode_crop_into(data, box, out, antialias=antialias)
+        try:
+            decode_crop_into(data, box, out, antialias=antialias, strict=True)
+        except RecoveredDamage:  # a damaged file: decode it whole the fallback's way (PIL's pixels)
+            super().decode_crop_into(data, box, out, antialias=antialias)
 
     def validate(self, data: bytes) -> tuple[int, int]:  # noqa: D102
         return self.fallback.validate(data)

@@ -1,13 +1,26 @@
-"""OpenCV decoding: every format ``cv2.imdecode`` reads; JPEG DCT scaling through ``IMREAD_REDUCED_*``."""
+"""OpenCV decoding of JPEGs (``IMREAD_REDUCED_*`` DCT scaling), the fallback when libturbojpeg is missing.
+
+Every other format, and CMYK/YCCK JPEGs, go to Pillow (:mod:`fastdata.decode.pil`), whose pixels
+are PIL's by construction; OpenCV gives other pixels for several of them.
+
+Importing this module silences OpenCV's own log (``[ WARN:0@...]`` lines on stderr) in this
+process unless ``OPENCV_LOG_LEVEL`` is set: fastdata reports what went wrong with an image through
+:class:`~fastdata.decode.DecodeError` and the pack manifest instead.
+"""
 
 from __future__ import annotations
+
+import os
 
 import cv2
 import numpy as np
 
 from fastdata.decode.base import (
-    SIMD_SCALES, DecodeError, Decoder, Scale, check_not_empty, image_kind, is_jpeg, jpeg_header, scaled_size,
+    SIMD_SCALES, DecodeError, Decoder, Scale, check_not_empty, is_jpeg, jpeg_components, jpeg_header, resize_to,
+    scaled_size,
 )
+from fastdata.decode.limits import check_pixels
+from fastdata.decode.pil import pil_decode, pil_validate
 
 __all__ = ["OpenCVDecoder", "opencv_decode", "opencv_validate"]
 
@@ -15,6 +28,8 @@ __all__ = ["OpenCVDecoder", "opencv_decode", "opencv_validate"]
 # process ran a parallel OpenCV call deadlocks in its next one. fastdata's parallelism is one
 # process per core, so OpenCV's own threading is switched off here, in the parent, before any fork.
 cv2.setNumThreads(0)
+if "OPENCV_LOG_LEVEL" not in os.environ:
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
 
 _CV2_COLOR = cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION
 _CV2_REDUCED = {
@@ -24,60 +39,57 @@ _CV2_REDUCED = {
 }
 
 
-def _resize_to(image: np.ndarray, height: int, width: int) -> np.ndarray:
-    if image.shape[:2] == (height, width):
-        return image
-    shrink = height <= image.shape[0] and width <= image.shape[1]
-    interpolation = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
-    return cv2.resize(image, (width, height), interpolation=interpolation)
-
-
-def _cv2_imdecode(data: bytes, flags: int) -> np.ndarray:
-    """cv2.imdecode to RGB, or DecodeError naming the format."""
-    check_not_empty(data)
+def _cv2_imdecode(data: bytes, flags: int) -> np.ndarray | None:
+    """cv2.imdecode to RGB; None when OpenCV cannot decode it."""
     try:
         bgr = cv2.imdecode(np.frombuffer(data, np.uint8), flags)
-    except cv2.error as exc:
-        raise DecodeError(f"OpenCV could not decode the image ({exc})") from exc
-    if bgr is None:
-        kind = image_kind(data)
-        raise DecodeError("not an image" if kind is None else f"corrupt or truncated {kind}")
+    except cv2.error:
+        return None
+    if bgr is None or bgr.ndim != 3 or 0 in bgr.shape:
+        return None
     return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
 
 
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    """The JPEG's size with the pixel limit checked; None when Pillow should decode it instead."""
+    size = jpeg_header(data)[0]
+    if size is None or jpeg_components(data) == 4:  # no size found / CMYK: Pillow (which checks the limit)
+        return None
+    check_pixels(*size)
+    return size
+
+
 def opencv_decode(data: bytes, scale: Scale) -> np.ndarray:
-    """Decode any format with OpenCV; JPEG DCT scaling for 1/2, 1/4 and 1/8, else resize."""
-    if scale == (1, 1):
-        return _cv2_imdecode(data, _CV2_COLOR)
-    if scale in _CV2_REDUCED and is_jpeg(data):
-        full = jpeg_header(data)[0]
-        image = _cv2_imdecode(data, _CV2_REDUCED[scale])
-        if full is None:
-            return image
-        return _resize_to(image, *scaled_size(*full, scale))  # no-op unless OpenCV rounded differently
-    image = _cv2_imdecode(data, _CV2_COLOR)
-    return _resize_to(image, *scaled_size(image.shape[0], image.shape[1], scale))
+    """Decode a JPEG with OpenCV (DCT scaling for 1/2, 1/4 and 1/8, else resize); other formats with Pillow."""
+    check_not_empty(data)
+    full = _jpeg_size(data) if is_jpeg(data) else None
+    if full is None:
+        return pil_decode(data, scale)
+    flags = _CV2_REDUCED.get(scale, _CV2_COLOR)
+    image = _cv2_imdecode(data, flags)
+    if image is None:
+        try:
+            return pil_decode(data, scale)
+        except DecodeError as exc:
+            raise DecodeError(f"corrupt JPEG ({exc})") from exc
+    return resize_to(image, *scaled_size(*full, scale))  # no-op unless OpenCV rounded differently
 
 
 def opencv_validate(data: bytes) -> tuple[int, int]:
-    check_not_empty(data)
-    if is_jpeg(data):
-        size, sos = jpeg_header(data)
-        if size is None or sos is None:
-            raise DecodeError("truncated or corrupt JPEG header")
-        if bytes(data).find(b"\xff\xd9", sos) < 0:  # entropy-coded data never contains FF D9
-            raise DecodeError("truncated JPEG")
-    image = _cv2_imdecode(data, _CV2_COLOR)
-    return image.shape[0], image.shape[1]
+    """PIL's own verdict (Pillow decodes the file; the pixel limit is checked from the header); ``(height, width)``.
+
+    OpenCV's libjpeg reports no warnings to the caller, so it cannot tell a JPEG PIL accepts
+    from one it refuses; a full Pillow decode costs about what a full OpenCV decode does.
+    """
+    return pil_validate(data)
 
 
 class OpenCVDecoder(Decoder):
-    """``cv2.imdecode`` for every format; JPEG DCT scaling via ``IMREAD_REDUCED_COLOR_*``.
+    """``cv2.imdecode`` for JPEG (DCT scaling via ``IMREAD_REDUCED_COLOR_*``), Pillow for the rest.
 
-    The fallback when libturbojpeg is missing. ``validate`` is less strict than
-    :class:`TurboJpegDecoder`'s: it rejects truncated JPEGs (no end-of-image marker
-    after the scan data) and anything OpenCV refuses, but OpenCV does not report
-    libjpeg's "corrupt data" warnings.
+    The fallback when libturbojpeg is missing. ``validate`` is Pillow's decode, so it accepts
+    and refuses exactly the files PIL does; OpenCV's libjpeg prints its corrupt-data warnings
+    to stderr instead of reporting them (``fastdata pack`` collects them per file).
 
     Example::
 

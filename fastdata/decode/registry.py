@@ -27,7 +27,7 @@ def fallback_decoder() -> Decoder:
         warnings.warn(
             "fastdata falls back to OpenCV for JPEG decoding: it can be slower (it depends on "
             "the libjpeg OpenCV was built with), offers only the 1/2, 1/4 and 1/8 DCT scales, and "
-            f"its validate() cannot flag libjpeg's corrupt-data warnings. {TURBOJPEG_HINT}",
+            f"validates with a full Pillow decode. {TURBOJPEG_HINT}",
             RuntimeWarning,
             stacklevel=3,
         )
@@ -41,7 +41,8 @@ def get_decoder(name: str = "auto") -> Decoder:
         name: ``"auto"`` (fastdata's native crop-region kernel when built, else libjpeg-turbo
             through PyTurboJPEG, else OpenCV; a fallback warns once per process how to get the
             faster one), ``"native"``, ``"turbojpeg"`` or ``"opencv"``. The environment variable
-            ``FASTDATA_NATIVE=0`` makes ``"auto"`` skip the native kernel (silently).
+            ``FASTDATA_NATIVE=0`` makes ``"auto"`` skip the native kernel (silently). Every decoder
+            reads formats other than JPEG with Pillow.
 
     Returns:
         A new decoder.

@@ -25,7 +25,12 @@ from fastdata.formats.example import ImageRecord
 from fastdata.formats.manifest import ShardInfo
 
 META_KEY = b"__meta__"
-_MAP_SIZE = 1 << 40  # address space only; the file grows with the data
+# The writer's memory map starts small and grows with the data (reserving 1 TiB up front fails
+# under an address-space limit, `ulimit -v`, common on clusters). Growing means committing the
+# open transaction, so the map is doubled whenever a worst-case estimate of the bytes written
+# would no longer fit.
+_INITIAL_MAP_SIZE = 16 << 20
+_MAP_SLACK = 1 << 20
 
 
 def sample_key(j: int) -> bytes:
@@ -39,13 +44,34 @@ class LMDBShardWriter(ShardWriterBase):
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self._tmp = tmp_path(self.path)
-        self._env = lmdb.open(str(self._tmp), subdir=False, map_size=_MAP_SIZE, lock=False, sync=False, meminit=True)
+        self._map_size = _INITIAL_MAP_SIZE
+        self._env = lmdb.open(
+            str(self._tmp), subdir=False, map_size=self._map_size, lock=False, sync=False, meminit=True
+        )
+        self._page = self._env.stat()["psize"]
+        self._worst_case = 4 * self._page  # meta pages and the root
         self._txn = self._env.begin(write=True)
         self._meta: dict[str, list] = {
             k: [] for k in ("labels", "filenames", "heights", "widths", "formats", "crc32c")
         }
 
+    def _make_room(self, key: bytes, value: bytes) -> None:
+        """Grow the map (commit, double, reopen the transaction) unless it surely holds ``key: value`` too."""
+        node = 16 + len(key)  # node header + key + the value itself or its overflow page number
+        if node + len(value) > self._page // 2 - 16:  # stored in overflow pages of its own
+            self._worst_case += -(-(len(value) + 16) // self._page) * self._page + 4 * node
+        else:  # inside leaf pages, which may be half full after splits (4x covers branch pages)
+            self._worst_case += 4 * (node + len(value))
+        needed = self._worst_case + self._worst_case // 8 + _MAP_SLACK
+        if needed <= self._map_size:
+            return
+        self._txn.commit()
+        self._map_size = max(2 * self._map_size, 2 * needed)
+        self._env.set_mapsize(self._map_size)
+        self._txn = self._env.begin(write=True)
+
     def write(self, record: ImageRecord) -> int:
+        self._make_room(sample_key(self.num_samples), record.image)
         if not self._txn.put(sample_key(self.num_samples), record.image, append=True):
             raise RuntimeError(f"could not append sample {self.num_samples} to {self._tmp}")
         for key, value in zip(
@@ -64,7 +90,9 @@ class LMDBShardWriter(ShardWriterBase):
 
     def close(self, root: Path) -> ShardInfo:
         meta = dict(self._meta, num_samples=self.num_samples)
-        self._txn.put(META_KEY, json.dumps(meta, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+        payload = json.dumps(meta, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        self._make_room(META_KEY, payload)
+        self._txn.put(META_KEY, payload)
         self._txn.commit()
         self._env.sync(True)
         self._env.close()

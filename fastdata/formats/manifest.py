@@ -45,6 +45,20 @@ class SkippedFile:
     reason: str
 
 
+@dataclass(frozen=True)
+class FileWarnings:
+    """A packed file whose codec reported damage it worked around, and what it said.
+
+    Attributes:
+        path: the source file, relative to the packed folder.
+        messages: the codec's messages (libjpeg's "Corrupt JPEG data: 3 extraneous bytes
+            before marker 0xc0", a line libtiff printed, a PIL warning, ...).
+    """
+
+    path: str
+    messages: list[str]
+
+
 @dataclass
 class Manifest:
     """What a packed dataset holds.
@@ -54,6 +68,7 @@ class Manifest:
         classes: class names; a label is an index into this list.
         shards: the shards in sample order.
         skipped: bad source files that were left out.
+        warnings: packed files that decoded with codec warnings (PIL decodes them too).
         targets: ``.npy`` file (relative) with every sample's int64 label in dataset order.
         options: the pack options that produced the dataset.
         version: manifest schema version.
@@ -64,6 +79,7 @@ class Manifest:
     classes: list[str]
     shards: list[ShardInfo]
     skipped: list[SkippedFile] = field(default_factory=list)
+    warnings: list[FileWarnings] = field(default_factory=list)
     targets: str = "targets.npy"
     options: dict[str, Any] = field(default_factory=dict)
     version: int = MANIFEST_VERSION
@@ -110,6 +126,7 @@ class Manifest:
                 classes=[str(c) for c in data["classes"]],
                 shards=shards,
                 skipped=[SkippedFile(**_known(SkippedFile, s)) for s in data.get("skipped", [])],
+                warnings=[FileWarnings(**_known(FileWarnings, w)) for w in data.get("warnings", [])],
                 targets=str(data.get("targets", "targets.npy")),
                 options=dict(data.get("options", {})),
                 version=version,

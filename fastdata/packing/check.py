@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from fastdata._fs import file_crc32c
-from fastdata.decode import DecodeError, get_decoder
+from fastdata.decode import DEFAULT_MAX_PIXELS, DecodeError, get_decoder, pixel_limit
+from fastdata.decode.capture import codec_messages
 from fastdata.formats import get_format
 from fastdata.formats.manifest import Manifest
 
@@ -46,6 +47,8 @@ def describe(root: str | os.PathLike) -> str:
     lines += [f"  {s.path}  {s.num_samples} samples  {_human(s.nbytes)}" for s in manifest.shards]
     lines.append(f"skipped   {len(manifest.skipped)}")
     lines += [f"  {s.path}: {s.reason}" for s in manifest.skipped]
+    lines.append(f"warnings  {len(manifest.warnings)} file(s) packed with codec warnings")
+    lines += [f"  {w.path}: {'; '.join(w.messages)}" for w in manifest.warnings]
     options = ", ".join(f"{k}={v}" for k, v in sorted(manifest.options.items()) if v is not None)
     lines.append(f"options   {options}")
     return "\n".join(lines)
@@ -59,7 +62,8 @@ def verify(
     Args:
         root: a folder written by ``fastdata pack``.
         decode: also decode every image (slower, catches damage inside image bytes of formats
-            without per-record checksums).
+            without per-record checksums), under the pixel limit the dataset was packed with;
+            the codecs' own messages are not printed (pack recorded them in the manifest).
         progress: called with the number of records checked after each shard.
 
     Returns:
@@ -80,7 +84,8 @@ def verify(
             report.problems.append(f"{shard.path}: file CRC32C {actual} != {shard.crc32c} in the manifest")
         undecodable: list[str] = []
         on_image = None if decoder is None else _decode_check(decoder, shard.path, undecodable)
-        shard_problems = storage.verify(root, shard, on_image)  # one read of each record serves both checks
+        with pixel_limit(manifest.options.get("max_pixels", DEFAULT_MAX_PIXELS)):  # the limit the pack applied
+            shard_problems = storage.verify(root, shard, on_image)  # one read of each record serves both checks
         report.problems += [f"{shard.path}: {p}" if not p.startswith(shard.path) else p for p in shard_problems]
         report.problems += undecodable
         report.records += shard.num_samples
@@ -96,10 +101,11 @@ def _decode_check(decoder, shard_path: str, problems: list[str]) -> Callable[[in
     """A per-record callback that records images which do not decode."""
 
     def check(number: int, data: bytes) -> None:
-        try:
-            decoder.validate(data)
-        except DecodeError as exc:
-            problems.append(f"{shard_path}: record {number}: image does not decode ({exc})")
+        with codec_messages():  # the codecs' own warnings were recorded at pack time; keep them off the terminal
+            try:
+                decoder.validate(data)
+            except DecodeError as exc:
+                problems.append(f"{shard_path}: record {number}: image does not decode ({exc})")
 
     return check
 

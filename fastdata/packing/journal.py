@@ -13,11 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fastdata.formats.manifest import ShardInfo, SkippedFile
+from fastdata.formats.manifest import FileWarnings, ShardInfo, SkippedFile
 
 JOURNAL_NAME = ".pack-journal.jsonl"
 
@@ -30,6 +30,7 @@ class JournalEntry:
     next_source: int
     skipped: list[SkippedFile]
     labels: list[int]
+    warnings: list[FileWarnings] = field(default_factory=list)
 
 
 def fingerprint(paths: list[str], labels: list[int], options: dict[str, Any]) -> str:
@@ -78,6 +79,7 @@ class PackJournal:
                 next_source=int(data["next_source"]),
                 skipped=[SkippedFile(**s) for s in data["skipped"]],
                 labels=[int(x) for x in data["labels"]],
+                warnings=[FileWarnings(**w) for w in data.get("warnings", [])],
             )
             if not _shard_intact(root, entry.shard):
                 break

@@ -21,11 +21,14 @@ from tqdm import tqdm
 
 from fastdata import __version__
 from fastdata._fs import TMP_SUFFIX, atomic_write_bytes
-from fastdata.decode import DecodeError, get_decoder
+from fastdata.decode import DEFAULT_MAX_PIXELS, DecodeError, get_decoder, pixel_limit
+from fastdata.decode.base import image_format
+from fastdata.decode.capture import codec_messages
+from fastdata.decode.limits import as_limit
 from fastdata.formats import get_format
 from fastdata.formats.example import ImageRecord
 from fastdata.packing.journal import JournalEntry, PackJournal, fingerprint
-from fastdata.formats.manifest import MANIFEST_NAME, Manifest, SkippedFile
+from fastdata.formats.manifest import MANIFEST_NAME, FileWarnings, Manifest, SkippedFile
 from fastdata.packing.scan import scan_image_folder
 from fastdata.packing.writer import DEFAULT_SHARD_SIZE, ShardWriter
 
@@ -38,6 +41,22 @@ class BadImageError(ValueError):
     """A source image is unreadable and ``strict`` packing was asked for."""
 
 
+class NothingPackedError(ValueError):
+    """Every source image was skipped and ``allow_empty`` was not set.
+
+    Attributes:
+        skipped: every file, with the reason it was skipped.
+    """
+
+    def __init__(self, skipped: list[SkippedFile]) -> None:
+        self.skipped = skipped
+        shown = "; ".join(f"{s.path}: {s.reason}" for s in skipped[:3]) + ("; ..." if len(skipped) > 3 else "")
+        super().__init__(
+            f"nothing was packed: all {len(skipped)} image(s) were skipped ({shown}); fix or remove them, "
+            "or pass --allow-empty (allow_empty=True) to write an empty dataset"
+        )
+
+
 @dataclass(frozen=True)
 class _Job:
     number: int
@@ -46,6 +65,7 @@ class _Job:
     label: int
     max_side: int | None
     quality: int
+    max_pixels: int | None = DEFAULT_MAX_PIXELS
 
 
 @dataclass(frozen=True)
@@ -56,6 +76,7 @@ class _Loaded:
     width: int = 0
     image_format: str = ""
     error: str = ""
+    warnings: tuple[str, ...] = ()
 
 
 def pack(
@@ -73,6 +94,8 @@ def pack(
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
+    allow_empty: bool = False,
 ) -> Manifest:
     """Pack the ImageFolder tree ``src`` into ``format`` shards in ``out``.
 
@@ -91,6 +114,17 @@ def pack(
         resume: finish an interrupted pack in ``out`` without redoing its complete shards.
         overwrite: replace a dataset that ``out`` already holds.
         progress: show a progress bar.
+        max_pixels: skip images whose header declares more than this many pixels, before
+            decoding them, with the reason "WxH = N pixels exceeds the limit of M
+            (--max-pixels)". The default is PIL's ``DecompressionBombError`` threshold;
+            0 or None packs images of any size.
+        allow_empty: write a dataset even when every image was skipped (``len(ds) == 0``);
+            by default that raises :class:`NothingPackedError`.
+
+    Images are accepted as PIL accepts them: a JPEG with libjpeg warnings ("extraneous bytes
+    before marker") is packed, and the codec messages of every such file are recorded in the
+    manifest (``warnings``; ``fastdata inspect`` lists them) instead of being printed; a file
+    that does not decode is skipped with the decoder's reason.
 
     Returns:
         The manifest that was written to ``out/manifest.json``.
@@ -101,9 +135,11 @@ def pack(
         PermissionError: ``out`` is not writable.
         ValueError: an option is invalid, or ``resume`` finds an unfinished pack of other input/options.
         BadImageError: ``strict`` and a source image is bad.
+        NothingPackedError: every image was skipped and ``allow_empty`` is not set (no dataset is left in ``out``).
     """
     storage = get_format(format)
     options = _check_options(format, shard_size, samples_per_shard, max_side, quality, shuffle_seed, workers)
+    options["max_pixels"] = as_limit(max_pixels)
     if resume and overwrite:
         raise ValueError("resume and overwrite exclude each other: resume finishes a pack, overwrite starts over")
     scan = scan_image_folder(src)
@@ -123,12 +159,16 @@ def pack(
     if entries:
         logger.info("resuming after %d complete shards (%d of %d images done)", len(entries), start, len(paths))
     jobs = [
-        _Job(i, str(scan.root / paths[i]), paths[i], labels[i], max_side, quality) for i in range(start, len(paths))
+        _Job(i, str(scan.root / paths[i]), paths[i], labels[i], max_side, quality, options["max_pixels"])
+        for i in range(start, len(paths))
     ]
     writer = ShardWriter(
         out, format=storage.name, shard_size=shard_size, samples_per_shard=samples_per_shard, first_shard=len(entries)
     )
     entries += _write_shards(jobs, writer, journal, scan.classes, workers, strict, progress, len(paths), start)
+    if not allow_empty and not any(e.shard is not None for e in entries):
+        _remove_dataset_files(out)
+        raise NothingPackedError([s for e in entries for s in e.skipped])
     return _finalize(out, storage.name, scan.classes, entries, options, journal)
 
 
@@ -194,6 +234,7 @@ def _remove_dataset_files(out: Path) -> None:
 def _write_shards(jobs, writer, journal, classes, workers, strict, progress, total, start) -> list[JournalEntry]:
     entries: list[JournalEntry] = []
     pending_skipped: list[SkippedFile] = []
+    pending_warnings: list[FileWarnings] = []
     pending_labels: list[int] = []
     bar = tqdm(total=total, initial=start, unit="img", desc="pack", disable=not progress, smoothing=0.05)
     written_bytes, last_postfix, started = 0, 0.0, time.monotonic()
@@ -212,15 +253,21 @@ def _write_shards(jobs, writer, journal, classes, workers, strict, progress, tot
                         loaded.data, job.label, classes[job.label], job.rel, loaded.image_format, loaded.height, loaded.width
                     )
                     if writer.is_full_for(record):
-                        entries.append(_journal_shard(writer, journal, job.number, pending_skipped, pending_labels))
+                        entries.append(_journal_shard(
+                            writer, journal, job.number, pending_skipped, pending_labels, pending_warnings
+                        ))
                     writer.write(record)
                     pending_labels.append(job.label)
+                    if loaded.warnings:  # journaled with the shard that holds the file
+                        pending_warnings.append(FileWarnings(job.rel, list(loaded.warnings)))
                     written_bytes += len(loaded.data)
                 bar.update(1)
                 if time.monotonic() - last_postfix > 1.0:
                     last_postfix = time.monotonic()
                     bar.set_postfix_str(f"{written_bytes / 1e6 / (last_postfix - started):.1f} MB/s", refresh=False)
-        entries.append(_journal_shard(writer, journal, start + len(jobs), pending_skipped, pending_labels))
+        entries.append(
+            _journal_shard(writer, journal, start + len(jobs), pending_skipped, pending_labels, pending_warnings)
+        )
     except BaseException:
         writer.abort()
         raise
@@ -229,16 +276,19 @@ def _write_shards(jobs, writer, journal, classes, workers, strict, progress, tot
     return [e for e in entries if e is not None]
 
 
-def _journal_shard(writer, journal, next_source, skipped, labels) -> JournalEntry | None:
+def _journal_shard(writer, journal, next_source, skipped, labels, warned) -> JournalEntry | None:
     """Publish the open shard and journal it; an entry without a shard only carries trailing bad files."""
     info = writer.finish_shard()
     if info is None and not skipped:
         return None
-    entry = JournalEntry(shard=info, next_source=next_source, skipped=list(skipped), labels=list(labels))
+    entry = JournalEntry(
+        shard=info, next_source=next_source, skipped=list(skipped), labels=list(labels), warnings=list(warned)
+    )
     if info is not None:
         journal.append(entry)
     skipped.clear()
     labels.clear()
+    warned.clear()
     return entry
 
 
@@ -268,7 +318,12 @@ class _results:
 
 
 def _load(job: _Job) -> _Loaded:
-    """Read, validate and (optionally) downscale one image; runs in a pool worker."""
+    """Read, validate and (optionally) downscale one image; runs in a pool worker.
+
+    Validation follows PIL's rules (see :meth:`Decoder.validate`); what the codecs say on the
+    way (Python warnings, lines libtiff or libjpeg print) is returned with the result, to be
+    recorded in the manifest, instead of reaching the terminal.
+    """
     try:
         with open(job.path, "rb") as f:
             data = f.read()
@@ -277,13 +332,18 @@ def _load(job: _Job) -> _Loaded:
     if not data:
         return _Loaded(job.number, None, error="empty file")
     decoder = get_decoder("auto")
-    try:
-        height, width = decoder.validate(data)
-        if job.max_side and max(height, width) > job.max_side:
-            data, height, width = _downscale(decoder.decode(data), job.max_side, job.quality)
-    except DecodeError as exc:
-        return _Loaded(job.number, None, error=str(exc) or "cannot be decoded")
-    return _Loaded(job.number, data, height, width, image_format(data))
+    error = ""
+    with pixel_limit(job.max_pixels), codec_messages() as messages:
+        try:
+            height, width = decoder.validate(data)
+            if job.max_side and max(height, width) > job.max_side:
+                data, height, width = _downscale(decoder.decode(data), job.max_side, job.quality)
+        except DecodeError as exc:
+            error = str(exc) or "cannot be decoded"
+    if error:
+        said = [m for m in messages if m not in error]
+        return _Loaded(job.number, None, error=error + (f" [{'; '.join(said[:3])}]" if said else ""))
+    return _Loaded(job.number, data, height, width, image_format(data), warnings=tuple(messages))
 
 
 def _downscale(rgb: np.ndarray, max_side: int, quality: int) -> tuple[bytes, int, int]:
@@ -297,32 +357,10 @@ def _downscale(rgb: np.ndarray, max_side: int, quality: int) -> tuple[bytes, int
     return buf.tobytes(), small.shape[0], small.shape[1]
 
 
-_MAGIC = [
-    (b"\xff\xd8\xff", "JPEG"),
-    (b"\x89PNG\r\n\x1a\n", "PNG"),
-    (b"BM", "BMP"),
-    (b"II*\x00", "TIFF"),
-    (b"MM\x00*", "TIFF"),
-    (b"P5", "PGM"),
-    (b"P2", "PGM"),
-    (b"P6", "PPM"),
-    (b"P3", "PPM"),
-]
-
-
-def image_format(data: bytes) -> str:
-    """The container format of encoded image bytes, from their magic number (``"JPEG"``, ``"PNG"``, ...)."""
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "WEBP"
-    for magic, name in _MAGIC:
-        if data.startswith(magic):
-            return name
-    return "UNKNOWN"
-
-
 def _finalize(out, format, classes, entries, options, journal) -> Manifest:
     shards = [e.shard for e in entries if e.shard is not None]
     skipped = [s for e in entries for s in e.skipped]
+    warned = [w for e in entries for w in e.warnings]
     targets = np.asarray([label for e in entries for label in e.labels], dtype=np.int64)
     _save_npy(out / TARGETS_NAME, targets)
     manifest = Manifest(
@@ -330,6 +368,7 @@ def _finalize(out, format, classes, entries, options, journal) -> Manifest:
         classes=list(classes),
         shards=shards,
         skipped=skipped,
+        warnings=warned,
         targets=TARGETS_NAME,
         options=options,
         created_by=f"fastdata {__version__}",

@@ -23,6 +23,7 @@ from fastdata.decode import (
     TURBOJPEG_SCALES,
     DecodeError,
     Decoder,
+    DecodeWarning,
     OpenCVDecoder,
     TurboJpegDecoder,
     choose_scale,
@@ -99,13 +100,13 @@ def test_decode_matches_pil(decoder, kind):
     assert _mad(out, ref) < MAX_MEAN_ABS_DIFF
 
 
-def test_16bit_gray_png_keeps_the_high_byte(decoder):
-    gray = _rgb(3, 20, 30)[..., 0]
+def test_16bit_gray_png_is_clipped_as_pil_clips_it(decoder):
+    gray = _rgb(3, 20, 30)[..., 0].astype(np.uint16)
     buf = io.BytesIO()
-    Image.fromarray(gray.astype(np.uint16) * 257).save(buf, format="PNG")
+    Image.fromarray(gray * 2).save(buf, format="PNG")  # I;16, values up to 510
     out = decoder.decode(buf.getvalue())
-    # PIL's I;16 -> RGB conversion clips at 255; we scale like OpenCV and libpng do.
-    np.testing.assert_array_equal(out, np.repeat(gray[..., None], 3, axis=2))
+    # PIL's I;16 -> RGB conversion clips at 255 (OpenCV and libpng keep the high byte instead).
+    np.testing.assert_array_equal(out, np.repeat(np.minimum(gray * 2, 255).astype(np.uint8)[..., None], 3, axis=2))
 
 
 def test_exif_orientation_is_not_applied(decoder):
@@ -209,15 +210,18 @@ def test_decode_raises_decode_error(decoder, kind):
 
 
 @needs_turbojpeg
-def test_turbojpeg_validate_treats_corrupt_data_warnings_as_errors():
+def test_turbojpeg_validate_accepts_corrupt_data_warnings_as_pil_does():
     data = SAMPLES["baseline"]
     sof = data.find(b"\xff\xc0")
     corrupt = data[:sof] + b"\x01\x02\x03" + data[sof:]  # libjpeg: "3 extraneous bytes before marker"
     dec = TurboJpegDecoder()
-    with pytest.raises(DecodeError, match="corrupt JPEG"):
-        dec.validate(corrupt)
-    with pytest.warns(UserWarning, match="extraneous bytes"):  # decode() stays lenient
-        assert dec.decode(corrupt).shape == (97, 131, 3)
+    with pytest.warns(DecodeWarning, match="3 extraneous bytes before marker 0xc0") as record:
+        assert dec.validate(corrupt) == (97, 131)
+    assert len(record) == 1
+    with pytest.warns(UserWarning, match="extraneous bytes"):
+        out = dec.decode(corrupt)
+    np.testing.assert_array_equal(out, _pil_rgb(corrupt))
+    np.testing.assert_array_equal(out, dec.decode(data))
 
 
 @needs_turbojpeg
@@ -254,9 +258,9 @@ def test_accepts_memoryview(decoder):
         decoder.decode("not bytes")  # type: ignore[arg-type]
 
 
-def test_opencv_validate_checks_the_end_marker_itself(monkeypatch):
-    # OpenCV 5 refuses truncated JPEGs, but 4.x returns a grey-filled image: the
-    # end-of-image check must not rely on OpenCV.
+def test_opencv_validate_is_pils_verdict(monkeypatch):
+    # OpenCV 5 refuses truncated JPEGs but 4.x returns a grey-filled image, and neither reports
+    # libjpeg's warnings: OpenCVDecoder.validate leaves the verdict to Pillow.
     monkeypatch.setattr(opencv_mod, "_cv2_imdecode", lambda data, flags: np.zeros((97, 131, 3), np.uint8))
     assert OpenCVDecoder().validate(SAMPLES["baseline"]) == (97, 131)
     for kind in ["truncated_jpeg", "truncated_progressive", "jpeg_without_eoi"]:
