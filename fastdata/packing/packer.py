@@ -24,6 +24,8 @@ from fastdata._fs import TMP_SUFFIX, atomic_write_bytes
 from fastdata.decode import DecodeError, get_decoder
 from fastdata.formats import get_format
 from fastdata.formats.example import ImageRecord
+from fastdata.formats.files import crc32c_hex
+from fastdata.formats.targets import encode_targets
 from fastdata.packing.journal import JournalEntry, PackJournal, fingerprint
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest, SkippedFile
 from fastdata.packing.scan import scan_image_folder
@@ -324,7 +326,7 @@ def _finalize(out, format, classes, entries, options, journal) -> Manifest:
     shards = [e.shard for e in entries if e.shard is not None]
     skipped = [s for e in entries for s in e.skipped]
     targets = np.asarray([label for e in entries for label in e.labels], dtype=np.int64)
-    _save_npy(out / TARGETS_NAME, targets)
+    targets_data = _save_npy(out / TARGETS_NAME, targets)
     manifest = Manifest(
         format=format,
         classes=list(classes),
@@ -333,6 +335,8 @@ def _finalize(out, format, classes, entries, options, journal) -> Manifest:
         targets=TARGETS_NAME,
         options=options,
         created_by=f"fastdata {__version__}",
+        targets_nbytes=len(targets_data),
+        targets_crc32c=crc32c_hex(targets_data),
     )
     manifest.save(out)
     journal.remove()
@@ -341,9 +345,8 @@ def _finalize(out, format, classes, entries, options, journal) -> Manifest:
     return manifest
 
 
-def _save_npy(path: Path, array: np.ndarray) -> None:
-    import io
-
-    buf = io.BytesIO()
-    np.save(buf, array, allow_pickle=False)
-    atomic_write_bytes(path, buf.getvalue())
+def _save_npy(path: Path, array: np.ndarray) -> bytes:
+    """Write ``array`` as ``.npy`` atomically; return the bytes written (the manifest records their size and CRC32C)."""
+    data = encode_targets(array)
+    atomic_write_bytes(path, data)
+    return data
