@@ -18,6 +18,7 @@ from fastdata.formats.base import CorruptRecordError, DatasetChangedError, Shard
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.formats.packed import OpenedPack, open_pack
 from fastdata.formats.tfrecord import TFRecordShardReader, build_index, max_index_bytes, read_index, write_index
+from fastdata.seeding import sample_generator
 from fastdata.transforms import Decode, DecodeTransform
 
 logger = logging.getLogger(__name__)
@@ -42,6 +43,11 @@ class ShardDataset(Dataset):
     naming the shard, record, sample and the ``fastdata verify`` to run. A shard opened after the
     dataset was re-packed raises :class:`~fastdata.formats.base.DatasetChangedError` instead of
     mixing two packs; shards already open keep reading the files they opened.
+
+    Random decode-time transforms (``RandomResizedCrop``) draw from a generator of (pass,
+    position in the pass, index) when the index is a :class:`fastdata.seeding.SampleIndex`, as
+    :class:`~fastdata.DataLoaderX` passes them: the same pixels whatever ``num_workers`` is, and
+    the same after a resume. ``ds[i]`` with a plain int draws from torch's RNG as torchvision does.
 
     Args:
         root: a folder written by ``fastdata pack``; or, without a manifest, TFRecord files as a
@@ -130,7 +136,8 @@ class ShardDataset(Dataset):
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         data, label = self.read(index)
         if isinstance(self.transform, DecodeTransform):
-            image = self.transform(data)
+            rng = sample_generator(index) if self.transform.uses_rng else None
+            image = self.transform(data) if rng is None else self.transform(data, rng=rng)
         else:
             image = self._decode(data)
             if self.transform is not None:
