@@ -108,7 +108,7 @@ class ShardDataset(Dataset):
         self._starts = np.concatenate([[0], np.cumsum(pack.counts, dtype=np.int64)]).astype(np.int64)
         self._positions, self._sizes = pack.positions, pack.sizes
         self._stored_targets = pack.targets  # as packed, to compare with each record's own label
-        self._targets: np.ndarray | None = pack.targets + self.label_offset
+        self._targets: np.ndarray | None = pack.targets + self.label_offset if self.label_offset else pack.targets
         self.classes: list[str] = list(pack.manifest.classes)
 
     def _init_tfrecords(self, paths: list[Path]) -> None:
