@@ -79,17 +79,21 @@ def verify(
         progress: called with the number of records checked after each shard.
 
     Returns:
-        A report whose ``problems`` name the file and record of every damage found.
+        A report whose ``problems`` name the file and record of every damage found (a malformed or
+        hostile manifest is one problem, and nothing else is checked).
 
     Raises:
         FileNotFoundError: ``root`` holds no manifest.
-        ValueError: the manifest itself is malformed (one line naming the field).
     """
     root = Path(root)
-    manifest = Manifest.load(root)
-    storage = get_format(manifest.format)
-    base = root.resolve()
     report = VerifyReport()
+    try:
+        manifest = Manifest.load(root)
+        storage = get_format(manifest.format)
+    except ValueError as exc:  # a manifest that is there but damaged (CorruptRecordError included) is damage too
+        report.problems.append(f"manifest.json: {exc}")
+        return report
+    base = root.resolve()
     decoder = get_decoder("auto") if decode else None
     labels: list[array | None] = []
     for shard in manifest.shards:

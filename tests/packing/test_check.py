@@ -122,3 +122,10 @@ def test_a_missing_index_is_damage_not_a_usage_error(damaged, capsys):
     (damaged / "shard-00001.idx").unlink()
     code, text = verify_cli(capsys, damaged)
     assert code == 1 and "DAMAGED shard-00001.idx: missing" in text
+
+
+def test_a_damaged_manifest_is_damage_in_one_line(damaged, capsys):
+    text = (damaged / "manifest.json").read_text()
+    (damaged / "manifest.json").write_text(text.replace('"nbytes": ', '"nbytes": -', 1))
+    code, out = verify_cli(capsys, damaged)
+    assert code == 1 and out.count("DAMAGED") == 1 and "DAMAGED manifest.json:" in out and "field shards[0].nbytes" in out
