@@ -60,7 +60,7 @@ class OpenedPack:
     sizes: np.ndarray
     counts: np.ndarray
     manifest_identity: FileIdentity
-    shard_identities: np.ndarray  # [num_shards, 2] int64: device, inode (a change in place is caught by the size check)
+    shard_identities: np.ndarray  # [num_shards, 2] uint64: device, inode (a change in place is caught by the size check)
 
     def check_current(self, shard: int, identity: FileIdentity | None = None) -> None:
         """Raise unless the manifest and shard ``shard`` are still the files this pack was opened from.
@@ -125,7 +125,7 @@ def open_pack(root: str | os.PathLike) -> OpenedPack:
     pack = OpenedPack(
         root=base, manifest=manifest, targets=targets, shard_paths=np.array(paths, dtype=str),
         positions=_concat([p for p, _ in located]), sizes=_concat([s for _, s in located]), counts=counts,
-        manifest_identity=before, shard_identities=np.array(identities, dtype=np.int64).reshape(-1, 2),
+        manifest_identity=before, shard_identities=np.array(identities, dtype=np.uint64).reshape(-1, 2),
     )
     return pack
 
