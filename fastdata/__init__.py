@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 from fastdata import gpu_transforms, transforms
 from fastdata.dataset import ShardDataset
 from fastdata.decode import get_decoder
-from fastdata.formats import CorruptRecordError, Manifest
+from fastdata.formats import CorruptRecordError, DatasetChangedError, Manifest
 from fastdata.loader import DataLoaderX, DataPrefetcher, NormalizeCollate, fast_collate
 from fastdata.packing import ShardWriter, pack, verify
 from fastdata.sampler import DistributedSampler
@@ -20,6 +20,7 @@ __all__ = [
     "CorruptRecordError",
     "DataLoaderX",
     "DataPrefetcher",
+    "DatasetChangedError",
     "DistributedSampler",
     "Manifest",
     "NormalizeCollate",

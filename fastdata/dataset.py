@@ -16,9 +16,11 @@ from torch.utils.data import Dataset
 from fastdata._malloc import pin_mmap_threshold
 from fastdata.batch import DecodedBatch, empty_tensor
 from fastdata.formats import get_format
-from fastdata.formats.base import ShardReaderBase
-from fastdata.formats.tfrecord import TFRecordShardReader, build_index, read_index, write_index
+from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
+from fastdata.formats.packed import OpenedPack, open_pack
+from fastdata.formats.tfrecord import TFRecordShardReader, build_index, max_index_bytes, read_index, write_index
+from fastdata.seeding import sample_generator
 from fastdata.transforms import Decode, DecodeTransform
 
 logger = logging.getLogger(__name__)
@@ -31,9 +33,25 @@ class ShardDataset(Dataset):
     decode-time transform from :mod:`fastdata.transforms` (e.g. ``RandomResizedCrop(224)``) gets
     the encoded bytes and can decode at a reduced DCT scale; any other callable (a torchvision
     transform, say) gets the decoded array. Shard readers are opened lazily in each process,
-    so the dataset pickles and works with fork and spawn DataLoader workers. The index lives
-    in numpy arrays, so worker memory does not grow through copy-on-read. Images are decoded
-    as PIL decodes them; one that cannot be, or that declares more pixels than
+    so the dataset pickles and works with fork and spawn DataLoader workers, and any number of
+    instances over the same files work side by side in any process. The index lives in numpy
+    arrays, so worker memory does not grow through copy-on-read.
+
+    Nothing is served unchecked (packed datasets): opening checks every file the manifest names
+    (inside the folder, regular, of the recorded size; ``targets.npy`` against its checksum and
+    the manifest's counts) before allocating anything; every read checks the record (TFRecord
+    framing CRCs, LMDB per-record CRC32C) and that the label the record carries is the one in
+    ``targets.npy``. A failed check raises :class:`~fastdata.formats.base.CorruptRecordError`
+    naming the shard, record, sample and the ``fastdata verify`` to run. A shard opened after the
+    dataset was re-packed raises :class:`~fastdata.formats.base.DatasetChangedError` instead of
+    mixing two packs; shards already open keep reading the files they opened.
+
+    Random decode-time transforms (``RandomResizedCrop``) draw from a generator of (pass,
+    position in the pass, index) when the index is a :class:`fastdata.seeding.SampleIndex`, as
+    :class:`~fastdata.DataLoaderX` passes them: the same pixels whatever ``num_workers`` is, and
+    the same after a resume. ``ds[i]`` with a plain int draws from torch's RNG as torchvision does.
+
+    Images are decoded as PIL decodes them; one that cannot be, or that declares more pixels than
     :func:`fastdata.decode.set_max_pixels` allows, raises :class:`~fastdata.decode.DecodeError`.
     A dataset packed with ``allow_empty`` from a folder whose every file was skipped has length 0.
 
@@ -46,6 +64,12 @@ class ShardDataset(Dataset):
         label_offset: added to the labels stored in third-party TFRecords (e.g. -1 for
             TensorFlow's 1-based ImageNet records).
         decoder: decoder for the default decode (``"auto"``, ``"turbojpeg"``, ``"opencv"``).
+
+    Raises:
+        FileNotFoundError: no manifest and no TFRecord files, or a file the manifest names is missing.
+        ValueError: the manifest is malformed (one line naming the field).
+        CorruptRecordError: a file the manifest names is outside the folder, not a regular file,
+            of the wrong size or checksum, or disagrees with the manifest's counts.
 
     Example::
 
@@ -77,21 +101,25 @@ class ShardDataset(Dataset):
 
     # -- construction -------------------------------------------------------------------------
     def _init_packed(self, root: Path) -> None:
-        self.manifest: Manifest | None = Manifest.load(root)
-        self.format = self.manifest.format
+        try:
+            pack = open_pack(root)
+        except CorruptRecordError as exc:
+            raise exc.with_hint(f"run `fastdata verify {root}`") from None
+        self._pack: OpenedPack | None = pack
+        self.manifest: Manifest | None = pack.manifest
+        self.format = pack.manifest.format
         self._storage = get_format(self.format)
-        self._root = root
-        self._shard_paths = np.array([str(root / s.path) for s in self.manifest.shards])
-        pairs = [self._storage.positions(root, s) for s in self.manifest.shards]  # none for an empty dataset
-        positions, sizes = [p for p, _ in pairs], [s for _, s in pairs]
-        self._set_index([s.num_samples for s in self.manifest.shards], positions, sizes)
-        targets = np.load(root / self.manifest.targets, allow_pickle=False).astype(np.int64, copy=False)
-        if len(targets) != len(self):
-            raise ValueError(f"{root / self.manifest.targets} has {len(targets)} labels for {len(self)} samples: re-pack")
-        self._targets: np.ndarray | None = targets + self.label_offset
-        self.classes: list[str] = list(self.manifest.classes)
+        self._root = pack.root
+        self._shard_paths = pack.shard_paths
+        self._starts = np.concatenate([[0], np.cumsum(pack.counts, dtype=np.int64)]).astype(np.int64)
+        self._positions, self._sizes = pack.positions, pack.sizes
+        self._stored_targets = pack.targets  # as packed, to compare with each record's own label
+        self._targets: np.ndarray | None = pack.targets + self.label_offset if self.label_offset else pack.targets
+        self.classes: list[str] = list(pack.manifest.classes)
 
     def _init_tfrecords(self, paths: list[Path]) -> None:
+        self._pack = None
+        self._stored_targets = None
         self.manifest = None
         self.format = "tfrecord"
         self._storage = get_format("tfrecord")
@@ -114,7 +142,8 @@ class ShardDataset(Dataset):
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         data, label = self.read(index)
         if isinstance(self.transform, DecodeTransform):
-            image = self.transform(data)
+            rng = sample_generator(index) if self.transform.uses_rng else None
+            image = self.transform(data) if rng is None else self.transform(data, rng=rng)
         else:
             image = self._decode(data)
             if self.transform is not None:
@@ -139,22 +168,50 @@ class ShardDataset(Dataset):
         images = empty_tensor((len(indices), size[0], size[1], 3), torch.uint8)
         labels = empty_tensor((len(indices),), torch.int64)
         slots, label_view = images.numpy(), labels.numpy()
+        uses_rng = self.transform.uses_rng
         for slot, index in enumerate(indices):
             data, label_view[slot] = self.read(index)
-            self.transform.decode_into(data, slots[slot])
+            self.transform.decode_into(data, slots[slot], rng=sample_generator(index) if uses_rng else None)
         return DecodedBatch(images, labels)
 
     def read(self, index: int) -> tuple[bytes, int]:
-        """The encoded image bytes and label of sample ``index``, without decoding."""
+        """The encoded image bytes and label of sample ``index``, without decoding.
+
+        Raises:
+            IndexError: ``index`` is out of range.
+            CorruptRecordError: the record fails a check (its CRC, framing, or its own label differs
+                from ``targets.npy``); the message names the shard, the record and the ``fastdata
+                verify`` to run.
+            DatasetChangedError: the dataset's files were replaced after this dataset opened them.
+        """
         n = len(self)
         if not -n <= index < n:
             raise IndexError(f"index {index} is out of range for a dataset of {n} samples")
         index = int(index) % n
         shard = int(np.searchsorted(self._starts, index, side="right")) - 1
-        data, label = self._reader(shard).read(int(self._positions[index]), int(self._sizes[index]))
-        if self._targets is not None:
-            label = int(self._targets[index])
+        position = int(self._positions[index])
+        try:
+            data, label = self._reader(shard).read(position, int(self._sizes[index]))
+            if self._stored_targets is not None:
+                label = self._checked_label(index, shard, position, label)
+        except CorruptRecordError as exc:
+            raise exc.with_hint(self._verify_hint(index)) from None
         return data, int(label)
+
+    def _checked_label(self, index: int, shard: int, position: int, label: int | None) -> int:
+        """The label of a packed sample: ``targets.npy``'s, which must equal the record's own (when it has one)."""
+        packed = int(self._stored_targets[index])
+        if label is not None and label != packed:
+            raise CorruptRecordError(
+                self._shard_paths[shard], position,
+                f"the record's own label {label} differs from {packed} in {self.manifest.targets} (mixed packs, or damage)",
+            )
+        return int(self._targets[index])
+
+    def _verify_hint(self, index: int) -> str:
+        if self._root is None:  # third-party TFRecords: there is no manifest to verify against
+            return f"sample {index}"
+        return f"sample {index}; run `fastdata verify {self._root}`"
 
     @property
     def targets(self) -> np.ndarray:
@@ -188,12 +245,22 @@ class ShardDataset(Dataset):
         if reader is None:
             if not self._readers:
                 pin_mmap_threshold()  # first read in this process: keep decode buffers off the heap
-            path = Path(self._shard_paths[shard])
-            if self.manifest is None:
-                reader = TFRecordShardReader(path, label_offset=self.label_offset)
-            else:
-                reader = self._storage.reader(path)
+            reader = self._open_reader(shard)
             self._readers[shard] = reader
+        return reader
+
+    def _open_reader(self, shard: int) -> ShardReaderBase:
+        """Open shard ``shard`` in this process; for a pack, only if it is still the file the pack was opened with."""
+        path = Path(self._shard_paths[shard])
+        if self._pack is None:
+            return TFRecordShardReader(path, label_offset=self.label_offset)
+        self._pack.check_current(shard)  # replaced since the dataset was opened: say so, before any size check
+        reader = self._storage.reader(path, expected=self.manifest.shards[shard])
+        try:
+            self._pack.check_current(shard, reader.identity)  # the file opened is the file checked
+        except DatasetChangedError:
+            reader.close()
+            raise
         return reader
 
     def close(self) -> None:
@@ -252,7 +319,7 @@ def _looks_like_tfrecord(path: Path) -> bool:
 def _load_or_build_index(path: Path) -> np.ndarray:
     for candidate in (path.with_name(path.name + ".idx"), path.with_suffix(".idx")):
         if candidate.is_file():
-            return read_index(candidate)
+            return read_index(candidate, max_bytes=max_index_bytes(os.path.getsize(path)))
     index = build_index(path)
     target = path.with_name(path.name + ".idx")
     try:

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
+from fastdata._crop_params import sample_crop
 from fastdata.decode import DECODER_NAMES, Decoder, get_decoder
 from fastdata.decode.base import resize_into, scaled_box
 
@@ -68,12 +68,21 @@ class DecodeTransform(abc.ABC):
         ValueError: an unknown decoder name.
         TypeError: ``decoder`` is neither a name nor a Decoder.
 
+    Attributes:
+        uses_rng: True for a random transform whose ``__call__`` takes a keyword ``rng`` (a
+            ``numpy.random.Generator``). :class:`~fastdata.dataset.ShardDataset` then passes the
+            sample's own generator (:func:`fastdata.seeding.sample_generator`) whenever the index
+            carries one, which makes the pixels independent of ``num_workers`` and exact under
+            resume. False (the default): ``__call__(data)`` only.
+
     Example::
 
         class Thumbnail(DecodeTransform):
             def __call__(self, data: bytes) -> np.ndarray:
                 return self.resolve_decoder().decode(data, scale=(1, 8))
     """
+
+    uses_rng: bool = False
 
     def __init__(self, *, decoder: Decoder | str = "auto") -> None:
         if isinstance(decoder, str):
@@ -100,7 +109,7 @@ class DecodeTransform(abc.ABC):
     #: fixed size are decoded straight into a batch by :meth:`fastdata.ShardDataset.__getitems__`.
     output_size: tuple[int, int] | None = None
 
-    def decode_into(self, data: bytes, out: np.ndarray) -> None:
+    def decode_into(self, data: bytes, out: np.ndarray, *, rng: np.random.Generator | None = None) -> None:
         """Decode (and transform) one encoded image into ``out``, one slot of a batch.
 
         The default calls the transform and copies; fixed-size transforms write in place.
@@ -108,12 +117,13 @@ class DecodeTransform(abc.ABC):
         Args:
             data: the encoded image bytes.
             out: writable C-contiguous uint8 array of shape ``(*output_size, 3)``.
+            rng: the sample's generator, for transforms with ``uses_rng`` (None: torch's RNG).
 
         Raises:
             fastdata.decode.DecodeError: the image cannot be decoded.
             ValueError: ``out`` has another shape than the transform's output.
         """
-        image = self(data)
+        image = self(data, rng=rng) if self.uses_rng and rng is not None else self(data)
         if image.shape != out.shape:
             raise ValueError(f"{type(self).__name__} made an image of shape {image.shape}, the batch slot is "
                              f"{out.shape}; use a transform with a fixed output size")
@@ -156,9 +166,14 @@ class Decode(DecodeTransform):
 class RandomResizedCrop(DecodeTransform):
     """torchvision's ``RandomResizedCrop`` fused with a DCT-scaled decode.
 
-    The crop is sampled in full-resolution coordinates from the header size, exactly
-    as torchvision samples it (same algorithm, torch's RNG, so DataLoader's per-worker
-    seeding applies). The JPEG is then decoded at the smallest DCT scale that keeps
+    The crop is sampled in full-resolution coordinates from the header size with
+    torchvision's algorithm. Called with ``rng`` (a ``numpy.random.Generator``), it draws from
+    that generator: :class:`~fastdata.dataset.ShardDataset` passes the sample's own generator
+    when :class:`~fastdata.DataLoaderX` keys the indices (:mod:`fastdata.seeding`), so a run
+    gives the same crops whatever ``num_workers`` is and a resumed run the crops of an
+    uninterrupted one. Without ``rng`` (``ds[i]`` with a plain int, torch's DataLoader) it draws
+    from torch's global RNG exactly as torchvision does (DataLoader's per-worker seeding applies).
+    The JPEG is then decoded at the smallest DCT scale that keeps
     the crop at least ``size``, the crop box is mapped into the scaled image (grown
     outwards to whole pixels, at most one scaled pixel per side) and resized with
     OpenCV (``INTER_AREA`` when shrinking, ``INTER_LINEAR`` when enlarging).
@@ -185,6 +200,8 @@ class RandomResizedCrop(DecodeTransform):
         dataset = ShardDataset("shards/train", transform=transform)
     """
 
+    uses_rng = True
+
     def __init__(
         self,
         size: int | Sequence[int],
@@ -202,7 +219,8 @@ class RandomResizedCrop(DecodeTransform):
 
     @staticmethod
     def get_params(
-        height: int, width: int, scale: Sequence[float], ratio: Sequence[float]
+        height: int, width: int, scale: Sequence[float], ratio: Sequence[float], *,
+        rng: np.random.Generator | None = None,
     ) -> tuple[int, int, int, int]:
         """Sample a crop ``(top, left, h, w)`` the way torchvision does.
 
@@ -215,6 +233,8 @@ class RandomResizedCrop(DecodeTransform):
             width: image width.
             scale: ``(min, max)`` area fraction.
             ratio: ``(min, max)`` aspect ratio (width / height).
+            rng: draw from this generator; None: from torch's global RNG, call for call as
+                torchvision does (see :func:`fastdata._crop_params.sample_crop`).
 
         Returns:
             ``(top, left, h, w)`` inside the image, ``h, w >= 1``.
@@ -224,45 +244,45 @@ class RandomResizedCrop(DecodeTransform):
         """
         if height <= 0 or width <= 0:
             raise ValueError(f"height and width must be positive, got {height}x{width}")
-        area = height * width
-        log_ratio = torch.log(torch.tensor(ratio))
-        for _ in range(10):
-            target_area = area * torch.empty(1).uniform_(scale[0], scale[1]).item()
-            aspect = torch.exp(torch.empty(1).uniform_(log_ratio[0], log_ratio[1])).item()
-            crop_w = int(round(math.sqrt(target_area * aspect)))
-            crop_h = int(round(math.sqrt(target_area / aspect)))
-            if 0 < crop_w <= width and 0 < crop_h <= height:
-                top = int(torch.randint(0, height - crop_h + 1, size=(1,)).item())
-                left = int(torch.randint(0, width - crop_w + 1, size=(1,)).item())
-                return top, left, crop_h, crop_w
-        in_ratio = width / height
-        if in_ratio < min(ratio):
-            crop_w, crop_h = width, max(1, min(height, int(round(width / min(ratio)))))
-        elif in_ratio > max(ratio):
-            crop_w, crop_h = max(1, min(width, int(round(height * max(ratio))))), height
-        else:
-            crop_w, crop_h = width, height
-        return (height - crop_h) // 2, (width - crop_w) // 2, crop_h, crop_w
+        return sample_crop(height, width, scale, ratio, rng=rng)
 
     @property
     def output_size(self) -> tuple[int, int]:  # type: ignore[override]  # noqa: D102
         return self.size
 
-    def __call__(self, data: bytes) -> np.ndarray:  # noqa: D102
+    def __call__(self, data: bytes, *, rng: np.random.Generator | None = None) -> np.ndarray:
+        """Crop, decode and resize one encoded image.
+
+        Args:
+            data: the encoded image bytes.
+            rng: the generator to draw the crop from (see :meth:`get_params`); None: torch's RNG.
+
+        Returns:
+            RGB ``uint8`` array of shape ``size + (3,)``.
+
+        Raises:
+            fastdata.decode.DecodeError: the image cannot be decoded.
+        """
         out = np.empty((*self.size, 3), np.uint8)
-        self.decode_into(data, out)
+        self.decode_into(data, out, rng=rng)
         return out
 
-    def decode_into(self, data: bytes, out: np.ndarray) -> None:  # noqa: D102 (documented on DecodeTransform)
+    def decode_into(self, data: bytes, out: np.ndarray, *,  # noqa: D102 (documented on DecodeTransform)
+                    rng: np.random.Generator | None = None) -> None:
         decoder = self.resolve_decoder()
         full = decoder.read_size(data)
         if full is None:  # no cheap header: decode fully, crop in full resolution
             image = decoder.decode(data)
-            top, left, height, width = self.get_params(image.shape[0], image.shape[1], self.scale, self.ratio)
+            top, left, height, width = self._params(image.shape[0], image.shape[1], rng)
             resize_into(image[top : top + height, left : left + width], out, self.antialias)
             return
-        box = self.get_params(full[0], full[1], self.scale, self.ratio)
+        box = self._params(full[0], full[1], rng)
         decoder.decode_crop_into(data, box, out, antialias=self.antialias)
+
+    def _params(self, height: int, width: int, rng: np.random.Generator | None) -> tuple[int, int, int, int]:
+        if rng is None:  # the call torchvision makes (a subclass overriding get_params without rng keeps working)
+            return self.get_params(height, width, self.scale, self.ratio)
+        return self.get_params(height, width, self.scale, self.ratio, rng=rng)
 
     def _extra_repr(self) -> str:
         ratio = tuple(round(r, 4) for r in self.ratio)
@@ -334,7 +354,8 @@ class ResizeCenterCrop(DecodeTransform):
         self.decode_into(data, out)
         return out
 
-    def decode_into(self, data: bytes, out: np.ndarray) -> None:  # noqa: D102 (documented on DecodeTransform)
+    def decode_into(self, data: bytes, out: np.ndarray, *,  # noqa: D102 (documented on DecodeTransform)
+                    rng: np.random.Generator | None = None) -> None:
         decoder = self.resolve_decoder()
         full = decoder.read_size(data)
         if full is None:

@@ -74,12 +74,19 @@ def digest(image) -> str:
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
 def test_dataloader_workers_read_every_sample(packed, context):
+    """A user looks at samples of one instance, then trains on another over the same files (and on the first)."""
     root, _ = packed
-    ds = ShardDataset(root)
-    expected = sorted((digest(ds[i][0]), int(ds[i][1])) for i in range(len(ds)))  # parent opened readers before fork
-    loader = DataLoader(ds, batch_size=None, shuffle=True, num_workers=2, multiprocessing_context=context)
+    looked = ShardDataset(root)
+    expected = sorted((digest(looked[i][0]), int(looked[i][1])) for i in range(len(looked)))  # opened before fork
+    train = ShardDataset(root)
+    train[0]
+    loader = DataLoader(train, batch_size=None, shuffle=True, num_workers=2, multiprocessing_context=context)
     got = sorted((digest(image), int(label)) for image, label in loader)
     assert got == expected
+    if context == "fork":  # the first instance, too, in workers and still in the parent
+        loader = DataLoader(looked, batch_size=None, num_workers=2, multiprocessing_context=context)
+        assert sorted((digest(image), int(label)) for image, label in loader) == expected
+    assert digest(looked[1][0]) == digest(train[1][0])
 
 
 def test_third_party_tfrecords_with_label_offset(tmp_path):
@@ -133,3 +140,103 @@ def test_fork_workers_after_opencv_use_in_parent(packed):
                             timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(len(info.good))
+
+
+# --------------------------------------------------------------------------- several instances, re-packs
+
+
+@pytest.fixture(scope="module")
+def distinct_source(tmp_path_factory):
+    from tests.packs import make_distinct_folder
+
+    src = tmp_path_factory.mktemp("distinct_src")
+    return src, make_distinct_folder(src)
+
+
+def _read_all(ds, truth) -> tuple[int, list[BaseException]]:
+    """Read every sample: count those served (asserting each label is its image's) and collect the errors."""
+    good, errors = 0, []
+    for i in range(len(ds)):
+        try:
+            data, label = ds.read(i)
+        except Exception as exc:  # noqa: BLE001 - every failure is inspected by the caller
+            errors.append(exc)
+            continue
+        assert truth[data] == label, f"sample {i}: a wrong label"
+        good += 1
+    return good, errors
+
+
+class RawShardDataset(ShardDataset):
+    """Encoded bytes and label, so a test can check every label against its image."""
+
+    def __getitem__(self, index):
+        return self.read(index)
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "lmdb"])
+def test_repack_under_a_live_reader_gives_a_clear_error_never_a_wrong_label(distinct_source, tmp_path, fmt):
+    from fastdata.formats.base import DatasetChangedError
+    from tests.packs import pack_quietly
+
+    src, truth = distinct_source
+    out = tmp_path / "ds"
+    pack_quietly(src, out, fmt)
+    older = ShardDataset(out)
+    for i in (0, 1, 5):  # shards 0 and 1 are open in this process
+        data, label = older.read(i)
+        assert truth[data] == label
+    pack_quietly(src, out, fmt, shuffle_seed=3, overwrite=True)  # same images, another order: other labels per index
+    newer = ShardDataset(out)
+    good, errors = _read_all(newer, truth)
+    assert good == len(truth) and not errors
+    good, errors = _read_all(older, truth)  # its open shards still read the files it opened; the others say why not
+    assert good == 10 and len(errors) == len(truth) - 10
+    assert all(isinstance(e, DatasetChangedError) and "re-packed" in str(e) for e in errors), errors[:3]
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "lmdb"])
+def test_repack_under_live_workers_never_gives_a_wrong_label(distinct_source, tmp_path, fmt):
+    from fastdata.formats.base import DatasetChangedError
+    from fastdata.loader.dataloader import DataLoaderX
+    from tests.packs import pack_quietly
+
+    src, truth = distinct_source
+    out = tmp_path / "ds"
+    pack_quietly(src, out, fmt)
+    old = RawShardDataset(out)
+    loader = DataLoaderX(old, batch_size=None, num_workers=2, persistent_workers=True, pin_memory=False)
+    assert sorted(truth[data] == label for data, label in loader) == [True] * len(truth)  # workers opened every shard
+    pack_quietly(src, out, fmt, shuffle_seed=3, overwrite=True)
+    served = [(data, int(label)) for data, label in loader]  # the live workers go on with the files they opened
+    assert len(served) == len(truth) and all(truth[data] == label for data, label in served)
+    with pytest.raises(DatasetChangedError, match="re-packed"):  # new workers of the old dataset: a clear error
+        for _ in DataLoaderX(old, batch_size=None, num_workers=2, pin_memory=False):
+            pass
+    fresh = DataLoaderX(RawShardDataset(out), batch_size=None, num_workers=2, pin_memory=False)
+    assert sorted(truth[data] == label for data, label in fresh) == [True] * len(truth)
+    del loader
+
+
+def test_record_label_must_agree_with_targets(packed, tmp_path):
+    """A targets.npy whose checksum was updated with it (so it passes the file check) but whose labels
+    differ from the records' own: the read is refused, not served with the wrong label."""
+    import shutil
+
+    from fastdata.formats.base import CorruptRecordError
+    from fastdata.formats.files import crc32c_hex
+    from fastdata.formats.targets import encode_targets
+    from tests.packs import edit_manifest
+
+    root = tmp_path / "copy"
+    shutil.copytree(packed[0], root)
+    labels = np.load(root / "targets.npy")
+    labels[4] = (labels[4] + 1) % 3
+    data = encode_targets(labels)
+    (root / "targets.npy").write_bytes(data)
+    edit_manifest(root, lambda m: m.update(targets_crc32c=crc32c_hex(data)))
+    ds = ShardDataset(root)
+    assert ds.read(3)[1] == labels[3]
+    with pytest.raises(CorruptRecordError, match="own label") as info:
+        ds.read(4)
+    assert "fastdata verify" in str(info.value) and "sample 4" in str(info.value)

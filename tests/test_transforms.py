@@ -335,3 +335,37 @@ def test_auto_antialias_uses_area_only_for_large_shrinks(monkeypatch):
     resize_into(image, np.empty((150, 150, 3), np.uint8), False)
     resize_into(image, np.empty((400, 400, 3), np.uint8), None)   # enlarging
     assert used == [cv2.INTER_LINEAR, cv2.INTER_AREA, cv2.INTER_AREA, cv2.INTER_LINEAR, cv2.INTER_LINEAR]
+
+
+def test_get_params_from_a_generator_is_reproducible_and_follows_torchvision_ranges():
+    def draws(seed):
+        rng = np.random.default_rng(seed)
+        return [RandomResizedCrop.get_params(300, 410, (0.08, 1.0), (0.75, 4 / 3), rng=rng) for _ in range(400)]
+
+    assert draws(7) == draws(7) and draws(7) != draws(8)
+    boxes = draws(1)
+    for top, left, h, w in boxes:
+        assert 0 <= top <= 300 - h and 0 <= left <= 410 - w and h >= 1 and w >= 1
+    torch.manual_seed(1)
+    reference = [RandomResizedCrop.get_params(300, 410, (0.08, 1.0), (0.75, 4 / 3)) for _ in range(2000)]
+
+    def stats(found):
+        areas = np.array([h * w / (300 * 410) for _, _, h, w in found])
+        log_aspects = np.log([w / h for _, _, h, w in found])
+        return areas.min(), areas.max(), areas.mean(), log_aspects.min(), log_aspects.max(), log_aspects.mean()
+
+    ours, theirs = stats(draws(1) + draws(2) + draws(3) + draws(4) + draws(5)), stats(reference)  # same algorithm
+    assert ours == pytest.approx(theirs, abs=0.03)
+    torch.manual_seed(5)
+    before = torch.get_rng_state()
+    RandomResizedCrop.get_params(300, 410, (0.08, 1.0), (0.75, 4 / 3), rng=np.random.default_rng(0))
+    assert torch.equal(torch.get_rng_state(), before)  # a generator-driven draw leaves torch's RNG alone
+
+
+def test_random_resized_crop_with_rng_gives_the_same_pixels_for_the_same_generator():
+    transform = RandomResizedCrop(32)
+    assert transform.uses_rng and not ResizeCenterCrop(40, 32).uses_rng
+    one = transform(BIG_JPEG, rng=np.random.default_rng(3))
+    torch.manual_seed(0)
+    assert np.array_equal(one, transform(BIG_JPEG, rng=np.random.default_rng(3)))
+    assert not np.array_equal(one, transform(BIG_JPEG, rng=np.random.default_rng(4)))

@@ -1,15 +1,20 @@
 """What is on disk: the manifest, the shard Writer/Reader interface, TFRecord and LMDB, and a name registry.
 
-- :mod:`~fastdata.formats.manifest`: ``manifest.json`` (written last: the sign that a pack completed).
-- :mod:`~fastdata.formats.base`: the :class:`StorageFormat` / shard reader and writer interface, :class:`CorruptRecordError`.
+- :mod:`~fastdata.formats.manifest`: ``manifest.json`` (written last: the sign that a pack completed), strictly validated.
+- :mod:`~fastdata.formats.errors`: :class:`CorruptRecordError`, :class:`DatasetChangedError` (rebuildable from a message).
+- :mod:`~fastdata.formats.files`: opening the files a manifest names without trusting them (inside the folder, regular, sized, bounded).
+- :mod:`~fastdata.formats.targets`: ``targets.npy``, written by the packer, read with its header checked first.
+- :mod:`~fastdata.formats.packed`: a packed folder opened and checked for reading (what ``ShardDataset`` holds).
+- :mod:`~fastdata.formats.base`: the :class:`StorageFormat` / shard reader and writer interface.
 - :mod:`~fastdata.formats.example`: one image record and its ``tf.train.Example`` encoding.
 - :mod:`~fastdata.formats.tfrecord`: TFRecord framing, crc32c, DALI ``.idx`` files.
-- :mod:`~fastdata.formats.lmdb_shards`: one single-file LMDB environment per shard.
+- :mod:`~fastdata.formats.lmdb_shards`: one single-file LMDB environment per shard, each record CRC-checked on read.
+- :mod:`~fastdata.formats.lmdb_env`: the per-process, per-file LMDB environment cache (fork-safe).
 """
 
 from __future__ import annotations
 
-from fastdata.formats.base import CorruptRecordError, StorageFormat
+from fastdata.formats.base import CorruptRecordError, DatasetChangedError, StorageFormat
 from fastdata.formats.lmdb_shards import LMDBFormat
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest, ShardInfo, SkippedFile
 from fastdata.formats.tfrecord import TFRecordFormat
@@ -30,5 +35,6 @@ def get_format(name: str) -> StorageFormat:
 
 
 __all__ = [
-    "FORMATS", "MANIFEST_NAME", "CorruptRecordError", "Manifest", "ShardInfo", "SkippedFile", "StorageFormat", "get_format",
+    "FORMATS", "MANIFEST_NAME", "CorruptRecordError", "DatasetChangedError", "Manifest", "ShardInfo", "SkippedFile",
+    "StorageFormat", "get_format",
 ]

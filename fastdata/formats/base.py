@@ -1,31 +1,19 @@
-"""The small interface every storage format implements."""
+"""The small interface every storage format implements (and, re-exported, the errors readers raise)."""
 
 from __future__ import annotations
 
 import abc
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from fastdata.formats.errors import CorruptRecordError, DatasetChangedError
 from fastdata.formats.example import ImageRecord
+from fastdata.formats.files import FileIdentity
 from fastdata.formats.manifest import ShardInfo
 
-
-class CorruptRecordError(ValueError):
-    """A record in a shard is damaged (bad CRC, bad framing, unparsable payload).
-
-    Attributes:
-        shard: the shard file.
-        offset: byte offset (TFRecord) or record number (LMDB) of the damaged record.
-    """
-
-    def __init__(self, shard: str | os.PathLike, offset: int, reason: str) -> None:
-        self.shard = str(shard)
-        self.offset = int(offset)
-        self.reason = reason
-        super().__init__(f"corrupt record in {self.shard} at {self.offset}: {reason}")
+__all__ = ["CorruptRecordError", "DatasetChangedError", "ShardReaderBase", "ShardWriterBase", "StorageFormat"]
 
 
 class ShardWriterBase(abc.ABC):
@@ -49,11 +37,22 @@ class ShardWriterBase(abc.ABC):
 
 
 class ShardReaderBase(abc.ABC):
-    """Random access to the records of one shard; opened lazily, once per process."""
+    """Random access to the records of one shard; opened lazily, once per process.
+
+    Attributes:
+        identity: the :class:`~fastdata.formats.files.FileIdentity` of the file the reader opened
+            (None where unknown), so a caller can tell whether it is the file it expects.
+    """
+
+    identity: FileIdentity | None = None
 
     @abc.abstractmethod
     def read(self, position: int, size: int) -> tuple[bytes, int | None]:
-        """Return the image bytes and, when the record holds one, its label."""
+        """Return the image bytes and, when the record holds one, its label.
+
+        Raises:
+            CorruptRecordError: the record fails its checksum, framing or parse.
+        """
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -71,18 +70,26 @@ class StorageFormat(abc.ABC):
         """A writer for a new shard at ``path`` (the final name)."""
 
     @abc.abstractmethod
-    def reader(self, path: Path) -> ShardReaderBase:
-        """A reader for the shard at ``path``."""
+    def reader(self, path: Path, *, expected: ShardInfo | None = None) -> ShardReaderBase:
+        """A reader for the shard at ``path``; given its manifest entry, a file that does not match
+        it (size; what else the format can check cheaply on open) is refused with CorruptRecordError."""
 
     @abc.abstractmethod
     def positions(self, root: Path, shard: ShardInfo) -> tuple[np.ndarray, np.ndarray]:
-        """Per-record (position, size) int64 arrays used by :meth:`ShardReaderBase.read`."""
+        """Per-record (position, size) int64 arrays used by :meth:`ShardReaderBase.read`.
+
+        ``root`` is the resolved dataset folder; any file read must stay inside it and be read
+        with a bound (the caller has already checked that the shard file has ``shard.nbytes``).
+        """
 
     @abc.abstractmethod
-    def verify(self, root: Path, shard: ShardInfo, on_image: Callable[[int, bytes], None] | None = None) -> list[str]:
+    def verify(
+        self, root: Path, shard: ShardInfo, on_record: Callable[[int, ImageRecord], None] | None = None
+    ) -> list[str]:
         """Check every record of ``shard``; return human-readable problems (empty when sound).
 
-        Only the storage layer is checked here (framing, checksums, counts). ``on_image`` is called
-        with ``(record_number, image_bytes)`` for every record that passed, so a caller can decode
-        the images in the same pass instead of reading the shard again.
+        Only the storage layer is checked here (framing, checksums, counts, index files). ``on_record``
+        is called with ``(record_number, record)`` for every record that passed (its image bytes, and
+        the label and class text the record itself holds), so a caller can decode the images and
+        compare the labels in the same pass instead of reading the shard again.
         """

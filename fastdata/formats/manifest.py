@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from fastdata._fs import atomic_write_bytes
+from fastdata.formats.files import read_regular, resolve_inside
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
@@ -28,6 +29,10 @@ class ShardInfo:
         nbytes: size of the shard file in bytes.
         crc32c: CRC32C of the whole shard file, 8 hex digits.
         index: for TFRecord, the DALI-compatible index file relative to the root; else None.
+        index_nbytes: size of the index file in bytes (None in manifests written before it was recorded).
+        index_crc32c: CRC32C of the index file, 8 hex digits (likewise optional).
+        meta_crc32c: for LMDB, CRC32C of the shard's ``__meta__`` record (every record's label and
+            checksum), checked whenever a reader opens the shard; else None.
     """
 
     path: str
@@ -35,6 +40,9 @@ class ShardInfo:
     nbytes: int
     crc32c: str
     index: str | None = None
+    index_nbytes: int | None = None
+    index_crc32c: str | None = None
+    meta_crc32c: str | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,8 @@ class Manifest:
         options: the pack options that produced the dataset.
         version: manifest schema version.
         created_by: the fastdata version that wrote it.
+        targets_nbytes: size of the targets file in bytes (None in older manifests).
+        targets_crc32c: CRC32C of the targets file, 8 hex digits (None in older manifests).
     """
 
     format: str
@@ -84,6 +94,8 @@ class Manifest:
     options: dict[str, Any] = field(default_factory=dict)
     version: int = MANIFEST_VERSION
     created_by: str = ""
+    targets_nbytes: int | None = None
+    targets_crc32c: str | None = None
 
     @property
     def num_samples(self) -> int:
@@ -94,9 +106,9 @@ class Manifest:
         """A JSON-ready dict (with ``num_samples`` spelled out for plain readers)."""
         data = asdict(self)
         data["num_samples"] = self.num_samples
-        for shard in data["shards"]:
-            if shard["index"] is None:
-                del shard["index"]
+        for entry in [data] + data["shards"]:  # optional fields are left out rather than written as null
+            for key in [k for k in _OPTIONAL if entry.get(k, 0) is None]:
+                del entry[key]
         return data
 
     def save(self, root: str | os.PathLike) -> Path:
@@ -107,37 +119,40 @@ class Manifest:
         return path
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, source: str = "manifest") -> Manifest:
+    def from_dict(cls, data: Any, *, source: str = "manifest") -> Manifest:
         """Build and validate a manifest from its JSON dict.
 
+        Every field is checked for its type and range (integers must be JSON integers in
+        ``[0, 2**63)``, checksums 8 hex digits) before anything is built from it.
+
         Raises:
-            ValueError: a field is missing, of the wrong type, or a path escapes the dataset root.
+            ValueError: one line naming ``source`` and the field that is missing, of the wrong type,
+                out of range, or a path that is not relative to the dataset folder.
         """
-        try:
-            version = int(data["version"])
-            if version > MANIFEST_VERSION:
-                raise ValueError(
-                    f"{source} has version {version}, newer than this fastdata understands "
-                    f"({MANIFEST_VERSION}): upgrade fastdata"
-                )
-            shards = [ShardInfo(**_known(ShardInfo, s)) for s in data["shards"]]
-            manifest = cls(
-                format=str(data["format"]),
-                classes=[str(c) for c in data["classes"]],
-                shards=shards,
-                skipped=[SkippedFile(**_known(SkippedFile, s)) for s in data.get("skipped", [])],
-                warnings=[FileWarnings(**_known(FileWarnings, w)) for w in data.get("warnings", [])],
-                targets=str(data.get("targets", "targets.npy")),
-                options=dict(data.get("options", {})),
-                version=version,
-                created_by=str(data.get("created_by", "")),
+        f = _Fields(source)
+        root = f.mapping(data, "manifest")
+        version = f.integer(root, "version", required=True)
+        if version > MANIFEST_VERSION or version < 1:
+            raise ValueError(
+                f"{source} has version {version}, which this fastdata does not read (it reads 1..{MANIFEST_VERSION}): "
+                "upgrade fastdata, or re-create the dataset with `fastdata pack`"
             )
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"{source} is malformed ({exc!r}): re-create it with `fastdata pack`") from exc
-        for rel in [manifest.targets] + [s.path for s in shards] + [s.index for s in shards if s.index]:
-            _check_relative(rel, source)
-        declared = data.get("num_samples")
-        if declared is not None and int(declared) != manifest.num_samples:
+        shards = [f.shard(entry, f"shards[{i}]") for i, entry in enumerate(f.array(root, "shards", required=True))]
+        manifest = cls(
+            format=f.string(root, "format", required=True),
+            classes=[f.check(c, f"classes[{i}]", str, "a string") for i, c in enumerate(f.array(root, "classes", required=True))],
+            shards=shards,
+            skipped=[f.skipped(entry, f"skipped[{i}]") for i, entry in enumerate(f.array(root, "skipped") or [])],
+            warnings=[f.file_warnings(entry, f"warnings[{i}]") for i, entry in enumerate(f.array(root, "warnings") or [])],
+            targets=f.path(root, "targets") or "targets.npy",
+            options=f.options(root),
+            version=version,
+            created_by=f.string(root, "created_by") or "",
+            targets_nbytes=f.integer(root, "targets_nbytes"),
+            targets_crc32c=f.checksum(root, "targets_crc32c"),
+        )
+        declared = f.integer(root, "num_samples")
+        if declared is not None and declared != manifest.num_samples:
             raise ValueError(
                 f"{source} says num_samples={declared} but its shards hold {manifest.num_samples}: "
                 "the manifest was edited or damaged; re-create it with `fastdata pack`"
@@ -148,9 +163,13 @@ class Manifest:
     def load(cls, root: str | os.PathLike) -> Manifest:
         """Read ``root/manifest.json`` (``root`` may also be the manifest file itself).
 
+        The file must be a regular file inside ``root`` (no symlink out of it) of at most
+        ``MAX_MANIFEST_BYTES``; it is parsed as plain JSON (no NaN, no infinity) and validated.
+
         Raises:
             FileNotFoundError: no manifest there (the folder holds no finished pack).
-            ValueError: the manifest is not valid JSON or not a fastdata manifest.
+            ValueError: one line: the manifest is not valid JSON, not a fastdata manifest, or a field is bad.
+            CorruptRecordError: the manifest is not a regular file inside the folder, or is too large.
         """
         path = Path(root)
         if path.is_dir():
@@ -160,22 +179,144 @@ class Manifest:
                 f"no {MANIFEST_NAME} in {str(path.parent)!r}: not a finished fastdata pack "
                 "(run `fastdata pack SRC OUT`, or `--resume` an interrupted one)"
             )
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{path} is not valid JSON ({exc}): re-create it with `fastdata pack`") from exc
-        if not isinstance(data, dict):
-            raise ValueError(f"{path} is not a fastdata manifest (top level is not an object)")
-        return cls.from_dict(data, source=str(path))
+        data = read_regular(resolve_inside(path.parent, path.name), max_bytes=MAX_MANIFEST_BYTES)
+        return cls.from_dict(parse_json(data, str(path)), source=str(path))
 
 
-def _known(kind: type, data: dict[str, Any]) -> dict[str, Any]:
-    """Keep only the fields ``kind`` knows, so newer optional fields do not break older readers."""
-    names = kind.__dataclass_fields__.keys()  # type: ignore[attr-defined]
-    return {k: v for k, v in data.items() if k in names}
+MAX_MANIFEST_BYTES = 256 << 20
+_OPTIONAL = ("index", "index_nbytes", "index_crc32c", "meta_crc32c", "targets_nbytes", "targets_crc32c")
+_MAX_INT = 2**63
+_HEX = frozenset("0123456789abcdef")
 
 
-def _check_relative(rel: str, source: str) -> None:
+def parse_json(data: bytes, source: str) -> Any:
+    """Strict JSON: UTF-8, no NaN/Infinity, no number that overflows a float or exceeds Python's digit limit.
+
+    Raises:
+        ValueError: one line naming ``source`` (never echoing its contents).
+    """
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float)
+    except UnicodeDecodeError:
+        raise ValueError(f"{source} is not UTF-8 text: re-create it with `fastdata pack`") from None
+    except RecursionError:
+        raise ValueError(f"{source} is nested too deeply to be a fastdata manifest: re-create it with `fastdata pack`") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{source} is not valid JSON ({exc.msg} at line {exc.lineno}): re-create it with `fastdata pack`") from None
+    except ValueError as exc:  # NaN, infinity, a 1e999 or an integer of thousands of digits
+        raise ValueError(f"{source} is not valid JSON ({exc}): re-create it with `fastdata pack`") from None
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError("a number overflows a float")
+    return value
+
+
+class _Fields:
+    """Typed access to the fields of a parsed manifest; every error is one line naming the field."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, name: str, expected: str, value: Any) -> ValueError:
+        return ValueError(
+            f"{self.source}: field {name} must be {expected}, got {_kind(value)}; re-create it with `fastdata pack`"
+        )
+
+    def check(self, value: Any, name: str, kind: type, expected: str) -> Any:
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            raise self.fail(name, expected, value)
+        return value
+
+    def get(self, data: dict, key: str, name: str, required: bool) -> Any:
+        if key not in data and required:
+            raise ValueError(f"{self.source}: field {name} is missing; re-create it with `fastdata pack`")
+        return data.get(key)
+
+    def mapping(self, value: Any, name: str) -> dict:
+        return self.check(value, name, dict, "an object")
+
+    def array(self, data: dict, key: str, *, required: bool = False, name: str | None = None) -> list | None:
+        value = self.get(data, key, name or key, required)
+        return None if value is None and not required else self.check(value, name or key, list, "a list")
+
+    def string(self, data: dict, key: str, *, required: bool = False, name: str | None = None) -> str | None:
+        value = self.get(data, key, name or key, required)
+        return None if value is None and not required else self.check(value, name or key, str, "a string")
+
+    def integer(self, data: dict, key: str, *, required: bool = False, name: str | None = None) -> int | None:
+        value = self.get(data, key, name or key, required)
+        if value is None and not required:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < _MAX_INT:
+            raise self.fail(name or key, "an integer in [0, 2**63)", value)
+        return value
+
+    def checksum(self, data: dict, key: str, *, required: bool = False, name: str | None = None) -> str | None:
+        value = self.string(data, key, required=required, name=name)
+        if value is not None and (len(value) != 8 or not set(value) <= _HEX):
+            raise self.fail(name or key, "a CRC32C of 8 lowercase hex digits", value)
+        return value
+
+    def path(self, data: dict, key: str, *, required: bool = False, name: str | None = None) -> str | None:
+        value = self.string(data, key, required=required, name=name)
+        if value is not None:
+            _check_relative(value, self.source, name or key)
+        return value
+
+    def shard(self, value: Any, name: str) -> ShardInfo:
+        entry = self.mapping(value, name)
+        return ShardInfo(
+            path=self.path(entry, "path", required=True, name=f"{name}.path"),
+            num_samples=self.integer(entry, "num_samples", required=True, name=f"{name}.num_samples"),
+            nbytes=self.integer(entry, "nbytes", required=True, name=f"{name}.nbytes"),
+            crc32c=self.checksum(entry, "crc32c", required=True, name=f"{name}.crc32c"),
+            index=self.path(entry, "index", name=f"{name}.index"),
+            index_nbytes=self.integer(entry, "index_nbytes", name=f"{name}.index_nbytes"),
+            index_crc32c=self.checksum(entry, "index_crc32c", name=f"{name}.index_crc32c"),
+            meta_crc32c=self.checksum(entry, "meta_crc32c", name=f"{name}.meta_crc32c"),
+        )
+
+    def skipped(self, value: Any, name: str) -> SkippedFile:
+        entry = self.mapping(value, name)
+        return SkippedFile(
+            path=self.string(entry, "path", required=True, name=f"{name}.path"),
+            reason=self.string(entry, "reason", required=True, name=f"{name}.reason"),
+        )
+
+    def file_warnings(self, value: Any, name: str) -> FileWarnings:
+        entry = self.mapping(value, name)
+        messages = self.array(entry, "messages", required=True, name=f"{name}.messages")
+        return FileWarnings(
+            path=self.string(entry, "path", required=True, name=f"{name}.path"),
+            messages=[self.check(m, f"{name}.messages[{i}]", str, "a string") for i, m in enumerate(messages)],
+        )
+
+    def options(self, data: dict) -> dict[str, Any]:
+        return dict(self.mapping(data.get("options", {}), "options"))
+
+
+def _kind(value: Any) -> str:
+    """What a bad value is, without echoing text from the file (numbers are shown, strings are not)."""
+    if isinstance(value, bool) or value is None:
+        return "null" if value is None else "a bool"
+    if isinstance(value, int):
+        return str(value) if abs(value) < 10**20 else "an integer of more than 20 digits"
+    if isinstance(value, float):
+        return f"the float {value!r}"
+    return {str: "a string", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def _check_relative(rel: str, source: str, name: str) -> None:
     path = PurePosixPath(rel)
-    if path.is_absolute() or ".." in path.parts or not rel:
-        raise ValueError(f"{source} names the path {rel!r}, which is not inside the dataset folder; refusing to read it")
+    if path.is_absolute() or ".." in path.parts or not rel or "\x00" in rel or "\\" in rel:
+        raise ValueError(
+            f"{source}: field {name} names a path that is not inside the dataset folder "
+            "(absolute, empty or with '..'); refusing to read it"
+        )

@@ -18,6 +18,7 @@ import numpy as np
 
 from fastdata._fs import publish, tmp_path
 from fastdata.formats.base import CorruptRecordError, ShardReaderBase, ShardWriterBase, StorageFormat
+from fastdata.formats.files import FileIdentity, check_crc32c, crc32c_hex, open_regular, read_regular, resolve_inside
 from fastdata.formats.example import ImageRecord, decode_example, encode_example
 from fastdata.formats.manifest import ShardInfo
 
@@ -25,6 +26,7 @@ _LEN = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
 HEADER_SIZE = 12  # length + its crc
 FOOTER_SIZE = 4
+MAX_INDEX_LINE = 42  # two 20-digit integers, a space and a newline
 _MASK_DELTA = 0xA282EAD8
 
 
@@ -66,8 +68,9 @@ def build_index(path: str | os.PathLike) -> np.ndarray:
         CorruptRecordError: a length CRC fails or the file ends inside a record.
     """
     rows: list[tuple[int, int]] = []
-    file_size = os.path.getsize(path)
-    with open(path, "rb", buffering=0) as f:
+    fd, st = open_regular(path)  # a FIFO or device is refused, never read
+    file_size = st.st_size
+    with open(fd, "rb", buffering=0) as f:
         offset = 0
         while offset < file_size:
             header = f.read(HEADER_SIZE)
@@ -85,25 +88,46 @@ def build_index(path: str | os.PathLike) -> np.ndarray:
     return np.asarray(rows, dtype=np.int64).reshape(-1, 2)
 
 
+def index_bytes(index: np.ndarray) -> bytes:
+    """A DALI-compatible text index (one ``"offset size"`` line per record) as bytes."""
+    return "".join(f"{offset} {size}\n" for offset, size in index.tolist()).encode("ascii")
+
+
 def write_index(path: str | os.PathLike, index: np.ndarray) -> None:
     """Write a DALI-compatible text index (one ``"offset size"`` line per record)."""
-    with open(path, "w", encoding="ascii", newline="\n") as f:
-        f.writelines(f"{offset} {size}\n" for offset, size in index.tolist())
+    with open(path, "wb") as f:
+        f.write(index_bytes(index))
 
 
-def read_index(path: str | os.PathLike) -> np.ndarray:
-    """Read a text index into an ``[n, 2]`` int64 array.
+def max_index_bytes(shard_bytes: int) -> int:
+    """The largest index a TFRecord file of ``shard_bytes`` bytes can have (records are >= 16 bytes)."""
+    return MAX_INDEX_LINE * (shard_bytes // (HEADER_SIZE + FOOTER_SIZE)) + 1
+
+
+def read_index(
+    path: str | os.PathLike, *, max_bytes: int = 1 << 32, nbytes: int | None = None, crc32c: str | None = None
+) -> np.ndarray:
+    """Read a text index into an ``[n, 2]`` int64 array, bounded and checked.
+
+    Args:
+        path: the index file; it must be a regular file.
+        max_bytes: refuse a larger file without reading it (see :func:`max_index_bytes`).
+        nbytes: the size the manifest records for it, if any.
+        crc32c: the CRC32C the manifest records for it, if any.
 
     Raises:
-        ValueError: a line is not two integers.
+        FileNotFoundError: no index file.
+        CorruptRecordError: not a regular file, another size or checksum than the manifest's, or
+            not lines of two non-negative integers.
     """
-    text = Path(path).read_text(encoding="ascii")
+    data = read_regular(path, max_bytes=max_bytes, nbytes=nbytes)
+    check_crc32c(data, crc32c, path)
     try:
-        flat = np.array(text.split(), dtype=np.int64)
-    except ValueError as exc:
-        raise ValueError(f"{path} is not a TFRecord index (expected 'offset size' lines): {exc}") from exc
-    if flat.size % 2:
-        raise ValueError(f"{path} is not a TFRecord index: odd number of fields")
+        flat = np.array(data.split(), dtype=np.int64)
+    except (ValueError, OverflowError):
+        raise CorruptRecordError(path, None, "is not a TFRecord index (expected 'offset size' lines of integers)") from None
+    if flat.size % 2 or (flat.size and flat.min() < 0):
+        raise CorruptRecordError(path, None, "is not a TFRecord index (an odd number of fields, or a negative one)")
     return flat.reshape(-1, 2)
 
 
@@ -139,7 +163,9 @@ class TFRecordShardWriter(ShardWriterBase):
         self._file.close()
         index = index_path_for(self.path)
         index_tmp = tmp_path(index)
-        write_index(index_tmp, np.asarray(self._offsets, dtype=np.int64).reshape(-1, 2))
+        index_data = index_bytes(np.asarray(self._offsets, dtype=np.int64).reshape(-1, 2))
+        with open(index_tmp, "wb") as f:
+            f.write(index_data)
         publish(index_tmp, index)
         publish(self._tmp, self.path)
         return ShardInfo(
@@ -148,6 +174,8 @@ class TFRecordShardWriter(ShardWriterBase):
             nbytes=self._size,
             crc32c=self._crc.hexdigest().decode(),
             index=index.relative_to(root).as_posix(),
+            index_nbytes=len(index_data),
+            index_crc32c=crc32c_hex(index_data),
         )
 
     def abort(self) -> None:
@@ -157,13 +185,26 @@ class TFRecordShardWriter(ShardWriterBase):
 
 
 class TFRecordShardReader(ShardReaderBase):
-    """Positioned reads (``os.pread``) of single records; safe to share across threads."""
+    """Positioned reads (``os.pread``) of single records; safe to share across threads.
 
-    def __init__(self, path: Path, *, label_offset: int = 0, check_crc: bool = True) -> None:
+    Args:
+        path: the shard; it must be a regular file (checked on the open descriptor).
+        label_offset: added to each record's ``image/class/label``.
+        check_crc: check each record's framing CRCs (on by default).
+        nbytes: the size the manifest says the shard has; another size is refused.
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+        CorruptRecordError: not a regular file, or not of ``nbytes`` bytes.
+    """
+
+    def __init__(self, path: Path, *, label_offset: int = 0, check_crc: bool = True, nbytes: int | None = None) -> None:
+        self._fd = -1  # set first: __del__ runs even when the open below fails
         self.path = Path(path)
         self.label_offset = label_offset
         self.check_crc = check_crc
-        self._fd = os.open(self.path, os.O_RDONLY)
+        self._fd, st = open_regular(self.path, nbytes=nbytes)
+        self.identity = FileIdentity.of(st)
 
     def read_payload(self, position: int, size: int) -> bytes:
         """The raw Example bytes of the record at ``position`` (CRC-checked)."""
@@ -186,7 +227,8 @@ class TFRecordShardReader(ShardReaderBase):
             self._fd = -1
 
     def __del__(self) -> None:
-        self.close()
+        if getattr(self, "_fd", -1) >= 0:
+            self.close()
 
 
 class TFRecordFormat(StorageFormat):
@@ -198,41 +240,76 @@ class TFRecordFormat(StorageFormat):
     def writer(self, path: Path) -> TFRecordShardWriter:
         return TFRecordShardWriter(path)
 
-    def reader(self, path: Path) -> TFRecordShardReader:
-        return TFRecordShardReader(path)
+    def reader(self, path: Path, *, expected: ShardInfo | None = None) -> TFRecordShardReader:
+        return TFRecordShardReader(path, nbytes=None if expected is None else expected.nbytes)
 
     def positions(self, root: Path, shard: ShardInfo) -> tuple[np.ndarray, np.ndarray]:
-        index = read_index(root / shard.index) if shard.index else build_index(root / shard.path)
-        if len(index) != shard.num_samples:
-            raise ValueError(
-                f"index of {shard.path} lists {len(index)} records but the manifest says {shard.num_samples}: "
-                "run `fastdata verify` on the dataset"
-            )
-        return index[:, 0].copy(), index[:, 1].copy()
+        """Offsets and sizes from the shard's index (bounded read, checked against the manifest and the shard).
 
-    def verify(self, root: Path, shard: ShardInfo, on_image: Callable[[int, bytes], None] | None = None) -> list[str]:
-        path = root / shard.path
+        Raises:
+            FileNotFoundError: the index file is missing.
+            CorruptRecordError: the index is not the manifest's (size, checksum, count) or lists
+                records outside the shard.
+        """
+        if shard.index:
+            path = resolve_inside(root, shard.index)
+            index = read_index(
+                path, max_bytes=max_index_bytes(shard.nbytes), nbytes=shard.index_nbytes, crc32c=shard.index_crc32c
+            )
+        else:
+            path = resolve_inside(root, shard.path)
+            index = build_index(path)
+        if len(index) != shard.num_samples:
+            raise CorruptRecordError(path, None, f"lists {len(index)} records but the manifest says {shard.num_samples}")
+        offsets, sizes = index[:, 0].copy(), index[:, 1].copy()
+        if len(index) and (sizes.min() < HEADER_SIZE + FOOTER_SIZE or (offsets + sizes).max() > shard.nbytes):
+            raise CorruptRecordError(path, None, f"lists records outside the {shard.nbytes} bytes of {shard.path}")
+        return offsets, sizes
+
+    def verify(
+        self, root: Path, shard: ShardInfo, on_record: Callable[[int, ImageRecord], None] | None = None
+    ) -> list[str]:
         try:
+            path = resolve_inside(root, shard.path)
             actual = build_index(path)
         except CorruptRecordError as exc:
             return [str(exc)]
-        problems = []
-        if shard.index:
-            listed = read_index(root / shard.index)
-            if listed.shape != actual.shape or not np.array_equal(listed, actual):
-                problems.append(f"{shard.index} does not match the records of {shard.path}")
+        except OSError as exc:
+            return [f"{shard.path}: {'missing' if isinstance(exc, FileNotFoundError) else 'unreadable'}"]
+        problems = self._verify_index(root, shard, actual)
         if len(actual) != shard.num_samples:
             problems.append(f"{shard.path} holds {len(actual)} records, the manifest says {shard.num_samples}")
         reader = self.reader(path)
         try:
             for number, (offset, size) in enumerate(actual.tolist()):
                 try:
-                    image, _ = reader.read(offset, size)
+                    record = decode_example(reader.read_payload(offset, size))
                 except CorruptRecordError as exc:
                     problems.append(f"record {number}: {exc}")
                     continue
-                if on_image is not None:
-                    on_image(number, image)
+                except ValueError as exc:
+                    problems.append(f"record {number}: {CorruptRecordError(path, offset, str(exc))}")
+                    continue
+                if on_record is not None:
+                    on_record(number, record)
         finally:
             reader.close()
         return problems
+
+    @staticmethod
+    def _verify_index(root: Path, shard: ShardInfo, actual: np.ndarray) -> list[str]:
+        """The index file against the manifest (size, checksum) and against the shard's real records."""
+        if not shard.index:
+            return []
+        try:
+            listed = read_index(
+                resolve_inside(root, shard.index), max_bytes=max_index_bytes(shard.nbytes),
+                nbytes=shard.index_nbytes, crc32c=shard.index_crc32c,
+            )
+        except FileNotFoundError:
+            return [f"{shard.index}: missing (the index of {shard.path})"]
+        except CorruptRecordError as exc:
+            return [f"{shard.index}: {exc.reason}"]
+        if listed.shape != actual.shape or not np.array_equal(listed, actual):
+            return [f"{shard.index} does not match the records of {shard.path}"]
+        return []

@@ -9,6 +9,11 @@ of the seeded ``torch.Generator`` objects, snapshotted before torch draws from t
 :meth:`DataLoaderX.load_state_dict` the next ``iter()`` yields exactly the batches an
 uninterrupted run would have yielded next; the consumed batches are skipped at the index level,
 so their samples are never loaded.
+
+Augmentation: every index reaches the dataset as a :class:`fastdata.seeding.SampleIndex` (an int
+that also carries a key of its pass and its position in the pass), from which ``ShardDataset``
+seeds random decode-time transforms, so a batch's pixels depend neither on ``num_workers`` nor on
+whether the run was resumed.
 """
 
 from __future__ import annotations
@@ -26,8 +31,8 @@ from torch.utils.data.distributed import DistributedSampler as _TorchDistributed
 
 from fastdata.loader.background import LoaderIter, close_all, shutdown_persistent
 from fastdata.loader.resume import (
-    STATE_VERSION, PassState, after_base_seed, get_rng_states, has_state_methods, restore_sampler, set_rng_states,
-    snapshot_sampler, validate_state,
+    STATE_VERSION, PassState, after_base_seed, get_rng_states, has_state_methods, pass_key_for, restore_sampler,
+    set_rng_states, snapshot_sampler, validate_state,
 )
 
 __all__ = ["DataLoaderX"]
@@ -76,6 +81,16 @@ class DataLoaderX(DataLoader):
     one). It needs a reproducible order: a sampler with ``state_dict()`` (``fastdata.DistributedSampler``),
     a seeded ``generator`` for shuffling, or a sequential order.
 
+    Augmentation: for a map-style dataset, the sampler's integer indices (in batches that are lists
+    or tuples) are handed to the dataset as :class:`fastdata.seeding.SampleIndex` objects: ints that
+    also carry the pass key and their position in the pass. ``ShardDataset`` derives each sample's
+    generator from them (:func:`fastdata.seeding.sample_generator`), so random decode-time
+    transforms give the same pixels for any ``num_workers`` and after a resume. The pass key hashes
+    what decides the pass's order: the seeded generators' states and the sampler's ``state_dict()``
+    (for fastdata's ``DistributedSampler`` its seed and epoch, so ``set_epoch`` after a restart is
+    enough); without a seeded generator, ``torch.initial_seed()``; and for an order with no state at
+    all (a ``SequentialSampler``) the pass number, which ``state_dict()`` records.
+
     Raises:
         TypeError: ``max_prefetch`` is not an int.
         ValueError: ``max_prefetch < 1``, or an argument torch rejects.
@@ -118,6 +133,7 @@ class DataLoaderX(DataLoader):
             raise ValueError(f"max_prefetch must be >= 1, got {max_prefetch}; e.g. max_prefetch=4")
         self.max_prefetch = max_prefetch
         self._setup_pass: PassState | None = None  # the pass whose torch iterator is being built
+        self._passes_begun = 0  # passes started so far (restored by load_state_dict)
         self._pass: PassState | None = None  # the latest pass
         self._pending: dict[str, Any] | None = None  # a loaded state, applied by the next iter()
         self._active: weakref.WeakSet[LoaderIter] = weakref.WeakSet()  # the latest pass's iterator
@@ -170,16 +186,32 @@ class DataLoaderX(DataLoader):
         source = self._order_source()
         plan = self._pending
         if plan is None:
-            return PassState(rngs, snapshot_sampler(source), 0, 0, None)
-        set_rng_states(rngs, plan["rng_pass_start"])
-        skip = plan["batches_consumed"] if plan["in_pass"] else 0
-        sampler_state, index_skip = plan["sampler"], skip
-        if plan["in_pass"] and sampler_state is not None:
-            to_load, index_skip = self._fast_forward(source, sampler_state, skip)
-            restore_sampler(source, to_load)
-        elif sampler_state is not None:
-            sampler_state = snapshot_sampler(source)
-        return PassState(rngs, sampler_state, skip, index_skip, plan["rng_sampler_draw"])
+            pass_state = PassState(rngs, snapshot_sampler(source), 0, 0, None, number=self._passes_begun)
+        else:
+            set_rng_states(rngs, plan["rng_pass_start"])
+            skip = plan["batches_consumed"] if plan["in_pass"] else 0
+            sampler_state, index_skip = plan["sampler"], skip
+            if plan["in_pass"] and sampler_state is not None:
+                to_load, index_skip = self._fast_forward(source, sampler_state, skip)
+                restore_sampler(source, to_load)
+            elif sampler_state is not None:
+                sampler_state = snapshot_sampler(source)
+            position_base = (skip - index_skip) * self.batch_sampler.batch_size if skip != index_skip else 0
+            pass_state = PassState(rngs, sampler_state, skip, index_skip, plan["rng_sampler_draw"],
+                                   number=plan.get("pass_number", 0), position_base=position_base)
+        self._passes_begun = pass_state.number + 1
+        self._key_pass(pass_state)
+        return pass_state
+
+    def _key_pass(self, pass_state: PassState) -> None:
+        """Give the pass its augmentation key (:mod:`fastdata.seeding`); map-style datasets only."""
+        if isinstance(self.dataset, IterableDataset):
+            return
+        pass_state.batched = self._auto_collation
+        try:
+            pass_state.pass_key = pass_key_for(pass_state.rng_start, pass_state.sampler_state, pass_state.number)
+        except TypeError as exc:  # a sampler state that is not plain data: augmentation draws as before
+            logger.warning("DataLoaderX: no reproducible augmentation for this loader (%s)", exc)
 
     def _fast_forward(self, source: Any, sampler_state: Any, skip: int) -> tuple[Any, int]:
         """Let a sampler with a ``start_index`` (fastdata's) skip whole batches itself: no index is made."""
@@ -248,7 +280,8 @@ class DataLoaderX(DataLoader):
         if p is not None and not p.finished:
             return {"version": STATE_VERSION, "num_batches": len(self), "in_pass": True,
                     "batches_consumed": p.skip + p.consumed, "rng_pass_start": dict(p.rng_start),
-                    "rng_sampler_draw": dict(p.rng_draw or p.rng_start), "sampler": copy.deepcopy(p.sampler_state)}
+                    "rng_sampler_draw": dict(p.rng_draw or p.rng_start), "sampler": copy.deepcopy(p.sampler_state),
+                    "pass_number": p.number}
         rngs = self._rng_slots()
         now = get_rng_states(rngs)
         draw = dict(now)
@@ -256,7 +289,8 @@ class DataLoaderX(DataLoader):
         if "loader" in rngs and not persistent_alive:  # a new torch iterator first draws its _base_seed
             draw["loader"] = after_base_seed(rngs["loader"])
         return {"version": STATE_VERSION, "num_batches": len(self), "in_pass": False, "batches_consumed": 0,
-                "rng_pass_start": now, "rng_sampler_draw": draw, "sampler": snapshot_sampler(self._order_source())}
+                "rng_pass_start": now, "rng_sampler_draw": draw, "sampler": snapshot_sampler(self._order_source()),
+                "pass_number": self._passes_begun}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Make the next ``iter()`` continue where ``state`` was taken (see :meth:`state_dict`).

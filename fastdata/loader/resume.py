@@ -1,7 +1,11 @@
 """Exact mid-pass resume for ``DataLoaderX``: the per-pass state and the ``state_dict`` format.
 
 A pass is decided by the sampler's state and the seeded ``torch.Generator`` objects, snapshotted
-before torch draws from them; resuming skips the consumed batches at the index level.
+before torch draws from them; resuming skips the consumed batches at the index level. The same
+snapshot keys the pass for reproducible augmentation (:func:`pass_key_for`): indices are handed out
+as :class:`fastdata.seeding.SampleIndex` with their position counted from the pass's start, skipped
+batches included. ``pass_number`` (optional in a state, for states saved before it existed) counts
+the loader's passes.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from typing import Any
 import torch
 from torch.utils.data.distributed import DistributedSampler as _TorchDistributedSampler
 
-__all__ = ["STATE_KEYS", "STATE_VERSION", "PassState", "after_base_seed", "get_rng_states", "has_state_methods", "restore_sampler",
-           "set_rng_states", "snapshot_sampler", "validate_state"]
+from fastdata.seeding import derive_pass_key, keyed_indices
+
+__all__ = ["STATE_KEYS", "STATE_VERSION", "PassState", "after_base_seed", "get_rng_states", "has_state_methods",
+           "pass_key_for", "restore_sampler", "set_rng_states", "snapshot_sampler", "validate_state"]
 
 logger = logging.getLogger(__name__)
 
@@ -27,10 +33,20 @@ _END = object()
 
 
 class PassState:
-    """What one pass needs for ``state_dict``: the order snapshot, skip and batches consumed."""
+    """What one pass needs for ``state_dict``: the order snapshot, skip and batches consumed.
+
+    ``number`` counts the loader's passes; ``pass_key`` (None: indices stay plain ints) and
+    ``position_base`` (where the first index the sampler yields stands in the pass) key each index
+    for reproducible augmentation (:mod:`fastdata.seeding`).
+    """
 
     def __init__(self, rngs: dict[str, torch.Generator], sampler_state: Any, skip: int, index_skip: int,
-                 planned_draw: dict[str, str] | None) -> None:
+                 planned_draw: dict[str, str] | None, *, number: int = 0, pass_key: int | None = None,
+                 position_base: int = 0, batched: bool = True) -> None:
+        self.number = number
+        self.pass_key = pass_key
+        self.position_base = position_base
+        self.batched = batched
         self.rngs = rngs
         self.rng_start = get_rng_states(rngs)
         self.rng_draw: dict[str, str] | None = None
@@ -68,6 +84,10 @@ class PassState:
 
 def _skip_batches(inner: Iterable[Any], pass_state: PassState) -> Iterator[Any]:
     pass_state.at_draw_point()
+    if pass_state.pass_key is not None:
+        yield from keyed_indices(inner, pass_state.pass_key, pass_state.position_base, batched=pass_state.batched,
+                                 skip=pass_state.index_skip)
+        return
     it = iter(inner)
     for _ in range(pass_state.index_skip):
         if next(it, _END) is _END:
@@ -94,6 +114,9 @@ def validate_state(state: dict[str, Any], num_batches: int, slots: set[str], sam
     if (state["sampler"] is None) != (sampler_now is None):
         raise ValueError("state and loader disagree on whether the sampler has a state_dict(); "
                          "build the loader with the same sampler type as when the state was saved")
+    number = state.get("pass_number", 0)  # optional: states saved before it was recorded have none
+    if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+        raise ValueError(f"state has pass_number={number!r}; expected an int >= 0 (from DataLoaderX.state_dict())")
 
 
 def has_state_methods(obj: Any) -> bool:
@@ -113,6 +136,23 @@ def restore_sampler(source: Any, state: Any) -> None:
         source.load_state_dict(copy.deepcopy(state))
     elif isinstance(source, _TorchDistributedSampler):
         source.set_epoch(state["epoch"])
+
+
+def pass_key_for(rng_states: dict[str, str], sampler_state: Any, number: int) -> int:
+    """The augmentation key of a pass (:mod:`fastdata.seeding`): a hash of what decides its order.
+
+    That is the seeded generators' states and the sampler's state at the pass's start, both
+    restored exactly by a resume (and the sampler's epoch alone suffices for fastdata's
+    ``DistributedSampler``). Without seeded generators, torch's ``initial_seed()`` stands in for
+    them (as torch's workers derive their seeds from it); when the order has no state at all (a
+    ``SequentialSampler``), the loader's pass number tells passes apart.
+    """
+    parts: dict[str, Any] = {"rngs": rng_states, "sampler": sampler_state}
+    if not rng_states:
+        parts["torch_initial_seed"] = torch.initial_seed()
+        if sampler_state is None:
+            parts["pass_number"] = number
+    return derive_pass_key(parts)
 
 
 def get_rng_states(rngs: dict[str, torch.Generator]) -> dict[str, str]:

@@ -1,19 +1,26 @@
-"""``describe`` and ``verify``: what a packed dataset holds, and whether every record is sound."""
+"""``describe`` and ``verify``: what a packed dataset holds, and whether every byte and label is sound."""
 
 from __future__ import annotations
 
 import os
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import google_crc32c
 import numpy as np
 
-from fastdata._fs import file_crc32c
 from fastdata.decode import DEFAULT_MAX_PIXELS, DecodeError, get_decoder, pixel_limit
 from fastdata.decode.capture import codec_messages
 from fastdata.formats import get_format
-from fastdata.formats.manifest import Manifest
+from fastdata.formats.errors import CorruptRecordError
+from fastdata.formats.example import ImageRecord
+from fastdata.formats.files import open_regular, resolve_inside
+from fastdata.formats.manifest import Manifest, ShardInfo
+from fastdata.formats.targets import load_targets
+
+_SHOWN = 5  # label mismatches listed one by one per shard; the rest are counted
 
 
 @dataclass
@@ -32,8 +39,11 @@ def describe(root: str | os.PathLike) -> str:
     """A human-readable summary: samples, classes with counts, shards with sizes, skipped files."""
     root = Path(root)
     manifest = Manifest.load(root)
-    targets = np.load(root / manifest.targets, allow_pickle=False)
-    counts = np.bincount(targets, minlength=len(manifest.classes))
+    try:
+        targets = load_targets(root.resolve(), manifest, resolve_inside(root, manifest.targets))
+        counts = [str(c) for c in np.bincount(targets, minlength=len(manifest.classes))]
+    except (OSError, CorruptRecordError):
+        counts = ["?"] * len(manifest.classes)  # the per-class counts come from targets.npy; verify says what is wrong
     total_bytes = sum(s.nbytes for s in manifest.shards)
     lines = [
         f"dataset   {root}",
@@ -57,7 +67,13 @@ def describe(root: str | os.PathLike) -> str:
 def verify(
     root: str | os.PathLike, *, decode: bool = True, progress: Callable[[int], None] | None = None
 ) -> VerifyReport:
-    """Check every shard and record: file checksums, framing/CRCs, index files, counts, and that each image decodes.
+    """Check every file, record and label of a packed dataset.
+
+    Files: each one the manifest names stays inside the folder (symlinks resolved), is a regular
+    file of the size and CRC32C the manifest records (shards, index files, ``targets.npy``).
+    Records: framing and CRCs (TFRecord), per-record CRC32C (LMDB), counts, index files, and that
+    each image decodes. Labels: ``targets.npy`` must hold the label each record carries, and the
+    class text a record carries must be the manifest's name of its class.
 
     Args:
         root: a folder written by ``fastdata pack``.
@@ -67,47 +83,114 @@ def verify(
         progress: called with the number of records checked after each shard.
 
     Returns:
-        A report whose ``problems`` name the shard and record of every damage found.
+        A report whose ``problems`` name the file and record of every damage found (a malformed or
+        hostile manifest is one problem, and nothing else is checked).
+
+    Raises:
+        FileNotFoundError: ``root`` holds no manifest.
     """
     root = Path(root)
-    manifest = Manifest.load(root)
-    storage = get_format(manifest.format)
     report = VerifyReport()
+    try:
+        manifest = Manifest.load(root)
+        storage = get_format(manifest.format)
+    except ValueError as exc:  # a manifest that is there but damaged (CorruptRecordError included) is damage too
+        report.problems.append(f"manifest.json: {exc}")
+        return report
+    base = root.resolve()
     decoder = get_decoder("auto") if decode else None
+    labels: list[array | None] = []
     for shard in manifest.shards:
-        path = root / shard.path
-        if not path.is_file():
-            report.problems.append(f"{shard.path}: missing")
+        if not _check_file(base, shard, report.problems):
+            labels.append(None)
             continue
-        actual = file_crc32c(path)
-        if actual != shard.crc32c:
-            report.problems.append(f"{shard.path}: file CRC32C {actual} != {shard.crc32c} in the manifest")
-        undecodable: list[str] = []
-        on_image = None if decoder is None else _decode_check(decoder, shard.path, undecodable)
+        seen = _RecordCheck(shard.path, manifest.classes, decoder)
         with pixel_limit(manifest.options.get("max_pixels", DEFAULT_MAX_PIXELS)):  # the limit the pack applied
-            shard_problems = storage.verify(root, shard, on_image)  # one read of each record serves both checks
-        report.problems += [f"{shard.path}: {p}" if not p.startswith(shard.path) else p for p in shard_problems]
-        report.problems += undecodable
+            shard_problems = storage.verify(base, shard, seen)  # one read of each record serves every check
+        named = tuple(name for name in (shard.path, shard.index) if name)
+        report.problems += [p if p.startswith(named) else f"{shard.path}: {p}" for p in shard_problems]
+        report.problems += seen.problems
+        labels.append(seen.labels)
         report.records += shard.num_samples
         if progress is not None:
             progress(report.records)
-    targets = root / manifest.targets
-    if not targets.is_file() or len(np.load(targets, allow_pickle=False)) != manifest.num_samples:
-        report.problems.append(f"{manifest.targets}: missing or not one label per sample")
+    report.problems += _check_targets(base, manifest, labels)
     return report
 
 
-def _decode_check(decoder, shard_path: str, problems: list[str]) -> Callable[[int, bytes], None]:
-    """A per-record callback that records images which do not decode."""
+def _check_file(root: Path, shard: ShardInfo, problems: list[str]) -> bool:
+    """Where, what and how big a shard file is, and its CRC32C; False when its records cannot be read safely."""
+    try:
+        fd, _ = open_regular(resolve_inside(root, shard.path), nbytes=shard.nbytes)
+    except FileNotFoundError:
+        problems.append(f"{shard.path}: missing")
+        return False
+    except CorruptRecordError as exc:
+        problems.append(f"{shard.path}: {exc.reason}")
+        return False
+    crc = google_crc32c.Checksum()
+    with open(fd, "rb") as f:
+        while block := f.read(1 << 22):
+            crc.update(block)
+    actual = crc.hexdigest().decode()
+    if actual != shard.crc32c:
+        problems.append(f"{shard.path}: file CRC32C {actual} != {shard.crc32c} in the manifest")
+    return True
 
-    def check(number: int, data: bytes) -> None:
-        with codec_messages():  # the codecs' own warnings were recorded at pack time; keep them off the terminal
-            try:
-                decoder.validate(data)
-            except DecodeError as exc:
-                problems.append(f"{shard_path}: record {number}: image does not decode ({exc})")
 
-    return check
+class _RecordCheck:
+    """The per-record callback of a shard: keeps each record's label, checks its class text and decodes it."""
+
+    def __init__(self, shard_path: str, classes: list[str], decoder) -> None:
+        self.shard_path = shard_path
+        self.classes = classes
+        self.decoder = decoder
+        self.labels = array("q")
+        self.problems: list[str] = []
+        self._named: set[int] = set()
+
+    def __call__(self, number: int, record: ImageRecord) -> None:
+        if number > len(self.labels):  # records before this one were damaged: no label from them
+            self.labels.extend([-1] * (number - len(self.labels)))
+        self.labels.append(record.label if record.label >= 0 else -1)
+        where = f"{self.shard_path}: record {number}"
+        if not 0 <= record.label < len(self.classes):
+            self.problems.append(f"{where}: its label {record.label} is outside the {len(self.classes)} classes")
+        elif record.class_name and record.class_name != self.classes[record.label] and record.label not in self._named:
+            self._named.add(record.label)  # once per class: an edited class name shows up on every record
+            self.problems.append(
+                f"{where}: its class text is not {self.classes[record.label]!r}, the manifest's name of class "
+                f"{record.label} (an edited class table?)"
+            )
+        if self.decoder is not None:
+            with codec_messages():  # the codecs' own warnings were recorded at pack time; keep them off the terminal
+                try:
+                    self.decoder.validate(record.image)
+                except DecodeError as exc:
+                    self.problems.append(f"{where}: image does not decode ({exc})")
+
+
+def _check_targets(root: Path, manifest: Manifest, labels: list[array | None]) -> list[str]:
+    """``targets.npy`` against the manifest (size, CRC32C, header) and against every record's own label."""
+    try:
+        targets = load_targets(root, manifest, resolve_inside(root, manifest.targets))
+    except FileNotFoundError:
+        return [f"{manifest.targets}: missing"]
+    except CorruptRecordError as exc:
+        return [f"{manifest.targets}: {exc.reason}"]
+    problems, start = [], 0
+    for shard, seen in zip(manifest.shards, labels):
+        if seen is not None:
+            own = np.frombuffer(seen, np.int64)[: shard.num_samples]  # -1: no readable record
+            wrong = np.flatnonzero((own >= 0) & (targets[start:start + len(own)] != own))
+            problems += [
+                f"{manifest.targets}: sample {start + j} has label {targets[start + j]} but its record "
+                f"({shard.path} record {j}) says {seen[j]}" for j in wrong[:_SHOWN].tolist()
+            ]
+            if len(wrong) > _SHOWN:
+                problems.append(f"{manifest.targets}: {len(wrong) - _SHOWN} more labels differ from {shard.path}'s records")
+        start += shard.num_samples
+    return problems
 
 
 def _human(nbytes: float) -> str:

@@ -27,6 +27,8 @@ from fastdata.decode.capture import codec_messages
 from fastdata.decode.limits import as_limit
 from fastdata.formats import get_format
 from fastdata.formats.example import ImageRecord
+from fastdata.formats.files import crc32c_hex
+from fastdata.formats.targets import encode_targets
 from fastdata.packing.journal import JournalEntry, PackJournal, fingerprint
 from fastdata.formats.manifest import MANIFEST_NAME, FileWarnings, Manifest, SkippedFile
 from fastdata.packing.scan import scan_image_folder
@@ -48,7 +50,11 @@ class NothingPackedError(ValueError):
         skipped: every file, with the reason it was skipped.
     """
 
-    def __init__(self, skipped: list[SkippedFile]) -> None:
+    def __init__(self, skipped: list[SkippedFile] | str) -> None:
+        if isinstance(skipped, str):  # rebuilt from its message (torch's ExceptionWrapper, pickling)
+            self.skipped: list[SkippedFile] = []
+            super().__init__(skipped)
+            return
         self.skipped = skipped
         shown = "; ".join(f"{s.path}: {s.reason}" for s in skipped[:3]) + ("; ..." if len(skipped) > 3 else "")
         super().__init__(
@@ -362,7 +368,7 @@ def _finalize(out, format, classes, entries, options, journal) -> Manifest:
     skipped = [s for e in entries for s in e.skipped]
     warned = [w for e in entries for w in e.warnings]
     targets = np.asarray([label for e in entries for label in e.labels], dtype=np.int64)
-    _save_npy(out / TARGETS_NAME, targets)
+    targets_data = _save_npy(out / TARGETS_NAME, targets)
     manifest = Manifest(
         format=format,
         classes=list(classes),
@@ -372,6 +378,8 @@ def _finalize(out, format, classes, entries, options, journal) -> Manifest:
         targets=TARGETS_NAME,
         options=options,
         created_by=f"fastdata {__version__}",
+        targets_nbytes=len(targets_data),
+        targets_crc32c=crc32c_hex(targets_data),
     )
     manifest.save(out)
     journal.remove()
@@ -380,9 +388,8 @@ def _finalize(out, format, classes, entries, options, journal) -> Manifest:
     return manifest
 
 
-def _save_npy(path: Path, array: np.ndarray) -> None:
-    import io
-
-    buf = io.BytesIO()
-    np.save(buf, array, allow_pickle=False)
-    atomic_write_bytes(path, buf.getvalue())
+def _save_npy(path: Path, array: np.ndarray) -> bytes:
+    """Write ``array`` as ``.npy`` atomically; return the bytes written (the manifest records their size and CRC32C)."""
+    data = encode_targets(array)
+    atomic_write_bytes(path, data)
+    return data

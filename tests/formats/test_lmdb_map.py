@@ -29,7 +29,7 @@ def test_map_grows_past_its_initial_size_and_keeps_every_record(tmp_path, sizes)
     info = writer.close(tmp_path)
     assert info.num_samples == len(images)
     assert LMDBFormat().verify(tmp_path, info) == []
-    env = shared_env(tmp_path / info.path)
+    env, _ = shared_env(tmp_path / info.path)
     with env.begin() as txn:
         assert all(txn.get(sample_key(j)) == image for j, image in enumerate(images))
     assert read_meta(env, info.path)["labels"] == [j % 7 for j in range(len(images))]

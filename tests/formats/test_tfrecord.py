@@ -1,5 +1,6 @@
 """TFRecord framing, Example payloads and index files, checked against bytes TensorFlow wrote."""
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -136,3 +137,18 @@ def test_dali_reads_our_shards_with_our_index(packed):
     seen = seen[: manifest.num_samples]
     expected = [((info.root / rel).read_bytes(), label) for rel, label in info.good]
     assert seen == expected
+
+
+def test_a_reader_that_cannot_open_its_shard_leaves_no_error_behind(tmp_path, monkeypatch):
+    import gc
+    import sys
+
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)  # where __del__'s exceptions would go
+    with pytest.raises(FileNotFoundError):
+        TFRecordShardReader(tmp_path / "missing.tfrecord")
+    os.mkfifo(tmp_path / "fifo.tfrecord")
+    with pytest.raises(CorruptRecordError, match="not a regular file"):  # and never blocks on a FIFO
+        TFRecordShardReader(tmp_path / "fifo.tfrecord")
+    gc.collect()
+    assert unraisable == []

@@ -1,0 +1,83 @@
+"""torchvision's ``RandomResizedCrop`` parameter sampling, from torch's global RNG or from a numpy Generator.
+
+With torch's RNG the calls are torchvision's, one for one, so the same ``torch.manual_seed`` gives
+the same crops as ``torchvision.transforms.RandomResizedCrop.get_params``. With a
+``numpy.random.Generator`` (the per-sample generator of :mod:`fastdata.seeding`) the algorithm is
+the same, driven by 40 uniforms drawn in one call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+__all__ = ["sample_crop"]
+
+_TRIES = 10  # torchvision's RandomResizedCrop tries this many random crops before a central one
+
+
+def _params_from_uniforms(
+    height: int, width: int, scale: Sequence[float], ratio: Sequence[float], u: list[float]
+) -> tuple[int, int, int, int]:
+    """torchvision's crop sampling driven by ``4 * _TRIES`` uniforms in [0, 1) (area, log ratio, top, left per try)."""
+    area = height * width
+    log_low, log_high = math.log(ratio[0]), math.log(ratio[1])
+    for k in range(0, 4 * _TRIES, 4):
+        target_area = area * (scale[0] + (scale[1] - scale[0]) * u[k])
+        aspect = math.exp(log_low + (log_high - log_low) * u[k + 1])
+        crop_w = int(round(math.sqrt(target_area * aspect)))
+        crop_h = int(round(math.sqrt(target_area / aspect)))
+        if 0 < crop_w <= width and 0 < crop_h <= height:
+            top = int(u[k + 2] * (height - crop_h + 1))
+            left = int(u[k + 3] * (width - crop_w + 1))
+            return top, left, crop_h, crop_w
+    return _central_crop(height, width, ratio)
+
+
+def _central_crop(height: int, width: int, ratio: Sequence[float]) -> tuple[int, int, int, int]:
+    """torchvision's fallback: the whole image, its aspect ratio clamped to ``ratio``, centred."""
+    in_ratio = width / height
+    if in_ratio < min(ratio):
+        crop_w, crop_h = width, max(1, min(height, int(round(width / min(ratio)))))
+    elif in_ratio > max(ratio):
+        crop_w, crop_h = max(1, min(width, int(round(height * max(ratio))))), height
+    else:
+        crop_w, crop_h = width, height
+    return (height - crop_h) // 2, (width - crop_w) // 2, crop_h, crop_w
+
+
+def sample_crop(
+    height: int, width: int, scale: Sequence[float], ratio: Sequence[float], *, rng: np.random.Generator | None = None
+) -> tuple[int, int, int, int]:
+    """Sample a crop ``(top, left, h, w)`` of a ``height x width`` image the way torchvision does.
+
+    Ten tries of a uniform area fraction in ``scale`` and a log-uniform aspect ratio in ``ratio``;
+    if none fits, a central crop with the aspect ratio clamped to ``ratio``.
+
+    Args:
+        height: image height.
+        width: image width.
+        scale: ``(min, max)`` area fraction.
+        ratio: ``(min, max)`` aspect ratio (width / height).
+        rng: draw from this generator; None: from torch's global RNG as torchvision does.
+
+    Returns:
+        ``(top, left, h, w)`` inside the image, ``h, w >= 1``.
+    """
+    if rng is not None:
+        return _params_from_uniforms(height, width, scale, ratio, rng.random(4 * _TRIES).tolist())
+    area = height * width
+    log_ratio = torch.log(torch.tensor(ratio))
+    for _ in range(_TRIES):
+        target_area = area * torch.empty(1).uniform_(scale[0], scale[1]).item()
+        aspect = torch.exp(torch.empty(1).uniform_(log_ratio[0], log_ratio[1])).item()
+        crop_w = int(round(math.sqrt(target_area * aspect)))
+        crop_h = int(round(math.sqrt(target_area / aspect)))
+        if 0 < crop_w <= width and 0 < crop_h <= height:
+            top = int(torch.randint(0, height - crop_h + 1, size=(1,)).item())
+            left = int(torch.randint(0, width - crop_w + 1, size=(1,)).item())
+            return top, left, crop_h, crop_w
+    return _central_crop(height, width, ratio)

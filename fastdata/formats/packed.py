@@ -1,0 +1,156 @@
+"""A packed dataset opened for reading: every file the manifest names is checked before anything is built.
+
+:func:`open_pack` is what :class:`~fastdata.ShardDataset` does with a folder written by
+``fastdata pack``, in this order, so a hostile or damaged folder is refused with one line before
+any memory is allocated from what it claims:
+
+1. the manifest: a regular file inside the folder, bounded, strict JSON, every field typed;
+2. ``targets.npy``: size and CRC32C as the manifest records them, a header whose shape is the
+   manifest's ``num_samples`` (checked before the array is built), labels inside the class table;
+3. every shard (and index file): inside the folder once symlinks are resolved, a regular file of the
+   manifest's size, no more records claimed than its bytes can hold; TFRecord indexes are read
+   with a bound and must list exactly the manifest's records, inside the shard;
+4. the manifest again: unchanged while all this was read.
+
+The identity of the manifest (device, inode, size, mtime) and of every shard (device, inode) is
+kept; a process that later opens a shard (a DataLoader worker, say) checks both with
+:meth:`OpenedPack.check_current`, so a dataset re-packed under a live reader raises
+:class:`DatasetChangedError` instead of mixing the labels of one pack with the images of another.
+Shards already open keep reading the files they opened (consistent with the labels read with them).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fastdata.formats import get_format
+from fastdata.formats.errors import CorruptRecordError, DatasetChangedError
+from fastdata.formats.files import FileIdentity, resolve_inside, stat_regular
+from fastdata.formats.manifest import MANIFEST_NAME, Manifest
+from fastdata.formats.targets import load_targets
+
+__all__ = ["MIN_RECORD_BYTES", "OpenedPack", "open_pack"]
+
+MIN_RECORD_BYTES = 16  # the smallest record either format can store (TFRecord framing alone is 16 bytes)
+
+
+@dataclass
+class OpenedPack:
+    """The checked contents of a packed dataset folder (small, picklable: numpy arrays per shard).
+
+    Attributes:
+        root: the dataset folder, resolved.
+        manifest: the validated manifest.
+        targets: int64 label of every sample.
+        shard_paths: resolved path of every shard.
+        positions: per-sample position in its shard (see ``StorageFormat.positions``).
+        sizes: per-sample record size (TFRecord) or 0.
+        counts: records per shard.
+    """
+
+    root: Path
+    manifest: Manifest
+    targets: np.ndarray
+    shard_paths: np.ndarray
+    positions: np.ndarray
+    sizes: np.ndarray
+    counts: np.ndarray
+    manifest_identity: FileIdentity
+    shard_identities: np.ndarray  # [num_shards, 2] uint64: device, inode (a change in place is caught by the size check)
+
+    def check_current(self, shard: int, identity: FileIdentity | None = None) -> None:
+        """Raise unless the manifest and shard ``shard`` are still the files this pack was opened from.
+
+        The manifest must be unchanged (device, inode, size, mtime: the packer rewrites it on every
+        pack); the shard must be the same file (device, inode: the packer publishes shards by rename).
+        A shard changed in place (truncated, say) is left to the size and checksum checks, which
+        raise CorruptRecordError.
+
+        Args:
+            shard: shard number.
+            identity: the identity of the shard file a reader opened (None: stat the path now).
+
+        Raises:
+            DatasetChangedError: the manifest or the shard was replaced, changed or removed.
+        """
+        try:
+            now = FileIdentity.of(os.stat(self.root / MANIFEST_NAME))
+        except FileNotFoundError:
+            raise DatasetChangedError(_changed(self.root, "its manifest.json is gone (a pack is rewriting it?)")) from None
+        if now != self.manifest_identity:
+            raise DatasetChangedError(_changed(self.root, "its manifest.json was replaced (re-packed?)"))
+        if identity is None:
+            try:
+                identity = FileIdentity.of(os.stat(self.shard_paths[shard]))
+            except FileNotFoundError:
+                raise DatasetChangedError(_changed(self.root, f"{self.manifest.shards[shard].path} is gone")) from None
+        if tuple(self.shard_identities[shard].tolist()) != (identity.device, identity.inode):
+            raise DatasetChangedError(_changed(self.root, f"{self.manifest.shards[shard].path} was replaced"))
+
+
+def open_pack(root: str | os.PathLike) -> OpenedPack:
+    """Open and check the packed dataset in ``root`` (see the module docstring for the checks).
+
+    Returns:
+        The opened pack.
+
+    Raises:
+        FileNotFoundError: no manifest, or a file it names is missing.
+        ValueError: the manifest is malformed (one line naming the field), or names an unknown format.
+        CorruptRecordError: a file is outside the folder, not a regular file, of the wrong size or
+            checksum, or disagrees with the manifest's counts.
+        DatasetChangedError: the manifest was replaced while the folder was being opened.
+    """
+    base = Path(root).resolve()
+    before = _identity(base / MANIFEST_NAME)
+    manifest = Manifest.load(base)
+    storage = get_format(manifest.format)
+    targets = load_targets(base, manifest, _existing(base, manifest.targets))
+    paths, identities = [], []
+    for shard in manifest.shards:
+        path = _existing(base, shard.path)
+        st = stat_regular(path, nbytes=shard.nbytes)
+        if shard.num_samples > shard.nbytes // MIN_RECORD_BYTES:
+            raise CorruptRecordError(path, None, f"cannot hold the {shard.num_samples} records the manifest claims")
+        paths.append(str(path))
+        identities.append((st.st_dev, st.st_ino))
+    located = [storage.positions(base, shard) for shard in manifest.shards]
+    if _identity(base / MANIFEST_NAME) != before:
+        raise DatasetChangedError(_changed(base, "its manifest.json was replaced while it was being opened"))
+    counts = np.array([s.num_samples for s in manifest.shards], dtype=np.int64)
+    pack = OpenedPack(
+        root=base, manifest=manifest, targets=targets, shard_paths=np.array(paths, dtype=str),
+        positions=_concat([p for p, _ in located]), sizes=_concat([s for _, s in located]), counts=counts,
+        manifest_identity=before, shard_identities=np.array(identities, dtype=np.uint64).reshape(-1, 2),
+    )
+    return pack
+
+
+def _existing(root: Path, rel: str) -> Path:
+    path = resolve_inside(root, rel)
+    if not os.path.lexists(path):
+        raise FileNotFoundError(f"{rel} (named by the manifest) is missing from {root}: run `fastdata verify {root}`")
+    return path
+
+
+def _identity(path: Path) -> FileIdentity:
+    try:
+        return FileIdentity.of(os.stat(path))
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"no {MANIFEST_NAME} in {str(path.parent)!r}: not a finished fastdata pack "
+            "(run `fastdata pack SRC OUT`, or `--resume` an interrupted one)"
+        ) from None
+
+
+def _concat(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays).astype(np.int64) if arrays else np.zeros(0, np.int64)
+
+
+def _changed(root: Path, what: str) -> str:
+    return (f"the dataset in {root} changed after this ShardDataset opened it: {what}; create a new ShardDataset "
+            "(and DataLoader) to read the new files")

@@ -1,0 +1,111 @@
+"""Exceptions keep their type across DataLoader workers: ``except CorruptRecordError`` works with ``num_workers > 0``."""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+import pkgutil
+import shutil
+
+import pytest
+from torch._utils import ExceptionWrapper
+
+import fastdata
+from fastdata.dataset import ShardDataset
+from fastdata.decode import DecodeError
+from fastdata.formats.base import CorruptRecordError, DatasetChangedError
+from fastdata.formats.manifest import Manifest
+from fastdata.loader.collate import fast_collate
+from fastdata.loader.dataloader import DataLoaderX
+from fastdata.transforms import RandomResizedCrop
+from tests.packs import flip_bit
+
+
+def fastdata_exceptions() -> list[type[BaseException]]:
+    """Every exception class defined anywhere in the fastdata package (new ones are picked up too)."""
+    found = {}
+    for module in pkgutil.walk_packages(fastdata.__path__, "fastdata."):
+        try:
+            mod = importlib.import_module(module.name)
+        except ImportError:  # an optional dependency (DALI, a plotting library) is absent
+            continue
+        for value in vars(mod).values():
+            if isinstance(value, type) and issubclass(value, BaseException) and value.__module__.startswith("fastdata"):
+                found[f"{value.__module__}.{value.__qualname__}"] = value
+    return [found[name] for name in sorted(found)]
+
+
+def test_the_known_exceptions_are_found():
+    names = {cls.__name__ for cls in fastdata_exceptions()}
+    assert {"CorruptRecordError", "DatasetChangedError", "DecodeError", "BadImageError"} <= names
+
+
+@pytest.mark.parametrize("cls", fastdata_exceptions(), ids=lambda cls: cls.__name__)
+def test_every_fastdata_exception_is_rebuilt_from_its_message_as_torch_does(cls):
+    try:
+        raise cls("damaged file /data/shard-00003.lmdb: something is wrong")
+    except cls:
+        wrapper = ExceptionWrapper(where="in DataLoader worker process 1")  # what a worker sends back
+    with pytest.raises(cls, match="something is wrong"):
+        wrapper.reraise()
+    exc = pickle.loads(pickle.dumps(cls("one message")))
+    assert type(exc) is cls and "one message" in str(exc)
+
+
+def test_corrupt_record_error_keeps_its_attributes_where_it_can():
+    exc = CorruptRecordError("/data/shard-00003.lmdb", 7, "image bytes CRC32C mismatch", hint="sample 42")
+    clone = pickle.loads(pickle.dumps(exc))
+    assert (clone.shard, clone.offset, clone.reason, clone.hint, str(clone)) == (exc.shard, 7, exc.reason,
+                                                                                  "sample 42", str(exc))
+    try:
+        raise exc
+    except CorruptRecordError:
+        wrapper = ExceptionWrapper(where="in DataLoader worker process 0")
+    with pytest.raises(CorruptRecordError) as info:
+        wrapper.reraise()
+    assert info.value.shard == "/data/shard-00003.lmdb" and info.value.offset == 7  # read back from the message
+
+
+@pytest.fixture
+def flipped(packed, tmp_path):
+    """A copy of a packed dataset with one bit flipped inside sample 7's image bytes."""
+    root = tmp_path / "ds"
+    shutil.copytree(packed[0], root)
+    ds = ShardDataset(root)
+    image = ds.read(7)[0]
+    shard = root / Manifest.load(root).shards[1].path
+    at = shard.read_bytes().find(image)
+    assert at > 0
+    flip_bit(shard, (at + len(image) // 2) * 8 + 3)
+    return root
+
+
+def test_corrupt_record_error_reaches_the_loop_as_itself_from_two_workers(flipped):
+    loader = DataLoaderX(ShardDataset(flipped, transform=RandomResizedCrop(16)), batch_size=4, num_workers=2,
+                         collate_fn=fast_collate, pin_memory=False)
+    with pytest.raises(CorruptRecordError, match="sample 7") as info:
+        for _ in loader:
+            pass
+    assert "fastdata verify" in str(info.value) and info.value.shard.endswith("shard-00001." + Manifest.load(flipped).format)
+    try:  # and as the ValueError it is
+        for _ in loader:
+            pass
+    except ValueError as exc:
+        assert isinstance(exc, CorruptRecordError)
+    else:
+        pytest.fail("no error")
+
+
+def test_decode_and_dataset_changed_errors_reach_the_loop_as_themselves(tmp_path):
+    from tests.packing.test_check import make_dataset
+
+    make_dataset(tmp_path, "lmdb")  # record 1 passes its CRC but is not an image
+    loader = DataLoaderX(ShardDataset(tmp_path), batch_size=1, num_workers=2, pin_memory=False)
+    with pytest.raises(DecodeError):
+        for _ in loader:
+            pass
+    (tmp_path / "manifest.json").write_bytes((tmp_path / "manifest.json").read_bytes())  # rewritten: a new mtime
+    loader = DataLoaderX(loader.dataset, batch_size=1, num_workers=2, pin_memory=False)
+    with pytest.raises(DatasetChangedError, match="re-packed"):
+        for _ in loader:
+            pass

@@ -1,0 +1,50 @@
+"""Helpers for the integrity tests: a folder of distinct images, packing it, and damaging files on purpose."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from fastdata.formats.manifest import Manifest
+from fastdata.packing.packer import pack
+from tests.images import encode, natural_image
+
+
+def make_distinct_folder(root: Path, *, per_class: int = 15, classes: tuple[str, ...] = ("ant", "bee"),
+                         size: tuple[int, int] = (40, 56), seed: int = 1) -> dict[bytes, int]:
+    """An ImageFolder of small JPEGs whose bytes are all different; returns {image bytes: label}."""
+    rng = np.random.default_rng(seed)
+    truth: dict[bytes, int] = {}
+    for label, name in enumerate(classes):
+        (root / name).mkdir(parents=True, exist_ok=True)
+        for k in range(per_class):
+            data = encode(natural_image(rng, *size), "JPEG", quality=92)
+            (root / name / f"{k:03d}.jpg").write_bytes(data)
+            truth[data] = label
+    assert len(truth) == per_class * len(classes)
+    return truth
+
+
+def pack_quietly(src: Path, out: Path, fmt: str, **options) -> Manifest:
+    """``pack`` in this process, without a progress bar (``samples_per_shard=5`` unless given)."""
+    options.setdefault("samples_per_shard", 5)
+    return pack(src, out, format=fmt, workers=0, progress=False, **options)
+
+
+def flip_bit(path: Path, bit: int) -> None:
+    """Flip one bit of a file in place (same inode, same size)."""
+    with open(path, "r+b") as f:
+        f.seek(bit // 8)
+        byte = f.read(1)[0]
+        f.seek(bit // 8)
+        f.write(bytes([byte ^ (1 << (bit % 8))]))
+
+
+def edit_manifest(root: Path, change) -> None:
+    """Apply ``change(dict)`` to ``root/manifest.json`` in place."""
+    path = root / "manifest.json"
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
