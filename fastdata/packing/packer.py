@@ -9,7 +9,6 @@ deterministic. Shards are published atomically, a journal records each one, and
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import time
 from dataclasses import dataclass
@@ -20,13 +19,19 @@ import numpy as np
 from tqdm import tqdm
 
 from fastdata import __version__
-from fastdata._fs import TMP_SUFFIX, atomic_write_bytes
+from fastdata._fs import atomic_write_bytes
 from fastdata.decode import DecodeError, get_decoder
 from fastdata.formats import get_format
 from fastdata.formats.example import ImageRecord
-from fastdata.packing.journal import JournalEntry, PackJournal, fingerprint
+from fastdata.packing.journal import (
+    JournalEntry, PackJournal, check_finished, fingerprint, journal_header, source_digest,
+)
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest, SkippedFile
-from fastdata.packing.scan import scan_image_folder
+from fastdata.packing.lock import OutputLock
+from fastdata.packing.output import create_output, prepare_output, remove_own_files
+from fastdata.packing.pool import OrderedProcessMap, cap_workers
+from fastdata.packing.scan import ImageFolderScan, scan_image_folder
+from fastdata.packing.space import OutOfSpaceError, is_out_of_space, out_of_space_error
 from fastdata.packing.writer import DEFAULT_SHARD_SIZE, ShardWriter
 
 logger = logging.getLogger(__name__)
@@ -76,9 +81,13 @@ def pack(
 ) -> Manifest:
     """Pack the ImageFolder tree ``src`` into ``format`` shards in ``out``.
 
+    Only one pack at a time may write to ``out`` (an exclusive lock on ``out/.fastdata.lock``),
+    and a pack never deletes or replaces a file it did not write (see :mod:`fastdata.packing.output`).
+
     Args:
         src: folder with one subfolder per class (torchvision ImageFolder semantics).
-        out: output folder (created if missing).
+        out: output folder (created if missing); must be empty, or hold a fastdata dataset or
+            unfinished pack, unless ``overwrite`` is set.
         format: ``"tfrecord"`` or ``"lmdb"``.
         shard_size: upper bound on a shard's size in bytes (default 256 MiB).
         samples_per_shard: upper bound on records per shard (default: none).
@@ -86,10 +95,14 @@ def pack(
             re-encoded as JPEG at ``quality``; by default the source bytes are stored unchanged.
         quality: JPEG quality for re-encoded images (1-100).
         shuffle_seed: if set, the sample order is a seeded shuffle of ImageFolder order.
-        workers: reader/validator processes (default: all cores; 0: in this process).
-        strict: fail on the first bad image instead of skipping and reporting it.
-        resume: finish an interrupted pack in ``out`` without redoing its complete shards.
-        overwrite: replace a dataset that ``out`` already holds.
+        workers: reader/validator processes (default, and at most: the CPUs this process may
+            use; a larger number is capped with a warning; 0: in this process).
+        strict: fail on the first bad image, unreadable folder, symlink loop or non-UTF-8 file
+            name instead of skipping and reporting it.
+        resume: finish an interrupted pack in ``out`` without redoing its complete shards; it
+            must have the same SRC, format and options (the differences are named otherwise).
+        overwrite: replace a dataset that ``out`` already holds (only fastdata's own files are
+            deleted), or pack into a folder that holds other files (which are left alone).
         progress: show a progress bar.
 
     Returns:
@@ -97,39 +110,81 @@ def pack(
 
     Raises:
         FileNotFoundError: ``src`` is missing, has no class folder or no image.
-        FileExistsError: ``out`` already holds a dataset and neither ``resume`` nor ``overwrite`` is set.
+        FileExistsError: ``out`` already holds a dataset and neither ``resume`` nor ``overwrite`` is
+            set; or it holds other files and ``overwrite`` is not set; or it holds a file with
+            a fastdata name that fastdata did not write.
         PermissionError: ``out`` is not writable.
-        ValueError: an option is invalid, or ``resume`` finds an unfinished pack of other input/options.
-        BadImageError: ``strict`` and a source image is bad.
+        OutputLockedError: another pack is writing to ``out`` (the message names it).
+        ValueError: an option is invalid, or ``resume`` finds a pack of another SRC, other files
+            or other options (the message names the differences).
+        BadImageError: ``strict`` and a source image is bad or a folder/file was left out.
+        OutOfSpaceError: the disk that holds ``out`` is full; complete shards are kept and a
+            ``resume`` after freeing space finishes the pack.
     """
     storage = get_format(format)
     options = _check_options(format, shard_size, samples_per_shard, max_side, quality, shuffle_seed, workers)
     if resume and overwrite:
         raise ValueError("resume and overwrite exclude each other: resume finishes a pack, overwrite starts over")
     scan = scan_image_folder(src)
-    order = _source_order(len(scan.paths), shuffle_seed)
+    if strict and scan.skipped:
+        first = scan.skipped[0]
+        raise BadImageError(
+            f"{len(scan.skipped)} item(s) in SRC cannot be packed, e.g. {first.path}: {first.reason} "
+            "(fix them, or pack without --strict to skip and report them)"
+        )
+    options["source_files"] = source_digest(scan.classes, scan.paths, scan.labels, scan.skipped)
+    workers = cap_workers(workers)
+    out = create_output(Path(out))
+    with OutputLock(out):
+        prepare_output(out, resume=resume, overwrite=overwrite)
+        try:
+            return _pack_locked(scan, out, storage.name, options, shard_size, samples_per_shard, workers, strict,
+                                resume, progress)
+        except BaseException as exc:
+            _remove_pieces(out)  # whatever stopped the pack (Ctrl-C, SIGTERM, a full disk), leave no .tmp behind
+            if isinstance(exc, OSError) and not isinstance(exc, OutOfSpaceError) and is_out_of_space(exc, out):
+                raise out_of_space_error(out, PackJournal(out).progress(), len(scan.paths)) from exc
+            raise
+
+
+def _remove_pieces(out: Path) -> None:
+    try:
+        remove_own_files(out, only_tmp=True)
+    except OSError as exc:  # pragma: no cover - the next run removes them
+        logger.warning("could not remove unfinished pieces in %s: %s", out, exc)
+
+
+def _pack_locked(
+    scan: ImageFolderScan, out: Path, format: str, options: dict, shard_size: int, samples_per_shard: int | None,
+    workers: int, strict: bool, resume: bool, progress: bool,
+) -> Manifest:
+    """The pack itself, with ``out`` locked and checked."""
+    order = _source_order(len(scan.paths), options["shuffle_seed"])
     paths = [scan.paths[i] for i in order]
     labels = [scan.labels[i] for i in order]
-    out = _prepare_output(Path(out), resume=resume, overwrite=overwrite)
     journal = PackJournal(out)
-    print_ = fingerprint(paths, labels, options)
+    header = journal_header(scan.root, options, len(paths) + len(scan.skipped), fingerprint(paths, labels, options))
     if (out / MANIFEST_NAME).is_file():  # resume of a pack that had already finished
+        manifest = Manifest.load(out)
+        check_finished(out, manifest, header)
         journal.remove()
-        return Manifest.load(out)
-    entries = journal.load(print_, out) if resume and journal.exists() else []
+        return manifest
+    entries = journal.load(header, out) if resume and journal.exists() else []
     if not entries:
-        journal.start(print_)
+        journal.start(header)
     start = entries[-1].next_source if entries else 0
     if entries:
         logger.info("resuming after %d complete shards (%d of %d images done)", len(entries), start, len(paths))
     jobs = [
-        _Job(i, str(scan.root / paths[i]), paths[i], labels[i], max_side, quality) for i in range(start, len(paths))
+        _Job(i, str(scan.root / paths[i]), paths[i], labels[i], options["max_side"], options["quality"] or 0)
+        for i in range(start, len(paths))
     ]
     writer = ShardWriter(
-        out, format=storage.name, shard_size=shard_size, samples_per_shard=samples_per_shard, first_shard=len(entries)
+        out, format=format, shard_size=shard_size, samples_per_shard=samples_per_shard, first_shard=len(entries)
     )
-    entries += _write_shards(jobs, writer, journal, scan.classes, workers, strict, progress, len(paths), start)
-    return _finalize(out, storage.name, scan.classes, entries, options, journal)
+    found = list(scan.skipped) if start == 0 else []  # recorded with the first shard, so a resume has them too
+    entries += _write_shards(jobs, writer, journal, scan.classes, workers, strict, progress, len(paths), start, found)
+    return _finalize(out, format, scan.classes, entries, options, journal)
 
 
 def _check_options(format, shard_size, samples_per_shard, max_side, quality, shuffle_seed, workers) -> dict:
@@ -159,41 +214,9 @@ def _source_order(n: int, shuffle_seed: int | None) -> np.ndarray:
     return np.random.default_rng(shuffle_seed).permutation(n)
 
 
-def _prepare_output(out: Path, *, resume: bool, overwrite: bool) -> Path:
-    if out.exists() and not out.is_dir():
-        raise FileExistsError(f"output {str(out)!r} is a file: pass a folder (it is created if missing)")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except PermissionError:
-        raise PermissionError(f"cannot create output folder {str(out)!r}: choose a writable location") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise PermissionError(f"output folder {str(out)!r} is not writable: choose a writable location or fix its permissions")
-    holds_dataset = (out / MANIFEST_NAME).is_file() or PackJournal(out).exists()
-    if holds_dataset and overwrite:
-        _remove_dataset_files(out)
-    elif holds_dataset and not resume:
-        raise FileExistsError(
-            f"{str(out)!r} already holds a dataset (or an interrupted pack): "
-            "pass --resume to finish it or --overwrite to replace it"
-        )
-    for stale in out.glob(f"*{TMP_SUFFIX}"):  # pieces of a shard that was being written when the last run died
-        stale.unlink()
-    return out
-
-
-def _remove_dataset_files(out: Path) -> None:
-    """Delete what a pack writes (shards, indexes, targets, journal, manifest) and nothing else."""
-    PackJournal(out).remove()
-    (out / MANIFEST_NAME).unlink(missing_ok=True)
-    patterns = ["shard-*.tfrecord", "shard-*.idx", "shard-*.lmdb", TARGETS_NAME, f"*{TMP_SUFFIX}"]
-    for pattern in patterns:
-        for path in out.glob(pattern):
-            path.unlink()
-
-
-def _write_shards(jobs, writer, journal, classes, workers, strict, progress, total, start) -> list[JournalEntry]:
+def _write_shards(jobs, writer, journal, classes, workers, strict, progress, total, start, found) -> list[JournalEntry]:
     entries: list[JournalEntry] = []
-    pending_skipped: list[SkippedFile] = []
+    pending_skipped: list[SkippedFile] = list(found)
     pending_labels: list[int] = []
     bar = tqdm(total=total, initial=start, unit="img", desc="pack", disable=not progress, smoothing=0.05)
     written_bytes, last_postfix, started = 0, 0.0, time.monotonic()
@@ -221,12 +244,24 @@ def _write_shards(jobs, writer, journal, classes, workers, strict, progress, tot
                     last_postfix = time.monotonic()
                     bar.set_postfix_str(f"{written_bytes / 1e6 / (last_postfix - started):.1f} MB/s", refresh=False)
         entries.append(_journal_shard(writer, journal, start + len(jobs), pending_skipped, pending_labels))
-    except BaseException:
-        writer.abort()
+    except BaseException as exc:
+        full = is_out_of_space(exc, writer.out, writer.pending_bytes)  # before the abort frees the space
+        _abort(writer)
+        if full:
+            done = max([start] + [e.next_source for e in entries if e is not None and e.shard is not None])
+            raise out_of_space_error(writer.out, done, total) from exc
         raise
     finally:
         bar.close()
     return [e for e in entries if e is not None]
+
+
+def _abort(writer: ShardWriter) -> None:
+    """Drop the unfinished shard; a failure to clean up (e.g. on a full disk) must not hide the first error."""
+    try:
+        writer.abort()
+    except Exception as exc:  # noqa: BLE001 - the error being handled matters more
+        logger.warning("could not remove the unfinished shard in %s: %s", writer.out, exc)
 
 
 def _journal_shard(writer, journal, next_source, skipped, labels) -> JournalEntry | None:
@@ -243,28 +278,23 @@ def _journal_shard(writer, journal, next_source, skipped, labels) -> JournalEntr
 
 
 class _results:
-    """Ordered results of ``_load`` over the jobs, from a process pool (or inline for workers=0)."""
+    """Ordered results of ``_load`` over the jobs, from worker processes (or inline for workers=0)."""
 
-    def __init__(self, jobs: list[_Job], workers: int | None) -> None:
+    def __init__(self, jobs: list[_Job], workers: int) -> None:
         self.jobs = jobs
-        self.workers = os.cpu_count() or 1 if workers is None else workers
-        self.pool = None
+        self.workers = workers
+        self.pool: OrderedProcessMap | None = None
 
     def __enter__(self):
         if self.workers == 0 or len(self.jobs) < 2:
             return map(_load, self.jobs)
-        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-        self.pool = multiprocessing.get_context(method).Pool(min(self.workers, len(self.jobs)))
         chunk = max(1, min(32, len(self.jobs) // (self.workers * 8)))
-        return self.pool.imap(_load, self.jobs, chunksize=chunk)
+        self.pool = OrderedProcessMap(_load, self.jobs, workers=min(self.workers, len(self.jobs)), chunksize=chunk)
+        return self.pool.__enter__()
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if self.pool is not None:
-            if exc_type is None:
-                self.pool.close()
-            else:
-                self.pool.terminate()
-            self.pool.join()
+            self.pool.__exit__(exc_type, exc, tb)
 
 
 def _load(job: _Job) -> _Loaded:
