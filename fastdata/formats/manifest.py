@@ -136,6 +136,8 @@ class Manifest:
             ValueError: the manifest is not valid JSON or not a fastdata manifest.
         """
         path = Path(root)
+        if not path.exists():
+            raise FileNotFoundError(f"{str(path)!r} does not exist: pass a folder written by `fastdata pack`")
         if path.is_dir():
             path = path / MANIFEST_NAME
         if not path.is_file():
