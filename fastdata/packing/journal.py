@@ -58,7 +58,17 @@ def source_digest(classes: list[str], paths: list[str], labels: list[int], skipp
 
 
 def journal_header(src: str | os.PathLike, options: dict[str, Any], files: int, print_: str) -> dict[str, Any]:
-    """The journal's first line: SRC (resolved), the options, the number of source files and the fingerprint."""
+    """The journal's first line, which a ``--resume`` must match.
+
+    Args:
+        src: the image folder (stored resolved, so another spelling of the same folder matches).
+        options: the pack options, ``source_files`` (:func:`source_digest`) included.
+        files: the number of source files (images found plus items the scan left out).
+        print_: :func:`fingerprint` of the source list, labels and options.
+
+    Returns:
+        ``{"fingerprint", "src", "options", "files"}``.
+    """
     return {"fingerprint": print_, "src": str(Path(src).resolve()), "options": dict(options), "files": int(files)}
 
 
