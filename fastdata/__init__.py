@@ -8,6 +8,10 @@ benchmark in :mod:`fastdata.bench`; neither is imported here. ARCHITECTURE.md ma
 
 __version__ = "0.1.0"
 
+# numpy before torch: torch's C extension imports numpy itself and swallows any error there,
+# a KeyboardInterrupt included, so a Ctrl-C during start-up would be lost (the command ran on).
+import numpy  # noqa: E402, F401, I001
+
 from fastdata import gpu_transforms, transforms
 from fastdata.dataset import ShardDataset
 from fastdata.decode import get_decoder

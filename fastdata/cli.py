@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import logging
 import re
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from fastdata import __version__
@@ -43,14 +45,28 @@ def _positive_int(text: str) -> int:
     return value
 
 
+EXIT_STATUS = """exit status:
+  0    success
+  1    damage found (verify)
+  2    bad input or refused (usage, missing folder, OUT in use or not fastdata's, --resume mismatch)
+  3    no space left on the output's disk: nothing was lost; free space and run again with --resume
+  130  interrupted (Ctrl-C); 143 terminated (SIGTERM): run again with --resume to finish a pack"""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like a Ctrl-C so that ``pack`` stops the same clean, resumable way."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``fastdata`` argument parser."""
-    parser = argparse.ArgumentParser(prog="fastdata", description="Fast image data for PyTorch training.")
+    parser = argparse.ArgumentParser(prog="fastdata", description="Fast image data for PyTorch training.",
+                                     epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"fastdata {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more detail")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{pack,inspect,verify,bench}")
 
-    p = sub.add_parser("pack", help="pack an image folder (one subfolder per class) into shards")
+    p = sub.add_parser("pack", help="pack an image folder (one subfolder per class) into shards",
+                       epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("src", help="image folder in ImageFolder layout")
     p.add_argument("out", help="output folder for shards, index files and manifest.json")
     p.add_argument("--format", required=True, choices=["tfrecord", "lmdb"], help="storage format")
@@ -60,16 +76,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="downscale so the longer side is at most N px and re-encode as JPEG (default: store bytes unchanged)")
     p.add_argument("--quality", type=int, default=90, help="JPEG quality for --max-side re-encoding (default 90)")
     p.add_argument("--shuffle-seed", type=int, default=None, help="pre-shuffle the sample order with this seed")
-    p.add_argument("--workers", type=int, default=None, help="decode/validate processes (default: all cores)")
-    p.add_argument("--strict", action="store_true", help="fail on the first bad image instead of skipping it")
+    p.add_argument("--workers", type=int, default=None,
+                   help="decode/validate processes (default and most: the CPUs this process may use)")
+    p.add_argument("--strict", action="store_true",
+                   help="fail on the first bad image, unreadable folder, symlink loop or non-UTF-8 name instead of "
+                        "skipping and listing it")
     p.add_argument("--max-pixels", type=_pixel_limit, default=DEFAULT_MAX_PIXELS,
                    help="skip images whose header declares more pixels than this, before decoding them "
                         f"(default {DEFAULT_MAX_PIXELS}, PIL's decompression-bomb limit; 0: no limit)")
     p.add_argument("--allow-empty", action="store_true",
                    help="write a dataset even when every image was skipped (default: exit with an error)")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--resume", action="store_true", help="finish an interrupted pack in OUT")
-    group.add_argument("--overwrite", action="store_true", help="replace the dataset OUT already holds")
+    group.add_argument("--resume", action="store_true",
+                       help="finish an interrupted pack in OUT (same SRC and options, or it is refused)")
+    group.add_argument("--overwrite", action="store_true",
+                       help="replace the dataset OUT holds, or pack into a non-empty folder; only fastdata's own "
+                            "files are ever deleted")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     p.set_defaults(run=_run_pack)
 
@@ -95,6 +117,8 @@ def _run_pack(args: argparse.Namespace) -> int:
     from fastdata.packing.packer import NothingPackedError, pack
 
     _match_pillow_limit(args.max_pixels)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         manifest = pack(
             args.src, args.out, format=args.format, shard_size=args.shard_size,
@@ -109,6 +133,9 @@ def _run_pack(args: argparse.Namespace) -> int:
             print(f"  {bad.path}: {bad.reason}", file=sys.stderr)
         print("fix or remove them, or pass --allow-empty to write an empty dataset", file=sys.stderr)
         return 2
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
     size = sum(s.nbytes for s in manifest.shards)
     print(f"packed {manifest.num_samples} images of {len(manifest.classes)} classes into "
           f"{len(manifest.shards)} {manifest.format} shard(s), {size / 1e6:.1f} MB, in {args.out}")
@@ -134,6 +161,12 @@ def _match_pillow_limit(max_pixels: int) -> None:
         Image.MAX_IMAGE_PIXELS = -(-max_pixels // 2)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM handler for ``pack``: stop like Ctrl-C; a second SIGTERM kills at once."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raise Terminated()
+
+
 def _run_inspect(args: argparse.Namespace) -> int:
     from fastdata.packing.check import describe
 
@@ -155,15 +188,25 @@ def _run_verify(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit status (0 success, 1 damage found, 2 bad input, 130 interrupted)."""
+    """Run the command line; return the exit status (see :data:`EXIT_STATUS`).
+
+    0 success, 1 damage found, 2 bad input or refused, 3 no space left (nothing lost: free
+    space and ``--resume``), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
+    """
+    from fastdata.packing.space import EXIT_NO_SPACE, OutOfSpaceError
+
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
         return int(args.run(args) or 0)
-    except KeyboardInterrupt:
-        print("fastdata: interrupted; run the same command with --resume to finish a pack", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        how = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        print(f"fastdata: {how}; run the same command with --resume to finish a pack", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
+    except OutOfSpaceError as exc:
+        print(f"fastdata: error: {exc}", file=sys.stderr)
+        return EXIT_NO_SPACE
     except (FileNotFoundError, FileExistsError, NotADirectoryError, PermissionError, ValueError, ImportError) as exc:
         print(f"fastdata: error: {exc}", file=sys.stderr)
         return 2

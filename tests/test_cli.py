@@ -86,3 +86,10 @@ def test_parse_size():
     assert parse_size("256MB") == 256_000_000 and parse_size("1GiB") == 2**30 and parse_size("4096") == 4096
     with pytest.raises(Exception, match="invalid size"):
         parse_size("lots")
+
+
+def test_inspect_and_verify_of_a_missing_folder_name_it(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for command in ("inspect", "verify"):
+        code, _, err = run(capsys, command, "nope")
+        assert code == 2 and err == "fastdata: error: 'nope' does not exist: pass a folder written by `fastdata pack`\n"

@@ -172,6 +172,8 @@ class Manifest:
             CorruptRecordError: the manifest is not a regular file inside the folder, or is too large.
         """
         path = Path(root)
+        if not path.exists():
+            raise FileNotFoundError(f"{str(path)!r} does not exist: pass a folder written by `fastdata pack`")
         if path.is_dir():
             path = path / MANIFEST_NAME
         if not path.is_file():

@@ -179,7 +179,10 @@ class TFRecordShardWriter(ShardWriterBase):
         )
 
     def abort(self) -> None:
-        self._file.close()
+        try:
+            self._file.close()  # flushes the buffer, which fails again on a full disk: the file goes anyway
+        except OSError:
+            pass
         for p in (self._tmp, tmp_path(index_path_for(self.path))):
             p.unlink(missing_ok=True)
 

@@ -1,15 +1,25 @@
 """Image folder to shards: scan (torchvision's ImageFolder rules), pack in a process pool, check.
 
-- :mod:`~fastdata.packing.scan`: classes and files, exactly as ``torchvision.datasets.ImageFolder``.
-- :mod:`~fastdata.packing.packer`: :func:`pack` (process pool, progress, skip-and-report, resume).
+- :mod:`~fastdata.packing.scan`: classes and files as ``torchvision.datasets.ImageFolder`` finds them, plus
+  what it leaves out (unreadable folders, symlink loops, non-UTF-8 names) with the reason.
+- :mod:`~fastdata.packing.packer`: :func:`pack` (worker processes, progress, skip-and-report, resume).
+- :mod:`~fastdata.packing.pool`: the packer's worker processes (ordered results, stop at once on Ctrl-C).
 - :mod:`~fastdata.packing.writer`: :class:`ShardWriter` (size/count-bounded shards, written atomically).
-- :mod:`~fastdata.packing.journal`: the resume journal of finished shards.
+- :mod:`~fastdata.packing.journal`: the resume journal of finished shards, and what a ``--resume`` must match.
+- :mod:`~fastdata.packing.lock`: one writer at a time (the output folder's lock).
+- :mod:`~fastdata.packing.output`: the output folder (never a file fastdata did not write is deleted).
+- :mod:`~fastdata.packing.space`: a full disk reported as such (:class:`OutOfSpaceError`, exit code 3).
 - :mod:`~fastdata.packing.check`: ``fastdata inspect`` (:func:`describe`) and ``fastdata verify`` (:func:`verify`).
 """
 
 from fastdata.packing.check import describe, verify
+from fastdata.packing.lock import OutputLockedError
 from fastdata.packing.packer import BadImageError, pack
 from fastdata.packing.scan import scan_image_folder
+from fastdata.packing.space import OutOfSpaceError
 from fastdata.packing.writer import ShardWriter
 
-__all__ = ["BadImageError", "ShardWriter", "describe", "pack", "scan_image_folder", "verify"]
+__all__ = [
+    "BadImageError", "OutOfSpaceError", "OutputLockedError", "ShardWriter", "describe", "pack", "scan_image_folder",
+    "verify",
+]

@@ -9,38 +9,32 @@ deterministic. Shards are published atomically, a journal records each one, and
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
-import cv2
 import numpy as np
-from tqdm import tqdm
 
 from fastdata import __version__
-from fastdata._fs import TMP_SUFFIX, atomic_write_bytes
-from fastdata.decode import DEFAULT_MAX_PIXELS, DecodeError, get_decoder, pixel_limit
-from fastdata.decode.base import image_format
-from fastdata.decode.capture import codec_messages
+from fastdata._fs import atomic_write_bytes
+from fastdata.decode import DEFAULT_MAX_PIXELS
 from fastdata.decode.limits import as_limit
 from fastdata.formats import get_format
-from fastdata.formats.example import ImageRecord
 from fastdata.formats.files import crc32c_hex
+from fastdata.formats.manifest import MANIFEST_NAME, Manifest, SkippedFile
 from fastdata.formats.targets import encode_targets
-from fastdata.packing.journal import JournalEntry, PackJournal, fingerprint
-from fastdata.formats.manifest import MANIFEST_NAME, FileWarnings, Manifest, SkippedFile
-from fastdata.packing.scan import scan_image_folder
+from fastdata.packing.journal import PackJournal, check_finished, fingerprint, journal_header, source_digest
+from fastdata.packing.lock import OutputLock
+from fastdata.packing.output import create_output, prepare_output, remove_own_files
+from fastdata.decode.base import image_format  # noqa: F401 - re-exported: fastdata.packing.packer.image_format
+from fastdata.packing.pipeline import BadImageError, Job, write_shards
+from fastdata.packing.pool import cap_workers
+from fastdata.packing.scan import ImageFolderScan, scan_image_folder
+from fastdata.packing.space import OutOfSpaceError, is_out_of_space, out_of_space_error
 from fastdata.packing.writer import DEFAULT_SHARD_SIZE, ShardWriter
 
 logger = logging.getLogger(__name__)
 
 TARGETS_NAME = "targets.npy"
-
-
-class BadImageError(ValueError):
-    """A source image is unreadable and ``strict`` packing was asked for."""
 
 
 class NothingPackedError(ValueError):
@@ -63,28 +57,6 @@ class NothingPackedError(ValueError):
         )
 
 
-@dataclass(frozen=True)
-class _Job:
-    number: int
-    path: str
-    rel: str
-    label: int
-    max_side: int | None
-    quality: int
-    max_pixels: int | None = DEFAULT_MAX_PIXELS
-
-
-@dataclass(frozen=True)
-class _Loaded:
-    number: int
-    data: bytes | None
-    height: int = 0
-    width: int = 0
-    image_format: str = ""
-    error: str = ""
-    warnings: tuple[str, ...] = ()
-
-
 def pack(
     src: str | os.PathLike,
     out: str | os.PathLike,
@@ -105,9 +77,13 @@ def pack(
 ) -> Manifest:
     """Pack the ImageFolder tree ``src`` into ``format`` shards in ``out``.
 
+    Only one pack at a time may write to ``out`` (an exclusive lock on ``out/.fastdata.lock``),
+    and a pack never deletes or replaces a file it did not write (see :mod:`fastdata.packing.output`).
+
     Args:
         src: folder with one subfolder per class (torchvision ImageFolder semantics).
-        out: output folder (created if missing).
+        out: output folder (created if missing); must be empty, or hold a fastdata dataset or
+            unfinished pack, unless ``overwrite`` is set.
         format: ``"tfrecord"`` or ``"lmdb"``.
         shard_size: upper bound on a shard's size in bytes (default 256 MiB).
         samples_per_shard: upper bound on records per shard (default: none).
@@ -115,10 +91,14 @@ def pack(
             re-encoded as JPEG at ``quality``; by default the source bytes are stored unchanged.
         quality: JPEG quality for re-encoded images (1-100).
         shuffle_seed: if set, the sample order is a seeded shuffle of ImageFolder order.
-        workers: reader/validator processes (default: all cores; 0: in this process).
-        strict: fail on the first bad image instead of skipping and reporting it.
-        resume: finish an interrupted pack in ``out`` without redoing its complete shards.
-        overwrite: replace a dataset that ``out`` already holds.
+        workers: reader/validator processes (default, and at most: the CPUs this process may
+            use; a larger number is capped with a warning; 0: in this process).
+        strict: fail on the first bad image, unreadable folder, symlink loop or non-UTF-8 file
+            name instead of skipping and reporting it.
+        resume: finish an interrupted pack in ``out`` without redoing its complete shards; it
+            must have the same SRC, format and options (the differences are named otherwise).
+        overwrite: replace a dataset that ``out`` already holds (only fastdata's own files are
+            deleted), or pack into a folder that holds other files (which are left alone).
         progress: show a progress bar.
         max_pixels: skip images whose header declares more than this many pixels, before
             decoding them, with the reason "WxH = N pixels exceeds the limit of M
@@ -137,10 +117,16 @@ def pack(
 
     Raises:
         FileNotFoundError: ``src`` is missing, has no class folder or no image.
-        FileExistsError: ``out`` already holds a dataset and neither ``resume`` nor ``overwrite`` is set.
+        FileExistsError: ``out`` already holds a dataset and neither ``resume`` nor ``overwrite`` is
+            set; or it holds other files and ``overwrite`` is not set; or it holds a file with
+            a fastdata name that fastdata did not write.
         PermissionError: ``out`` is not writable.
-        ValueError: an option is invalid, or ``resume`` finds an unfinished pack of other input/options.
-        BadImageError: ``strict`` and a source image is bad.
+        OutputLockedError: another pack is writing to ``out`` (the message names it).
+        ValueError: an option is invalid, or ``resume`` finds a pack of another SRC, other files
+            or other options (the message names the differences).
+        BadImageError: ``strict`` and a source image is bad or a folder/file was left out.
+        OutOfSpaceError: the disk that holds ``out`` is full; complete shards are kept and a
+            ``resume`` after freeing space finishes the pack.
         NothingPackedError: every image was skipped and ``allow_empty`` is not set (no dataset is left in ``out``).
     """
     storage = get_format(format)
@@ -149,33 +135,69 @@ def pack(
     if resume and overwrite:
         raise ValueError("resume and overwrite exclude each other: resume finishes a pack, overwrite starts over")
     scan = scan_image_folder(src)
-    order = _source_order(len(scan.paths), shuffle_seed)
+    if strict and scan.skipped:
+        first = scan.skipped[0]
+        raise BadImageError(
+            f"{len(scan.skipped)} item(s) in SRC cannot be packed, e.g. {first.path}: {first.reason} "
+            "(fix them, or pack without --strict to skip and report them)"
+        )
+    options["source_files"] = source_digest(scan.classes, scan.paths, scan.labels, scan.skipped)
+    workers = cap_workers(workers)
+    out = create_output(Path(out))
+    with OutputLock(out):
+        prepare_output(out, resume=resume, overwrite=overwrite)
+        try:
+            return _pack_locked(scan, out, storage.name, options, shard_size, samples_per_shard, workers, strict,
+                                resume, progress, allow_empty)
+        except BaseException as exc:
+            _remove_pieces(out)  # whatever stopped the pack (Ctrl-C, SIGTERM, a full disk), leave no .tmp behind
+            if isinstance(exc, OSError) and not isinstance(exc, OutOfSpaceError) and is_out_of_space(exc, out):
+                raise out_of_space_error(out, PackJournal(out).progress(), len(scan.paths)) from exc
+            raise
+
+
+def _remove_pieces(out: Path) -> None:
+    try:
+        remove_own_files(out, only_tmp=True)
+    except OSError as exc:  # pragma: no cover - the next run removes them
+        logger.warning("could not remove unfinished pieces in %s: %s", out, exc)
+
+
+def _pack_locked(
+    scan: ImageFolderScan, out: Path, format: str, options: dict, shard_size: int, samples_per_shard: int | None,
+    workers: int, strict: bool, resume: bool, progress: bool, allow_empty: bool,
+) -> Manifest:
+    """The pack itself, with ``out`` locked and checked."""
+    order = _source_order(len(scan.paths), options["shuffle_seed"])
     paths = [scan.paths[i] for i in order]
     labels = [scan.labels[i] for i in order]
-    out = _prepare_output(Path(out), resume=resume, overwrite=overwrite)
     journal = PackJournal(out)
-    print_ = fingerprint(paths, labels, options)
+    header = journal_header(scan.root, options, len(paths) + len(scan.skipped), fingerprint(paths, labels, options))
     if (out / MANIFEST_NAME).is_file():  # resume of a pack that had already finished
+        manifest = Manifest.load(out)
+        check_finished(out, manifest, header)
         journal.remove()
-        return Manifest.load(out)
-    entries = journal.load(print_, out) if resume and journal.exists() else []
+        return manifest
+    entries = journal.load(header, out) if resume and journal.exists() else []
     if not entries:
-        journal.start(print_)
+        journal.start(header)
     start = entries[-1].next_source if entries else 0
     if entries:
         logger.info("resuming after %d complete shards (%d of %d images done)", len(entries), start, len(paths))
     jobs = [
-        _Job(i, str(scan.root / paths[i]), paths[i], labels[i], max_side, quality, options["max_pixels"])
+        Job(i, str(scan.root / paths[i]), paths[i], labels[i], options["max_side"], options["quality"] or 0,
+             options["max_pixels"])
         for i in range(start, len(paths))
     ]
     writer = ShardWriter(
-        out, format=storage.name, shard_size=shard_size, samples_per_shard=samples_per_shard, first_shard=len(entries)
+        out, format=format, shard_size=shard_size, samples_per_shard=samples_per_shard, first_shard=len(entries)
     )
-    entries += _write_shards(jobs, writer, journal, scan.classes, workers, strict, progress, len(paths), start)
+    found = list(scan.skipped) if start == 0 else []  # recorded with the first shard, so a resume has them too
+    entries += write_shards(jobs, writer, journal, scan.classes, workers, strict, progress, len(paths), start, found)
     if not allow_empty and not any(e.shard is not None for e in entries):
-        _remove_dataset_files(out)
+        remove_own_files(out)
         raise NothingPackedError([s for e in entries for s in e.skipped])
-    return _finalize(out, storage.name, scan.classes, entries, options, journal)
+    return _finalize(out, format, scan.classes, entries, options, journal)
 
 
 def _check_options(format, shard_size, samples_per_shard, max_side, quality, shuffle_seed, workers) -> dict:
@@ -203,164 +225,6 @@ def _source_order(n: int, shuffle_seed: int | None) -> np.ndarray:
     if shuffle_seed is None:
         return np.arange(n)
     return np.random.default_rng(shuffle_seed).permutation(n)
-
-
-def _prepare_output(out: Path, *, resume: bool, overwrite: bool) -> Path:
-    if out.exists() and not out.is_dir():
-        raise FileExistsError(f"output {str(out)!r} is a file: pass a folder (it is created if missing)")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except PermissionError:
-        raise PermissionError(f"cannot create output folder {str(out)!r}: choose a writable location") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise PermissionError(f"output folder {str(out)!r} is not writable: choose a writable location or fix its permissions")
-    holds_dataset = (out / MANIFEST_NAME).is_file() or PackJournal(out).exists()
-    if holds_dataset and overwrite:
-        _remove_dataset_files(out)
-    elif holds_dataset and not resume:
-        raise FileExistsError(
-            f"{str(out)!r} already holds a dataset (or an interrupted pack): "
-            "pass --resume to finish it or --overwrite to replace it"
-        )
-    for stale in out.glob(f"*{TMP_SUFFIX}"):  # pieces of a shard that was being written when the last run died
-        stale.unlink()
-    return out
-
-
-def _remove_dataset_files(out: Path) -> None:
-    """Delete what a pack writes (shards, indexes, targets, journal, manifest) and nothing else."""
-    PackJournal(out).remove()
-    (out / MANIFEST_NAME).unlink(missing_ok=True)
-    patterns = ["shard-*.tfrecord", "shard-*.idx", "shard-*.lmdb", TARGETS_NAME, f"*{TMP_SUFFIX}"]
-    for pattern in patterns:
-        for path in out.glob(pattern):
-            path.unlink()
-
-
-def _write_shards(jobs, writer, journal, classes, workers, strict, progress, total, start) -> list[JournalEntry]:
-    entries: list[JournalEntry] = []
-    pending_skipped: list[SkippedFile] = []
-    pending_warnings: list[FileWarnings] = []
-    pending_labels: list[int] = []
-    bar = tqdm(total=total, initial=start, unit="img", desc="pack", disable=not progress, smoothing=0.05)
-    written_bytes, last_postfix, started = 0, 0.0, time.monotonic()
-    try:
-        with _results(jobs, workers) as results:
-            for job, loaded in zip(jobs, results):
-                if loaded.error:
-                    pending_skipped.append(SkippedFile(job.rel, loaded.error))
-                    if strict:
-                        raise BadImageError(
-                            f"bad image {job.rel}: {loaded.error} (fix or remove it, or pack without --strict "
-                            "to skip and report bad files)"
-                        )
-                else:
-                    record = ImageRecord(
-                        loaded.data, job.label, classes[job.label], job.rel, loaded.image_format, loaded.height, loaded.width
-                    )
-                    if writer.is_full_for(record):
-                        entries.append(_journal_shard(
-                            writer, journal, job.number, pending_skipped, pending_labels, pending_warnings
-                        ))
-                    writer.write(record)
-                    pending_labels.append(job.label)
-                    if loaded.warnings:  # journaled with the shard that holds the file
-                        pending_warnings.append(FileWarnings(job.rel, list(loaded.warnings)))
-                    written_bytes += len(loaded.data)
-                bar.update(1)
-                if time.monotonic() - last_postfix > 1.0:
-                    last_postfix = time.monotonic()
-                    bar.set_postfix_str(f"{written_bytes / 1e6 / (last_postfix - started):.1f} MB/s", refresh=False)
-        entries.append(
-            _journal_shard(writer, journal, start + len(jobs), pending_skipped, pending_labels, pending_warnings)
-        )
-    except BaseException:
-        writer.abort()
-        raise
-    finally:
-        bar.close()
-    return [e for e in entries if e is not None]
-
-
-def _journal_shard(writer, journal, next_source, skipped, labels, warned) -> JournalEntry | None:
-    """Publish the open shard and journal it; an entry without a shard only carries trailing bad files."""
-    info = writer.finish_shard()
-    if info is None and not skipped:
-        return None
-    entry = JournalEntry(
-        shard=info, next_source=next_source, skipped=list(skipped), labels=list(labels), warnings=list(warned)
-    )
-    if info is not None:
-        journal.append(entry)
-    skipped.clear()
-    labels.clear()
-    warned.clear()
-    return entry
-
-
-class _results:
-    """Ordered results of ``_load`` over the jobs, from a process pool (or inline for workers=0)."""
-
-    def __init__(self, jobs: list[_Job], workers: int | None) -> None:
-        self.jobs = jobs
-        self.workers = os.cpu_count() or 1 if workers is None else workers
-        self.pool = None
-
-    def __enter__(self):
-        if self.workers == 0 or len(self.jobs) < 2:
-            return map(_load, self.jobs)
-        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-        self.pool = multiprocessing.get_context(method).Pool(min(self.workers, len(self.jobs)))
-        chunk = max(1, min(32, len(self.jobs) // (self.workers * 8)))
-        return self.pool.imap(_load, self.jobs, chunksize=chunk)
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if self.pool is not None:
-            if exc_type is None:
-                self.pool.close()
-            else:
-                self.pool.terminate()
-            self.pool.join()
-
-
-def _load(job: _Job) -> _Loaded:
-    """Read, validate and (optionally) downscale one image; runs in a pool worker.
-
-    Validation follows PIL's rules (see :meth:`Decoder.validate`); what the codecs say on the
-    way (Python warnings, lines libtiff or libjpeg print) is returned with the result, to be
-    recorded in the manifest, instead of reaching the terminal.
-    """
-    try:
-        with open(job.path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        return _Loaded(job.number, None, error=f"unreadable ({exc.strerror or exc})")
-    if not data:
-        return _Loaded(job.number, None, error="empty file")
-    decoder = get_decoder("auto")
-    error = ""
-    with pixel_limit(job.max_pixels), codec_messages() as messages:
-        try:
-            height, width = decoder.validate(data)
-            if job.max_side and max(height, width) > job.max_side:
-                data, height, width = _downscale(decoder.decode(data), job.max_side, job.quality)
-        except DecodeError as exc:
-            error = str(exc) or "cannot be decoded"
-    if error:
-        said = [m for m in messages if m not in error]
-        return _Loaded(job.number, None, error=error + (f" [{'; '.join(said[:3])}]" if said else ""))
-    return _Loaded(job.number, data, height, width, image_format(data), warnings=tuple(messages))
-
-
-def _downscale(rgb: np.ndarray, max_side: int, quality: int) -> tuple[bytes, int, int]:
-    height, width = rgb.shape[:2]
-    factor = max_side / max(height, width)
-    size = (max(1, round(width * factor)), max(1, round(height * factor)))
-    small = cv2.resize(rgb, size, interpolation=cv2.INTER_AREA)
-    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(small, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality])
-    if not ok:
-        raise DecodeError("re-encoding as JPEG failed")
-    return buf.tobytes(), small.shape[0], small.shape[1]
 
 
 def _finalize(out, format, classes, entries, options, journal) -> Manifest:

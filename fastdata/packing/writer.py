@@ -91,6 +91,11 @@ class ShardWriter:
         self.shards.append(info)
         return info
 
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes written to the open, unfinished shard so far (0 when none is open)."""
+        return self._current_bytes if self._current is not None else 0
+
     def abort(self) -> None:
         """Drop the open, unfinished shard (its temporary files are removed)."""
         if self._current is not None:

@@ -160,7 +160,7 @@ def test_resume_with_other_options_is_refused(image_folder, tmp_path):
 
 SLOW_PACK = """
 import importlib, sys, time
-p = importlib.import_module("fastdata.packing.packer")  # the module (the package exports the function under the same name)
+p = importlib.import_module("fastdata.packing.pipeline")  # where each image is loaded
 real = p._load
 def slow(job):
     time.sleep(0.02)

@@ -1,0 +1,123 @@
+"""One writer at a time: an exclusive lock on a pack's output folder.
+
+``pack`` holds ``OUT/.fastdata.lock`` locked (``fcntl.flock``) for its whole run. The file
+holds the holder's pid, host and start time as text, so a second writer is refused at once
+with a message that names the holder. The kernel drops the lock when the holder exits, even
+by ``kill -9``, so a stale lock file never blocks a later pack; the file is deleted when the
+lock is released normally.
+
+The lock keeps fastdata writers apart; it does not stop other programs (or readers) from
+touching the folder. It needs a local file system with ``flock`` support (Linux, macOS);
+where ``fcntl`` is missing the folder is not locked and a warning says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from pathlib import Path
+from types import TracebackType
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+logger = logging.getLogger(__name__)
+
+LOCK_NAME = ".fastdata.lock"
+
+
+class OutputLockedError(ValueError):
+    """Another ``pack`` is writing to the output folder."""
+
+
+class OutputLock:
+    """Exclusive, non-blocking lock on a pack's output folder.
+
+    Args:
+        folder: the output folder (must exist).
+
+    Example::
+
+        with OutputLock(out):
+            ...  # write shards, journal and manifest
+
+    Raises:
+        OutputLockedError: (on enter) another process holds the lock; the message names it.
+    """
+
+    def __init__(self, folder: str | os.PathLike) -> None:
+        self.folder = Path(folder)
+        self.path = self.folder / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock now or raise :class:`OutputLockedError` naming the holder."""
+        if fcntl is None:  # pragma: no cover - Windows
+            logger.warning("cannot lock %s on this platform: make sure no other pack writes to it", self.folder)
+            return
+        while self._fd is None:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _read_holder(fd)
+                os.close(fd)
+                raise OutputLockedError(
+                    f"output folder {str(self.folder)!r} is being written by another fastdata pack ({holder}): "
+                    "wait for it to finish, or stop it and run your command with --resume or --overwrite"
+                ) from None
+            if not _same_file(fd, self.path):  # the holder deleted the file as we opened it: lock the new one
+                os.close(fd)
+                continue
+            self._fd = fd
+            try:
+                os.ftruncate(fd, 0)
+                os.write(fd, _holder_text().encode("utf-8"))
+            except OSError:  # a full disk: the lock holds all the same, only its note is missing
+                pass
+
+    def release(self) -> None:
+        """Delete the lock file and drop the lock (in that order, so no one can lock a deleted file)."""
+        if self._fd is None:
+            return
+        try:
+            self.path.unlink(missing_ok=True)
+        finally:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> OutputLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.release()
+
+
+def _holder_text() -> str:
+    started = time.strftime("%Y-%m-%d %H:%M:%S %z", time.localtime())
+    return f"pid {os.getpid()} on {socket.gethostname()}, started {started}\n"
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
+    except OSError:
+        text = ""
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text or "holder not known yet"
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return False
+    own = os.fstat(fd)
+    return (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino)

@@ -1,0 +1,113 @@
+"""A pack's output folder: created, checked, and cleaned of fastdata's own files only.
+
+fastdata never deletes or replaces a file it did not write. Its own files are recognised by
+name, and only in a folder that holds a fastdata ``manifest.json`` or resume journal:
+``shard-NNNNN.tfrecord``, ``shard-NNNNN.idx``, ``shard-NNNNN.lmdb``, ``targets.npy``,
+``manifest.json``, ``.pack-journal.jsonl`` and the ``.tmp`` pieces of each (plus the lock
+file, ``.fastdata.lock``, while a pack runs). A non-empty folder without a manifest or journal
+is refused unless ``overwrite`` is set, and even then a file there with one of those names is
+refused rather than replaced, because fastdata did not write it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+
+from fastdata.formats.manifest import MANIFEST_NAME
+from fastdata.packing.journal import PackJournal
+from fastdata.packing.lock import LOCK_NAME
+from fastdata.packing.scan import printable_name
+
+logger = logging.getLogger(__name__)
+
+OWN_NAME = re.compile(
+    r"(?:shard-\d{5,}\.(?:tfrecord|idx|lmdb)|targets\.npy|manifest\.json|\.pack-journal\.jsonl)(?:\.tmp)?"
+)
+
+
+def is_own_name(name: str) -> bool:
+    """True when ``name`` is one that a pack writes (shards, indexes, targets, manifest, journal, their ``.tmp``)."""
+    return OWN_NAME.fullmatch(name) is not None
+
+
+def create_output(out: Path) -> Path:
+    """Create ``out`` if missing and check that it is a writable folder.
+
+    Raises:
+        FileExistsError: ``out`` is a file.
+        PermissionError: ``out`` cannot be created or is not writable.
+    """
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"output {str(out)!r} is a file: pass a folder (it is created if missing)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except PermissionError:
+        raise PermissionError(f"cannot create output folder {str(out)!r}: choose a writable location") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise PermissionError(f"output folder {str(out)!r} is not writable: choose a writable location or fix its permissions")
+    return out
+
+
+def prepare_output(out: Path, *, resume: bool, overwrite: bool) -> None:
+    """Check what ``out`` holds against ``resume``/``overwrite`` and clear what must go; call with the lock held.
+
+    A folder with a fastdata dataset (or an unfinished pack) needs ``resume`` or ``overwrite``;
+    ``overwrite`` deletes fastdata's own files there, and every run deletes the ``.tmp`` pieces
+    an interrupted run left. A folder without one must be empty unless ``overwrite`` is set.
+
+    Raises:
+        FileExistsError: the folder holds a dataset and neither flag is set, holds files that
+            fastdata did not write and ``overwrite`` is not set, or holds a file with a name
+            fastdata would write although fastdata did not write it.
+    """
+    if (out / MANIFEST_NAME).is_file() or PackJournal(out).exists():
+        if not (resume or overwrite):
+            raise FileExistsError(
+                f"{str(out)!r} already holds a dataset (or an interrupted pack): "
+                "pass --resume to finish it or --overwrite to replace it"
+            )
+        remove_own_files(out, only_tmp=not overwrite)
+        return
+    foreign = sorted(printable_name(e.name) for e in os.scandir(out) if e.name != LOCK_NAME)
+    clashing = [name for name in foreign if is_own_name(name)]
+    if clashing:
+        raise FileExistsError(
+            f"output folder {str(out)!r} holds {clashing[0]!r}{_more(clashing)} but no fastdata manifest.json "
+            "or journal, so fastdata did not write it; refusing to replace it: move it away or choose another folder"
+        )
+    if foreign and not overwrite:
+        raise FileExistsError(
+            f"output folder {str(out)!r} is not empty ({foreign[0]!r}{_more(foreign)}) and holds no fastdata dataset: "
+            "choose an empty or new folder, or pass --overwrite to pack into it anyway "
+            "(files that fastdata did not write are never removed)"
+        )
+    if foreign:
+        logger.info("packing into %s next to %d file(s) that fastdata leaves alone", out, len(foreign))
+
+
+def remove_own_files(out: Path, *, only_tmp: bool = False) -> list[str]:
+    """Delete the files a pack writes (see :data:`OWN_NAME`) from ``out``, and nothing else.
+
+    Args:
+        out: a folder that holds a fastdata manifest or journal.
+        only_tmp: delete only the ``.tmp`` pieces (what an interrupted run was writing).
+
+    Returns:
+        The names deleted.
+    """
+    removed = []
+    with os.scandir(out) as entries:
+        names = sorted(e.name for e in entries if e.is_file(follow_symlinks=False) or e.is_symlink())
+    names.sort(key=lambda name: name != MANIFEST_NAME)  # the manifest first: never one that names deleted shards
+    for name in names:
+        if is_own_name(name) and (name.endswith(".tmp") or not only_tmp):
+            (out / name).unlink(missing_ok=True)
+            removed.append(name)
+    return removed
+
+
+def _more(names: list[str]) -> str:
+    return f" and {len(names) - 1} more" if len(names) > 1 else ""

@@ -1,0 +1,199 @@
+"""The pack pipeline: read and validate images in worker processes, write them into shards, journal each shard.
+
+:func:`fastdata.packing.packer.pack` sets up the output, the options and the journal; this module runs the
+loop in between. Each image is read and validated in a worker (:func:`_load`: PIL's acceptance rules, the
+pixel limit, codec messages captured rather than printed), in source order; bad images are skipped with the
+reason, and every finished shard is journaled with the files it skipped or warned about, so that a resume
+continues exactly where the last complete shard ended.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+from tqdm import tqdm
+
+from fastdata.decode import DEFAULT_MAX_PIXELS, DecodeError, get_decoder, pixel_limit
+from fastdata.decode.base import image_format
+from fastdata.decode.capture import codec_messages
+from fastdata.formats.example import ImageRecord
+from fastdata.formats.manifest import FileWarnings, SkippedFile
+from fastdata.packing.journal import JournalEntry
+from fastdata.packing.pool import OrderedProcessMap
+from fastdata.packing.space import is_out_of_space, out_of_space_error
+from fastdata.packing.writer import ShardWriter
+
+__all__ = ["BadImageError", "Job", "write_shards"]
+
+logger = logging.getLogger(__name__)
+
+
+class BadImageError(ValueError):
+    """A source image is unreadable and ``strict`` packing was asked for."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One source image to read, validate and (optionally) downscale."""
+
+    number: int
+    path: str
+    rel: str
+    label: int
+    max_side: int | None
+    quality: int
+    max_pixels: int | None = DEFAULT_MAX_PIXELS
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    number: int
+    data: bytes | None
+    height: int = 0
+    width: int = 0
+    image_format: str = ""
+    error: str = ""
+    warnings: tuple[str, ...] = ()
+
+
+def write_shards(jobs, writer, journal, classes, workers, strict, progress, total, start, found) -> list[JournalEntry]:
+    """Load ``jobs`` in ``workers`` processes, in order, into ``writer``'s shards; journal each finished shard.
+
+    Returns the journal entries of the shards written (plus one for trailing skipped files); ``found`` are the
+    items the scan already skipped, recorded with the first shard. On any exception the open shard is dropped,
+    and a full disk becomes an :class:`~fastdata.packing.space.OutOfSpaceError` naming what is kept.
+    """
+    entries: list[JournalEntry] = []
+    pending_skipped: list[SkippedFile] = list(found)
+    pending_warnings: list[FileWarnings] = []
+    pending_labels: list[int] = []
+    bar = tqdm(total=total, initial=start, unit="img", desc="pack", disable=not progress, smoothing=0.05)
+    written_bytes, last_postfix, started = 0, 0.0, time.monotonic()
+    try:
+        with _results(jobs, workers) as results:
+            for job, loaded in zip(jobs, results):
+                if loaded.error:
+                    pending_skipped.append(SkippedFile(job.rel, loaded.error))
+                    if strict:
+                        raise BadImageError(
+                            f"bad image {job.rel}: {loaded.error} (fix or remove it, or pack without --strict "
+                            "to skip and report bad files)"
+                        )
+                else:
+                    record = ImageRecord(
+                        loaded.data, job.label, classes[job.label], job.rel, loaded.image_format, loaded.height, loaded.width
+                    )
+                    if writer.is_full_for(record):
+                        entries.append(_journal_shard(
+                            writer, journal, job.number, pending_skipped, pending_labels, pending_warnings
+                        ))
+                    writer.write(record)
+                    pending_labels.append(job.label)
+                    if loaded.warnings:  # journaled with the shard that holds the file
+                        pending_warnings.append(FileWarnings(job.rel, list(loaded.warnings)))
+                    written_bytes += len(loaded.data)
+                bar.update(1)
+                if time.monotonic() - last_postfix > 1.0:
+                    last_postfix = time.monotonic()
+                    bar.set_postfix_str(f"{written_bytes / 1e6 / (last_postfix - started):.1f} MB/s", refresh=False)
+        entries.append(
+            _journal_shard(writer, journal, start + len(jobs), pending_skipped, pending_labels, pending_warnings)
+        )
+    except BaseException as exc:
+        full = is_out_of_space(exc, writer.out, writer.pending_bytes)  # before the abort frees the space
+        _abort(writer)
+        if full:
+            done = max([start] + [e.next_source for e in entries if e is not None and e.shard is not None])
+            raise out_of_space_error(writer.out, done, total) from exc
+        raise
+    finally:
+        bar.close()
+    return [e for e in entries if e is not None]
+
+
+def _abort(writer: ShardWriter) -> None:
+    """Drop the unfinished shard; a failure to clean up (e.g. on a full disk) must not hide the first error."""
+    try:
+        writer.abort()
+    except Exception as exc:  # noqa: BLE001 - the error being handled matters more
+        logger.warning("could not remove the unfinished shard in %s: %s", writer.out, exc)
+
+
+def _journal_shard(writer, journal, next_source, skipped, labels, warned) -> JournalEntry | None:
+    """Publish the open shard and journal it; an entry without a shard only carries trailing bad files."""
+    info = writer.finish_shard()
+    if info is None and not skipped:
+        return None
+    entry = JournalEntry(
+        shard=info, next_source=next_source, skipped=list(skipped), labels=list(labels), warnings=list(warned)
+    )
+    if info is not None:
+        journal.append(entry)
+    skipped.clear()
+    labels.clear()
+    warned.clear()
+    return entry
+
+
+class _results:
+    """Ordered results of ``_load`` over the jobs, from worker processes (or inline for workers=0)."""
+
+    def __init__(self, jobs: list[Job], workers: int) -> None:
+        self.jobs = jobs
+        self.workers = workers
+        self.pool: OrderedProcessMap | None = None
+
+    def __enter__(self):
+        if self.workers == 0 or len(self.jobs) < 2:
+            return map(_load, self.jobs)
+        chunk = max(1, min(32, len(self.jobs) // (self.workers * 8)))
+        self.pool = OrderedProcessMap(_load, self.jobs, workers=min(self.workers, len(self.jobs)), chunksize=chunk)
+        return self.pool.__enter__()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self.pool is not None:
+            self.pool.__exit__(exc_type, exc, tb)
+
+
+def _load(job: Job) -> _Loaded:
+    """Read, validate and (optionally) downscale one image; runs in a pool worker.
+
+    Validation follows PIL's rules (see :meth:`Decoder.validate`); what the codecs say on the
+    way (Python warnings, lines libtiff or libjpeg print) is returned with the result, to be
+    recorded in the manifest, instead of reaching the terminal.
+    """
+    try:
+        with open(job.path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        return _Loaded(job.number, None, error=f"unreadable ({exc.strerror or exc})")
+    if not data:
+        return _Loaded(job.number, None, error="empty file")
+    decoder = get_decoder("auto")
+    error = ""
+    with pixel_limit(job.max_pixels), codec_messages() as messages:
+        try:
+            height, width = decoder.validate(data)
+            if job.max_side and max(height, width) > job.max_side:
+                data, height, width = _downscale(decoder.decode(data), job.max_side, job.quality)
+        except DecodeError as exc:
+            error = str(exc) or "cannot be decoded"
+    if error:
+        said = [m for m in messages if m not in error]
+        return _Loaded(job.number, None, error=error + (f" [{'; '.join(said[:3])}]" if said else ""))
+    return _Loaded(job.number, data, height, width, image_format(data), warnings=tuple(messages))
+
+
+def _downscale(rgb: np.ndarray, max_side: int, quality: int) -> tuple[bytes, int, int]:
+    height, width = rgb.shape[:2]
+    factor = max_side / max(height, width)
+    size = (max(1, round(width * factor)), max(1, round(height * factor)))
+    small = cv2.resize(rgb, size, interpolation=cv2.INTER_AREA)
+    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(small, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality])
+    if not ok:
+        raise DecodeError("re-encoding as JPEG failed")
+    return buf.tobytes(), small.shape[0], small.shape[1]
