@@ -124,6 +124,16 @@ def shared_env(path: str | os.PathLike) -> lmdb.Environment:
         return env
 
 
+def close_shared(path: str | os.PathLike) -> None:
+    """Close this process's shared environment of ``path``, if open (its file is about to be deleted or replaced)."""
+    real = os.path.realpath(path)
+    with _SHARED_LOCK:
+        if _SHARED_PID != os.getpid():
+            return
+        for key in [k for k in _SHARED if k[0] == real]:
+            _SHARED.pop(key).close()
+
+
 def read_meta(env: lmdb.Environment, path: str | os.PathLike) -> dict:
     """The shard's ``__meta__`` JSON object."""
     with env.begin(buffers=False) as txn:

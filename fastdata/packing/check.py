@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -13,6 +12,7 @@ from fastdata._fs import file_crc32c
 from fastdata.decode import DecodeError, get_decoder
 from fastdata.formats import get_format
 from fastdata.formats.manifest import Manifest
+from fastdata.storage.transfer import CheckSource
 
 
 @dataclass
@@ -28,14 +28,18 @@ class VerifyReport:
 
 
 def describe(root: str | os.PathLike) -> str:
-    """A human-readable summary: samples, classes with counts, shards with sizes, skipped files."""
-    root = Path(root)
+    """A human-readable summary: samples, classes with counts, shards with sizes, skipped files.
+
+    ``root`` may be a URL (``s3://bucket/x``): only the manifest and labels are downloaded.
+    """
+    source = CheckSource(root)
+    root = source.root
     manifest = Manifest.load(root)
     targets = np.load(root / manifest.targets, allow_pickle=False)
     counts = np.bincount(targets, minlength=len(manifest.classes))
     total_bytes = sum(s.nbytes for s in manifest.shards)
     lines = [
-        f"dataset   {root}",
+        f"dataset   {source.name}",
         f"format    {manifest.format} (manifest v{manifest.version}, {manifest.created_by})",
         f"samples   {manifest.num_samples}",
         f"classes   {len(manifest.classes)}",
@@ -57,7 +61,8 @@ def verify(
     """Check every shard and record: file checksums, framing/CRCs, index files, counts, and that each image decodes.
 
     Args:
-        root: a folder written by ``fastdata pack``.
+        root: a folder written by ``fastdata pack``, or its URL (each shard is then downloaded to a
+            temporary folder, checked and deleted, one at a time).
         decode: also decode every image (slower, catches damage inside image bytes of formats
             without per-record checksums).
         progress: called with the number of records checked after each shard.
@@ -65,14 +70,15 @@ def verify(
     Returns:
         A report whose ``problems`` name the shard and record of every damage found.
     """
-    root = Path(root)
+    source = CheckSource(root)
+    root = source.root
     manifest = Manifest.load(root)
     storage = get_format(manifest.format)
     report = VerifyReport()
     decoder = get_decoder("auto") if decode else None
     for shard in manifest.shards:
         path = root / shard.path
-        if not path.is_file():
+        if not source.fetch(shard):
             report.problems.append(f"{shard.path}: missing")
             continue
         actual = file_crc32c(path)
@@ -83,6 +89,7 @@ def verify(
         shard_problems = storage.verify(root, shard, on_image)  # one read of each record serves both checks
         report.problems += [f"{shard.path}: {p}" if not p.startswith(shard.path) else p for p in shard_problems]
         report.problems += undecodable
+        source.drop(shard)
         report.records += shard.num_samples
         if progress is not None:
             progress(report.records)

@@ -12,6 +12,7 @@ import logging
 import multiprocessing
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,9 +26,10 @@ from fastdata.decode import DecodeError, get_decoder
 from fastdata.formats import get_format
 from fastdata.formats.example import ImageRecord
 from fastdata.packing.journal import JournalEntry, PackJournal, fingerprint
-from fastdata.formats.manifest import MANIFEST_NAME, Manifest, SkippedFile
+from fastdata.formats.manifest import MANIFEST_NAME, Manifest, ShardInfo, SkippedFile
 from fastdata.packing.scan import scan_image_folder
 from fastdata.packing.writer import DEFAULT_SHARD_SIZE, ShardWriter
+from fastdata.storage.urls import is_url
 
 logger = logging.getLogger(__name__)
 
@@ -73,12 +75,15 @@ def pack(
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
+    on_shard: Callable[[ShardInfo], None] | None = None,
 ) -> Manifest:
-    """Pack the ImageFolder tree ``src`` into ``format`` shards in ``out``.
+    """Pack the ImageFolder tree ``src`` into ``format`` shards in ``out`` (a folder or a URL).
 
     Args:
         src: folder with one subfolder per class (torchvision ImageFolder semantics).
-        out: output folder (created if missing).
+        out: output folder (created if missing), or a URL such as ``s3://bucket/dataset``: shards are
+            then written to a local staging folder and uploaded as they complete, ``manifest.json``
+            last (see :func:`fastdata.storage.transfer.pack_to_url`).
         format: ``"tfrecord"`` or ``"lmdb"``.
         shard_size: upper bound on a shard's size in bytes (default 256 MiB).
         samples_per_shard: upper bound on records per shard (default: none).
@@ -91,6 +96,7 @@ def pack(
         resume: finish an interrupted pack in ``out`` without redoing its complete shards.
         overwrite: replace a dataset that ``out`` already holds.
         progress: show a progress bar.
+        on_shard: called with each shard's manifest entry as soon as the shard is published.
 
     Returns:
         The manifest that was written to ``out/manifest.json``.
@@ -102,6 +108,12 @@ def pack(
         ValueError: an option is invalid, or ``resume`` finds an unfinished pack of other input/options.
         BadImageError: ``strict`` and a source image is bad.
     """
+    if is_url(out):
+        from fastdata.storage.transfer import pack_to_url
+
+        return pack_to_url(src, out, format=format, shard_size=shard_size, samples_per_shard=samples_per_shard,
+                           max_side=max_side, quality=quality, shuffle_seed=shuffle_seed, workers=workers,
+                           strict=strict, resume=resume, overwrite=overwrite, progress=progress)
     storage = get_format(format)
     options = _check_options(format, shard_size, samples_per_shard, max_side, quality, shuffle_seed, workers)
     if resume and overwrite:
@@ -126,7 +138,8 @@ def pack(
         _Job(i, str(scan.root / paths[i]), paths[i], labels[i], max_side, quality) for i in range(start, len(paths))
     ]
     writer = ShardWriter(
-        out, format=storage.name, shard_size=shard_size, samples_per_shard=samples_per_shard, first_shard=len(entries)
+        out, format=storage.name, shard_size=shard_size, samples_per_shard=samples_per_shard, first_shard=len(entries),
+        on_shard=on_shard,
     )
     entries += _write_shards(jobs, writer, journal, scan.classes, workers, strict, progress, len(paths), start)
     return _finalize(out, storage.name, scan.classes, entries, options, journal)
