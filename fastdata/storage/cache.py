@@ -86,6 +86,14 @@ class Hold:
         self.lock.release()
 
 
+@dataclass
+class Claim:
+    """A shard whose download this process took (:meth:`ShardCache.claim`): its exclusive lock and reserved room."""
+
+    shard: int
+    lock: FileLock
+
+
 def minimum_budget(sizes: Sequence[int], prefetch: int) -> int:
     """The smallest workable ``cache_limit``: the prefetch window plus the shard being read, at the largest shard size."""
     return (int(prefetch) + 1) * max(sizes, default=0)
@@ -162,7 +170,20 @@ class ShardCache:
 
     # -- downloads -------------------------------------------------------------------------------
     def fetch(self, shard: int, *, next_use: float = 0, strict: bool = False, exceed: bool = False) -> Fetch:
-        """Bring the shard into the cache unless another process is at it.
+        """Bring the shard into the cache unless another process is at it (:meth:`claim`, then :meth:`complete`).
+
+        Raises:
+            DownloadError: every attempt failed or was corrupt.
+        """
+        claim = self.claim(shard, next_use=next_use, strict=strict, exceed=exceed)
+        if isinstance(claim, Fetch):
+            return claim
+        self.complete(claim)
+        return Fetch.DONE
+
+    def claim(self, shard: int, *, next_use: float = 0, strict: bool = False,
+              exceed: bool = False) -> Claim | Fetch:
+        """Take the shard's download: its exclusive lock and its room in the budget (a full-size ``.tmp``).
 
         Args:
             shard: shard number.
@@ -171,21 +192,36 @@ class ShardCache:
             exceed: when no unheld shard is left to evict, exceed the budget (with a warning) instead
                 of returning ``NO_ROOM``.
 
-        Raises:
-            DownloadError: every attempt failed or was corrupt.
+        Returns:
+            A :class:`Claim` to pass to :meth:`complete` (any thread), or what happened instead:
+            ``DONE`` (already cached), ``BUSY`` (another process is at it), ``NO_ROOM``.
         """
         lock = self._lock(self.shards[shard].name)
+        if not lock.acquire(exclusive=True, blocking=False):
+            lock.release()
+            return Fetch.BUSY
         try:
-            if not lock.acquire(exclusive=True, blocking=False):
-                return Fetch.BUSY
             if self.present(shard):
+                lock.release()
                 return Fetch.DONE
             if not self._reserve(shard, next_use, strict, exceed and not strict):
+                lock.release()
                 return Fetch.NO_ROOM
-            self._download(shard)
-            return Fetch.DONE
-        finally:
+        except BaseException:
             lock.release()
+            raise
+        return Claim(shard, lock)
+
+    def complete(self, claim: Claim) -> None:
+        """Download a claimed shard (checked, retried), publish it and release the claim.
+
+        Raises:
+            DownloadError: every attempt failed or was corrupt (nothing is left in the cache).
+        """
+        try:
+            self._download(claim.shard)
+        finally:
+            claim.lock.release()
 
     def _download(self, shard: int) -> None:
         info = self.shards[shard]
@@ -221,6 +257,7 @@ class ShardCache:
         """One GET into ``tmp``; returns what was wrong with it ('' when size and CRC32C match)."""
         crc = google_crc32c.Checksum()
         received = 0
+        trace.event("get", self._index[info.name])
         with open(tmp, "r+b" if tmp.exists() else "wb") as f:
             for chunk in self.store.stream(info.rel):
                 received += len(chunk)

@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from fastdata.storage.cache import DownloadError, Fetch, ShardCache
+from fastdata.storage import trace
+from fastdata.storage.cache import Claim, DownloadError, Fetch, ShardCache
 
 logger = logging.getLogger(__name__)
 
@@ -213,41 +214,54 @@ class Prefetcher:
                 logger.exception("fastdata prefetch: planning step failed")
 
     def _step(self, plan: PassPlan) -> None:
+        """Claim the upcoming shards in order of need (room is taken in that order), download them in the pool."""
         with self._cond:
             self._dirty = False
         distances, worth = plan.usage(self.near)
-        self.cache.publish_plan(distances)  # eviction compares these with the distances passed to fetch()
+        self.cache.publish_plan(distances)  # eviction compares these with the distances given to claim()
         for shard, distance in PassPlan.upcoming(distances, self.window, worth, plan.in_flight):
             with self._cond:
                 if self._stop or self._pool is None:
                     return
                 if shard in self._inflight or shard in self._failed or self.cache.present(shard):
                     continue
+            claim = self.cache.claim(shard, next_use=distance, strict=True)
+            if claim is Fetch.NO_ROOM:
+                self._retry_soon()
+                return  # no shard needed later may take the room this one waits for
+            if isinstance(claim, Fetch):
+                if claim is Fetch.BUSY:
+                    self._retry_soon()  # another process downloads it (or a reader just looked): check again
+                continue
+            with self._cond:
                 try:
-                    self._pool.submit(self._fetch, shard, distance)
+                    self._pool.submit(self._download, claim)
                 except RuntimeError:  # the pool is shut down (close() or interpreter exit)
+                    claim.lock.release()
                     return
                 self._inflight.add(shard)
+            trace.event("prefetch", shard, distance)
 
-    def _fetch(self, shard: int, distance: int) -> None:
-        retry = False
+    def _retry_soon(self) -> None:
+        with self._cond:
+            self._dirty = True  # the next poll steps again
+
+    def _download(self, claim: Claim) -> None:
         try:
-            result = self.cache.fetch(shard, next_use=distance, strict=True)
-            retry = result is not Fetch.DONE  # no room yet, or another process is at it: look again soon
+            self.cache.complete(claim)
         except DownloadError as exc:
-            logger.error("prefetch gave up on shard %d: %s", shard, exc)
+            logger.error("prefetch gave up on shard %d: %s", claim.shard, exc)
             with self._cond:
-                self._failed.add(shard)  # readers will try (and report) it themselves
+                self._failed.add(claim.shard)  # readers will try (and report) it themselves
         except Exception:  # noqa: BLE001 - readers fall back to their own download
-            logger.exception("prefetch of shard %d failed", shard)
+            logger.exception("prefetch of shard %d failed", claim.shard)
             with self._cond:
-                self._failed.add(shard)
+                self._failed.add(claim.shard)
         finally:
             with self._cond:
-                self._inflight.discard(shard)
+                self._inflight.discard(claim.shard)
                 self._dirty = True
-                if not retry:
-                    self._cond.notify_all()
+                self._cond.notify_all()
 
 
 def _indices(item: Any) -> np.ndarray:

@@ -53,6 +53,8 @@ class Store(abc.ABC):
 
     def client(self) -> Any:
         """This process's client, created on first use (again after a fork)."""
+        if self._pid != os.getpid():
+            self._lock = threading.Lock()  # a forked copy of the lock may be held by a thread that is gone
         if self._pid != os.getpid() or self._client is None:
             with self._lock:
                 if self._pid != os.getpid() or self._client is None:
@@ -333,6 +335,8 @@ class FsspecStore(Store):
 
 _STORES: dict[str, Store] = {}
 _STORES_LOCK = threading.Lock()
+os.register_at_fork(before=_STORES_LOCK.acquire, after_in_parent=_STORES_LOCK.release,
+                    after_in_child=_STORES_LOCK.release)
 
 
 def get_store(url: str) -> Store:

@@ -1,4 +1,5 @@
-"""Moving whole datasets: ``pack`` to a URL, and the local view ``inspect`` / ``verify`` use for a URL."""
+"""Moving whole datasets: ``pack`` to a URL, ``upload`` a local pack, and the local view ``inspect`` / ``verify``
+use for a URL."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import logging
 import os
 import shutil
 import tempfile
-import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -26,13 +26,12 @@ UPLOADS_AT_ONCE = 4
 class _Uploader:
     """Uploads each finished shard (and its index) in the background, then drops the staged copy."""
 
-    def __init__(self, store: Store, staging: Path) -> None:
+    def __init__(self, store: Store, staging: Path, *, keep: bool = False) -> None:
         self.store = store
         self.staging = staging
+        self.keep = keep  # keep the local files (an upload of a finished pack)
         self.pool = ThreadPoolExecutor(UPLOADS_AT_ONCE, thread_name_prefix="fastdata-upload")
         self.futures: list[Future] = []
-        self.done: set[str] = set()
-        self._lock = threading.Lock()
 
     def __call__(self, shard: ShardInfo) -> None:
         for future in [f for f in self.futures if f.done()]:
@@ -43,9 +42,8 @@ class _Uploader:
         if shard.index:  # the index first: a reader never finds a shard without its index
             self.store.upload(shard.index, self.staging / shard.index)
         self.store.upload(shard.path, self.staging / shard.path)
-        (self.staging / shard.path).unlink(missing_ok=True)  # keep the local disk use to a few shards
-        with self._lock:
-            self.done.add(shard.path)
+        if not self.keep:
+            (self.staging / shard.path).unlink(missing_ok=True)  # keep the local disk use to a few shards
 
     def wait(self) -> None:
         try:
@@ -84,12 +82,7 @@ def pack_to_url(src: str | os.PathLike, url: str, *, resume: bool = False, overw
         raise ValueError(f"resume is not supported when packing to a URL ({url}): pack again with overwrite "
                          "(--overwrite), or pack to a local folder with --resume and upload it")
     store = get_store(url)
-    old: Manifest | None = None
-    if store.size(MANIFEST_NAME) is not None:
-        if not overwrite:
-            raise FileExistsError(f"{store.url} already holds a dataset: pass --overwrite to replace it")
-        old = fetch_manifest(store)[0]
-        store.delete(MANIFEST_NAME)
+    old = _take_down(store, overwrite)
     staging = Path(tempfile.mkdtemp(prefix="fastdata-pack-"))
     uploader = _Uploader(store, staging)
     try:
@@ -105,6 +98,48 @@ def pack_to_url(src: str | os.PathLike, url: str, *, resume: bool = False, overw
         _delete_unused(store, old, manifest)
     logger.info("uploaded %d shards to %s", len(manifest.shards), store.url)
     return manifest
+
+
+def upload(root: str | os.PathLike, url: str, *, overwrite: bool = False) -> Manifest:
+    """Upload a dataset packed in a local folder to ``url``: shards with their indexes, labels, ``manifest.json`` last.
+
+    Args:
+        root: a folder written by ``fastdata pack``.
+        url: destination, e.g. ``s3://bucket/imagenet-shards``.
+        overwrite: replace a dataset already at ``url`` (as :func:`pack_to_url` does).
+
+    Returns:
+        The uploaded manifest.
+
+    Raises:
+        FileNotFoundError: ``root`` holds no finished pack.
+        FileExistsError: ``url`` holds a dataset and ``overwrite`` is not set.
+        RemoteIOError: an upload failed.
+    """
+    root = local_path(root)
+    manifest = Manifest.load(root)
+    store = get_store(url)
+    old = _take_down(store, overwrite)
+    uploader = _Uploader(store, root, keep=True)
+    for shard in manifest.shards:
+        uploader(shard)
+    uploader.wait()
+    store.upload(manifest.targets, root / manifest.targets)
+    store.upload(MANIFEST_NAME, root / MANIFEST_NAME)
+    if old is not None:
+        _delete_unused(store, old, manifest)
+    return manifest
+
+
+def _take_down(store: Store, overwrite: bool) -> Manifest | None:
+    """Delete the manifest of a dataset already at the store (when ``overwrite``); return it."""
+    if store.size(MANIFEST_NAME) is None:
+        return None
+    if not overwrite:
+        raise FileExistsError(f"{store.url} already holds a dataset: pass --overwrite to replace it")
+    old = fetch_manifest(store)[0]
+    store.delete(MANIFEST_NAME)  # from here on, readers see no dataset rather than a half-replaced one
+    return old
 
 
 def _delete_unused(store: Store, old: Manifest, new: Manifest) -> None:

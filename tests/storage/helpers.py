@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import google_crc32c
 import numpy as np
 from torch.utils.data import Sampler
@@ -11,9 +13,18 @@ from fastdata.transforms import DecodeTransform
 
 
 class Crc(DecodeTransform):
-    """Returns the CRC32C of the encoded image bytes instead of decoding them (compares bytes cheaply)."""
+    """Returns the CRC32C of the encoded image bytes instead of decoding them (compares bytes cheaply).
+
+    ``seconds``: time each sample takes, like a decode would (0: none).
+    """
+
+    def __init__(self, seconds: float = 0.0) -> None:
+        super().__init__()
+        self.seconds = seconds
 
     def __call__(self, data: bytes) -> int:
+        if self.seconds:
+            time.sleep(self.seconds)
         return google_crc32c.value(data)
 
 

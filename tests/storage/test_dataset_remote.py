@@ -100,3 +100,16 @@ def test_local_dataset_keeps_plan_a_no_op(remote_pack):
     order = [3, 1, 2]
     assert local.plan(order) is order and not local.remote
 
+
+
+def test_upload_of_a_local_pack_then_read(s3, remote_pack, tmp_path):
+    from fastdata.storage.transfer import upload
+
+    url = s3.url(f"uploaded-{remote_pack.format}")
+    upload(remote_pack.local, url, overwrite=True)
+    puts = [path.rsplit("/", 1)[-1] for method, path in s3.proxy.log if method == "PUT" and "uploaded" in path]
+    assert puts[-1] == "manifest.json"
+    remote, reference = ShardDataset(url, cache_dir=tmp_path / "cache"), ShardDataset(remote_pack.local)
+    assert all(remote.read(i) == reference.read(i) for i in range(len(reference)))
+    with pytest.raises(FileExistsError):
+        upload(remote_pack.local, url)

@@ -21,8 +21,8 @@ def test_quarter_budget_two_passes(blocks, s3, remote_pack, tmp_path, monkeypatc
     reference = ShardDataset(remote_pack.local, transform=Crc())
     total = sum(p.stat().st_size for p in remote_pack.local.glob(f"shard-*.{remote_pack.format}"))
     limit = total // 4
-    remote = ShardDataset(remote_pack.url, transform=Crc(), cache_dir=tmp_path / "cache", cache_limit=limit,
-                          prefetch=1)
+    remote = ShardDataset(remote_pack.url, transform=Crc(seconds=0.005), cache_dir=tmp_path / "cache",
+                          cache_limit=limit, prefetch=1)  # 5 ms per sample, as a decode would take
     order = ShardBlockOrder(remote._starts, blocks=blocks, seed=3)
     loader = DataLoaderX(remote, batch_size=4, sampler=order, num_workers=2, prefetch_factor=1,
                          collate_fn=_collate, multiprocessing_context="fork")
