@@ -7,6 +7,7 @@
 - :mod:`~fastdata.storage.cache`: :class:`ShardCache`, one checked download per shard per node,
   a byte budget, furthest-next-use eviction.
 - :mod:`~fastdata.storage.prefetch`: downloads ahead of the loader, in the order it will read.
+- :mod:`~fastdata.storage.plans`: each planning process's next use of every shard, for eviction.
 - :mod:`~fastdata.storage.shards`: :class:`RemoteShards`, what ``ShardDataset`` reads a URL through.
 - :mod:`~fastdata.storage.transfer`: ``pack`` to a URL (upload as shards complete, manifest last)
   and the remote side of ``inspect`` / ``verify``.

@@ -39,6 +39,7 @@ import numpy as np
 
 from fastdata.storage import trace
 from fastdata.storage.locks import FileLock
+from fastdata.storage.plans import publish_plan, read_plans
 from fastdata.storage.remote import RemoteIOError, Store
 
 logger = logging.getLogger(__name__)
@@ -377,48 +378,13 @@ class ShardCache:
         return used
 
     def next_uses(self) -> np.ndarray:
-        """Per shard, the nearest next use (in samples) over every live plan; ``inf`` where none plans it.
+        """Per shard, the nearest next use (in samples) over every live plan of the node; ``inf`` where none plans it.
 
         :attr:`live_plans` is set to the number of live plans read.
         """
-        best = np.full(len(self.shards), np.inf)
-        self.live_plans = 0
-        for path in (self.root / "plans").glob("*.npy"):
-            try:
-                pid = int(path.stem)
-            except ValueError:
-                continue
-            if not _alive(pid):
-                path.unlink(missing_ok=True)
-                continue
-            try:
-                plan = np.load(path, allow_pickle=False)
-            except (OSError, ValueError):
-                continue  # being replaced right now
-            if plan.shape == best.shape:
-                best = np.minimum(best, np.where(plan >= 0, plan, np.inf))
-                self.live_plans += 1
+        best, self.live_plans = read_plans(self.root / "plans", len(self.shards))
         return best
 
     def publish_plan(self, distances: np.ndarray | None) -> None:
         """Write (None: remove) this process's next use of every shard, -1 for none."""
-        path = self.root / "plans" / f"{os.getpid()}.npy"
-        if distances is None:
-            path.unlink(missing_ok=True)
-            return
-        tmp = path.with_name(f"{os.getpid()}.tmp.npy")
-        with open(tmp, "wb") as f:
-            np.save(f, np.asarray(distances, dtype=np.int64), allow_pickle=False)
-        os.replace(tmp, path)
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        publish_plan(self.root / "plans", distances)

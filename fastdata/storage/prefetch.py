@@ -2,15 +2,19 @@
 
 :func:`planned` wraps a pass's index stream (in the main process, where the sampler runs): it
 reads up to :data:`PLAN_HORIZON` indices ahead of what it hands out, so :class:`PassPlan` knows
-which shard each upcoming sample needs and when. A :class:`Prefetcher` thread then keeps the next
-``window`` distinct shards (after those being read) downloading, in order of first use and
-publishes the plan (each shard's next use) to the cache folder, where eviction in any process of
-the node reads it: the shard needed furthest in the future goes first.
+which shard each upcoming sample needs and when. A :class:`Prefetcher` thread then claims the
+shards of the batches in flight plus the next ``window`` distinct ones, strictly in order of first
+use (a shard needed later never takes the room one needed sooner waits for), and downloads up to
+``window`` at once. It publishes the plan (each shard's next use) to the cache folder, where
+eviction in any process of the node reads it: the shard needed furthest in the future goes first.
+
+Under a budget, a TFRecord shard is downloaded only if reads of at least half its samples come
+while it would still be cached (:meth:`PassPlan.usage`); the others are served record by record
+by ranged GETs, so a full shuffle on a small cache does not thrash.
 
 Distances are in samples of this process's stream, counted from the sample presumed being read:
 an index handed to the loader counts as read only ``lag`` items later (the batches the workers
-hold), so shards of dispatched batches are never "in the past". The window counts shards beyond
-those of the dispatched batches: they are in use already.
+hold), so shards of dispatched batches are never "in the past".
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ logger = logging.getLogger(__name__)
 #: How many indices of a pass are read ahead of the loader to plan downloads and eviction.
 PLAN_HORIZON = 65536
 _POLL_S = 0.05  # the prefetcher re-checks at least this often (a shard freed, a budget freed)
-_MIN_STEP_S = 0.01  # at most this many planning steps per second (each one is a np.unique over the horizon)
+_MIN_STEP_S = 0.01  # at least this long between planning steps (each is a np.unique over the horizon)
 _IDLE_EXIT_S = 5.0  # a prefetcher without a pass stops its thread after this long
 _END = object()
 
@@ -133,7 +137,7 @@ class PassPlan:
 
 
 class Prefetcher:
-    """Keeps the next ``window`` shards of the current pass downloading (``window`` at a time).
+    """Keeps the shards in use and the next ``window`` ones of the current pass coming (``window`` downloads at once).
 
     Args:
         cache: the node's shard cache.

@@ -198,18 +198,17 @@ class RemoteShards:
 
         rel = self.manifest.shards[shard].path
         where = self.store.location.child(rel)
-        for attempt in range(_RANGE_ATTEMPTS):
+        problem: Exception | None = None
+        for _ in range(_RANGE_ATTEMPTS):
             buf = self.store.read(rel, position, size)
             trace.event("range", shard)
             try:
                 record = decode_example(unframe(buf, shard=where, offset=position))
-            except (CorruptRecordError, ValueError) as exc:
-                if attempt + 1 == _RANGE_ATTEMPTS:
-                    raise CorruptRecordError(where, position, f"{_RANGE_ATTEMPTS} ranged reads were damaged ({exc})")
+                return record.image, record.label
+            except (CorruptRecordError, ValueError) as exc:  # a damaged transfer: read it again
+                problem = exc
                 logger.warning("ranged read of %s at %d was damaged (%s); retrying", where, position, exc)
-                continue
-            return record.image, record.label
-        raise AssertionError("unreachable")
+        raise CorruptRecordError(where, position, f"{_RANGE_ATTEMPTS} ranged reads were damaged (last: {problem})")
 
     def _planned(self, shard: int) -> bool:
         """True when a prefetcher on this node plans to download the shard (so a ranged read beats waiting).
