@@ -74,3 +74,23 @@ def test_clients_are_per_process_and_never_pickled(s3_object):
     child.join(60)
     assert made_its_own and data == DATA[:4]
     assert s3_object.client() is parent  # the parent's client is untouched
+
+
+def test_fsspec_fallback_store_and_dataset(remote_pack, tmp_path):
+    """Any fsspec protocol goes through FsspecStore; memory:// stands in for gs:// / az:// (no emulator here)."""
+    pytest.importorskip("fsspec")
+    from fastdata import ShardDataset
+    from fastdata.storage.remote import FsspecStore
+    from fastdata.storage.transfer import upload
+
+    url = f"memory://bucket/{remote_pack.format}-{tmp_path.name}"
+    store = get_store(url)
+    assert isinstance(store, FsspecStore)
+    store.put("blob.bin", DATA)
+    assert store.read("blob.bin", 7, 9) == DATA[7:16] and store.size("blob.bin") == len(DATA)
+    assert b"".join(store.stream("blob.bin")) == DATA and store.size("nope") is None
+    with pytest.raises(RemoteIOError):
+        store.read("blob.bin", len(DATA) - 4, 9)  # fewer bytes than asked for is an error, not a short read
+    upload(remote_pack.local, url)
+    remote, reference = ShardDataset(url, cache_dir=tmp_path / "cache"), ShardDataset(remote_pack.local)
+    assert all(remote.read(i) == reference.read(i) for i in range(len(reference)))
