@@ -76,6 +76,17 @@ class ShardBlocks:
         return iter(np.concatenate(order).tolist())
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``); 0 when unknown."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def count_events(path: Path) -> dict[str, int]:
     from fastdata.storage.trace import read_events
 
@@ -87,8 +98,9 @@ def count_events(path: Path) -> dict[str, int]:
     return counts
 
 
-def run_passes(root: str, order: str, args, cache_dir: Path | None, limit: int | None, trace: Path) -> list[dict]:
-    """Two passes over ``root``; per pass: first-batch latency, images/s, cache events."""
+def run_passes(root: str, order: str, args, cache_dir: Path | None, limit: int | None, trace: Path,
+               server_pid: int | None) -> list[dict]:
+    """Two passes over ``root``; per pass: first-batch latency, images/s, cache events, the S3 server's CPU time."""
     from fastdata import DataLoaderX, DistributedSampler, ShardDataset, fast_collate
     from fastdata.transforms import RandomResizedCrop
 
@@ -103,6 +115,7 @@ def run_passes(root: str, order: str, args, cache_dir: Path | None, limit: int |
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(epoch)
         count_events(trace)
+        server_cpu = cpu_seconds(server_pid)
         start = time.perf_counter()
         first, images = None, 0
         for batch, _ in loader:
@@ -112,6 +125,7 @@ def run_passes(root: str, order: str, args, cache_dir: Path | None, limit: int |
         seconds = time.perf_counter() - start
         results.append({"pass": epoch + 1, "first_batch_s": round(first, 3), "images": images,
                         "seconds": round(seconds, 2), "images_per_s": round(images / seconds, 1),
+                        "server_cpu_s": round(cpu_seconds(server_pid) - server_cpu, 2),
                         "cache_events": count_events(trace)})
     dataset.close()
     del loader
@@ -166,14 +180,16 @@ def main(argv: list[str] | None = None) -> int:
             for order in ("shuffle", "blocks"):
                 runs.append((f"s3, cache_limit={limit_name}", order, limit, work / f"cache-{limit_name}-{order}"))
         runs.insert(1, ("local", "blocks", None, None))
-        report = {"shards": len(list(local.glob("shard-*.tfrecord"))), "dataset_bytes": total,
+        report = {"machine": f"{os.cpu_count()} cores", "shards": len(list(local.glob("shard-*.tfrecord"))),
+                  "dataset_bytes": total,
                   "batch_size": args.batch_size, "workers": args.workers, "prefetch": args.prefetch, "runs": []}
         for name, order, limit, cache in runs:
-            passes = run_passes(str(local) if cache is None else url, order, args, cache, limit, trace)
+            passes = run_passes(str(local) if cache is None else url, order, args, cache, limit, trace, moto.pid)
             report["runs"].append({"source": name, "order": order, "cache_limit": limit, "passes": passes})
             for p in passes:
-                print(f"{name:28s} {order:8s} pass {p['pass']}: first batch {p['first_batch_s']:6.2f} s  "
-                      f"{p['images_per_s']:7.1f} img/s  {p['cache_events']}", flush=True)
+                print(f"{name:28s} {order:8s} pass {p['pass']}: first batch {p['first_batch_s']:5.2f} s "
+                      f"{p['images_per_s']:6.1f} img/s in {p['seconds']:5.2f} s, S3 server CPU {p['server_cpu_s']:5.2f} s"
+                      f"  {p['cache_events']}", flush=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n")
         print(f"wrote {args.json}")
     finally:
