@@ -14,7 +14,8 @@ from fastdata.storage.remote import get_store
 from tests.storage.conftest import whole_gets
 
 
-def test_pack_to_s3_uploads_shards_then_manifest_and_reads_back_identical(s3, many_images, tmp_path):
+def test_pack_to_s3_uploads_shards_then_manifest_and_reads_back_identical(s3, many_images, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the old code wrote a local folder named "s3:" here
     url = s3.url("roundtrip-tfrecord")
     manifest = pack(many_images, url, format="tfrecord", samples_per_shard=10, workers=0, progress=False)
     local = tmp_path / "local"
@@ -22,6 +23,7 @@ def test_pack_to_s3_uploads_shards_then_manifest_and_reads_back_identical(s3, ma
     puts = [path.rsplit("/", 1)[-1] for method, path in s3.proxy.log if method == "PUT" and "roundtrip" in path]
     assert puts[-1] == "manifest.json" and puts.count("manifest.json") == 1
     assert {s.path for s in manifest.shards} <= set(puts) and not (tmp_path / "s3:").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["local"]  # nothing staged or left behind here
     report = verify(url)
     assert report.ok and report.records == 64
     assert "samples   64" in describe(url) and url in describe(url)
