@@ -68,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("pack", help="pack an image folder (one subfolder per class) into shards",
                        epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("src", help="image folder in ImageFolder layout")
-    p.add_argument("out", help="output folder for shards, index files and manifest.json")
+    p.add_argument("out", help="output folder for shards, index files and manifest.json, or a URL "
+                   "(s3://bucket/x, gs://...): shards are uploaded as they complete, manifest.json last")
     p.add_argument("--format", required=True, choices=["tfrecord", "lmdb"], help="storage format")
     p.add_argument("--shard-size", type=parse_size, default=256 * 2**20, help="max bytes per shard (default 256MiB)")
     p.add_argument("--samples-per-shard", type=_positive_int, default=None, help="max records per shard")
@@ -96,11 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_run_pack)
 
     p = sub.add_parser("inspect", help="summarize a packed dataset")
-    p.add_argument("root", help="folder written by `fastdata pack`")
+    p.add_argument("root", help="folder or URL written by `fastdata pack`")
     p.set_defaults(run=_run_inspect)
 
     p = sub.add_parser("verify", help="check every record of a packed dataset (CRC, index, decode)")
-    p.add_argument("root", help="folder written by `fastdata pack`")
+    p.add_argument("root", help="folder or URL written by `fastdata pack` (shards are downloaded one at a time)")
     p.add_argument("--no-decode", dest="decode", action="store_false", help="skip decoding the images")
     p.set_defaults(run=_run_verify)
 
@@ -207,7 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OutOfSpaceError as exc:
         print(f"fastdata: error: {exc}", file=sys.stderr)
         return EXIT_NO_SPACE
-    except (FileNotFoundError, FileExistsError, NotADirectoryError, PermissionError, ValueError, ImportError) as exc:
+    except (FileNotFoundError, FileExistsError, NotADirectoryError, PermissionError, ValueError, ImportError,
+            ConnectionError) as exc:
         print(f"fastdata: error: {exc}", file=sys.stderr)
         return 2
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,8 @@ from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.formats.packed import OpenedPack, open_pack
 from fastdata.formats.tfrecord import TFRecordShardReader, build_index, max_index_bytes, read_index, write_index
 from fastdata.seeding import sample_generator
+from fastdata.storage.shards import RemoteShards
+from fastdata.storage.urls import is_url
 from fastdata.transforms import Decode, DecodeTransform
 
 logger = logging.getLogger(__name__)
@@ -64,6 +66,21 @@ class ShardDataset(Dataset):
         label_offset: added to the labels stored in third-party TFRecords (e.g. -1 for
             TensorFlow's 1-based ImageNet records).
         decoder: decoder for the default decode (``"auto"``, ``"turbojpeg"``, ``"opencv"``).
+        cache_dir: for a dataset at a URL (``s3://``, ``gs://``, ``https://``, any fsspec URL), the
+            node-local folder its shards are cached in, shared by every rank and worker of the node
+            (default ``$FASTDATA_CACHE`` or ``~/.cache/fastdata``). Ignored for local datasets.
+        cache_limit: byte budget of the cached shards (``"200GB"``, ``"512MiB"`` or an int; None: no
+            limit). Shards nobody reads are evicted, the one needed furthest in the future first.
+        prefetch: shards downloaded ahead of the reader, in the order the loader will read them.
+
+    A dataset at a URL needs a ``manifest.json`` (``fastdata pack SRC s3://bucket/x``). Each shard
+    is downloaded once per node, checked against the manifest's size and CRC32C, and read from the
+    local cache; :class:`~fastdata.DataLoaderX` tells the dataset each pass's order (:meth:`plan`)
+    so downloads run ahead of the reader. See :mod:`fastdata.storage`.
+
+    Raises:
+        ValueError: ``cache_limit`` is smaller than the minimum (the message says it), or not a size.
+        FileNotFoundError: no dataset at ``root``.
 
     Raises:
         FileNotFoundError: no manifest and no TFRecord files, or a file the manifest names is missing.
@@ -75,6 +92,7 @@ class ShardDataset(Dataset):
 
         ds = ShardDataset("imagenet-shards", transform=RandomResizedCrop(224))
         image, label = ds[0]   # uint8 (224, 224, 3), int
+        remote = ShardDataset("s3://bucket/imagenet-shards", cache_dir="/local/nvme/cache", cache_limit="200GB")
     """
 
     def __init__(
@@ -85,6 +103,9 @@ class ShardDataset(Dataset):
         *,
         label_offset: int = 0,
         decoder: str = "auto",
+        cache_dir: str | os.PathLike | None = None,
+        cache_limit: int | str | None = None,
+        prefetch: int = 4,
     ) -> None:
         self.root = root
         self.transform = transform
@@ -94,15 +115,20 @@ class ShardDataset(Dataset):
         self._decode = Decode(decoder=decoder)
         self._readers: dict[int, ShardReaderBase] = {}
         self._pid = os.getpid()
-        if _has_manifest(root):
+        self._remote: RemoteShards | None = None
+        if is_url(root):
+            self._remote = RemoteShards(root, cache_dir=cache_dir, cache_limit=cache_limit, prefetch=prefetch)
+            self._init_packed(self._remote.meta_root, shards_here=False)
+            self._root = self._remote.url  # type: ignore[assignment]
+        elif _has_manifest(root):
             self._init_packed(Path(root))  # type: ignore[arg-type]
         else:
             self._init_tfrecords(_tfrecord_paths(root))
 
     # -- construction -------------------------------------------------------------------------
-    def _init_packed(self, root: Path) -> None:
+    def _init_packed(self, root: Path, *, shards_here: bool = True) -> None:
         try:
-            pack = open_pack(root)
+            pack = open_pack(root, shards_here=shards_here)
         except CorruptRecordError as exc:
             raise exc.with_hint(f"run `fastdata verify {root}`") from None
         self._pack: OpenedPack | None = pack
@@ -191,7 +217,10 @@ class ShardDataset(Dataset):
         shard = int(np.searchsorted(self._starts, index, side="right")) - 1
         position = int(self._positions[index])
         try:
-            data, label = self._reader(shard).read(position, int(self._sizes[index]))
+            if self._remote is not None:  # a URL: through the node's shard cache
+                data, label = self._remote.read(shard, position, int(self._sizes[index]))
+            else:
+                data, label = self._reader(shard).read(position, int(self._sizes[index]))
             if self._stored_targets is not None:
                 label = self._checked_label(index, shard, position, label)
         except CorruptRecordError as exc:
@@ -212,6 +241,28 @@ class ShardDataset(Dataset):
         if self._root is None:  # third-party TFRecords: there is no manifest to verify against
             return f"sample {index}"
         return f"sample {index}; run `fastdata verify {self._root}`"
+
+    @property
+    def remote(self) -> bool:
+        """True for a dataset read from a URL through the node's shard cache."""
+        return self._remote is not None
+
+    def plan(self, order: Iterable[Any], *, lag: int = 0) -> Iterable[Any]:
+        """Announce a pass's order: for a remote dataset, its shards are downloaded ahead, in that order.
+
+        :class:`~fastdata.DataLoaderX` calls this itself (in the main process, at the start of every
+        pass). With another loader, wrap the sampler: ``for i in ds.plan(sampler): ...``.
+
+        Args:
+            order: the pass's indices, or batches of indices (read a little ahead of the caller).
+            lag: items handed out that are still being read (the loader's batches in flight).
+
+        Returns:
+            ``order``'s items, unchanged (``order`` itself for a local dataset).
+        """
+        if self._remote is None:
+            return order
+        return self._remote.plan(order, self._starts, lag=lag)
 
     @property
     def targets(self) -> np.ndarray:
@@ -265,6 +316,8 @@ class ShardDataset(Dataset):
 
     def close(self) -> None:
         """Close the shard readers this process opened (they reopen on next access)."""
+        if self._remote is not None:
+            self._remote.close()
         for reader in self._readers.values():
             reader.close()
         self._readers = {}

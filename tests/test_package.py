@@ -14,7 +14,7 @@ PACKAGE = Path(fastdata.__file__).parent
 def test_import_fastdata_loads_no_benchmark_dali_or_plotting():
     code = ("import sys, fastdata, fastdata.packing; "
             "print(sorted(m for m in sys.modules if m.startswith(('fastdata.bench', 'fastdata.dali', 'nvidia', "
-            "'matplotlib', 'boto3', 's3fs', 'gcsfs'))))")
+            "'matplotlib', 'boto3', 'botocore', 's3fs', 'gcsfs', 'fsspec', 'obstore', 'urllib3'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -28,7 +28,7 @@ import lmdb
 from fastdata.formats.errors import CorruptRecordError, DatasetChangedError
 from fastdata.formats.files import FileIdentity, stat_regular
 
-__all__ = ["open_readonly", "shared_env"]
+__all__ = ["close_file", "open_readonly", "shared_env"]
 
 _ENVS: dict[tuple[int, int], weakref.ref] = {}
 _PID = os.getpid()
@@ -118,3 +118,22 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def close_file(path: str | os.PathLike) -> None:
+    """Close this process's environment of the file at ``path``, if open (the file is about to be deleted).
+
+    Used by the node's shard cache before it evicts a shard that no reader holds, so no mapping of
+    a deleted file is kept alive.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    with _LOCK:
+        if _PID != os.getpid():
+            _close_inherited()
+        ref = _ENVS.pop((st.st_dev, st.st_ino), None)
+    env = ref() if ref is not None else None
+    if env is not None:
+        env.close()

@@ -92,8 +92,14 @@ class OpenedPack:
             raise DatasetChangedError(_changed(self.root, f"{self.manifest.shards[shard].path} was replaced"))
 
 
-def open_pack(root: str | os.PathLike) -> OpenedPack:
+def open_pack(root: str | os.PathLike, *, shards_here: bool = True) -> OpenedPack:
     """Open and check the packed dataset in ``root`` (see the module docstring for the checks).
+
+    Args:
+        root: the dataset folder.
+        shards_here: False for the local mirror of a remote dataset (:mod:`fastdata.storage`), whose
+            folder holds the manifest, labels and index files but not the shards: the node's shard
+            cache checks each shard's size and CRC32C when it downloads it.
 
     Returns:
         The opened pack.
@@ -112,12 +118,12 @@ def open_pack(root: str | os.PathLike) -> OpenedPack:
     targets = load_targets(base, manifest, _existing(base, manifest.targets))
     paths, identities = [], []
     for shard in manifest.shards:
-        path = _existing(base, shard.path)
-        st = stat_regular(path, nbytes=shard.nbytes)
+        path = _existing(base, shard.path) if shards_here else resolve_inside(base, shard.path)
         if shard.num_samples > shard.nbytes // MIN_RECORD_BYTES:
             raise CorruptRecordError(path, None, f"cannot hold the {shard.num_samples} records the manifest claims")
+        st = stat_regular(path, nbytes=shard.nbytes) if shards_here else None
         paths.append(str(path))
-        identities.append((st.st_dev, st.st_ino))
+        identities.append((st.st_dev, st.st_ino) if st is not None else (0, 0))
     located = [storage.positions(base, shard) for shard in manifest.shards]
     if _identity(base / MANIFEST_NAME) != before:
         raise DatasetChangedError(_changed(base, "its manifest.json was replaced while it was being opened"))

@@ -29,6 +29,7 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset, Sampler, SequentialSampler
 from torch.utils.data.distributed import DistributedSampler as _TorchDistributedSampler
 
+from fastdata.dataset import ShardDataset
 from fastdata.loader.background import LoaderIter, close_all, shutdown_persistent
 from fastdata.loader.resume import (
     STATE_VERSION, PassState, after_base_seed, get_rng_states, has_state_methods, pass_key_for, restore_sampler,
@@ -58,7 +59,13 @@ class _PassIndexSampler:
             return iter(())
         inner = DataLoader._index_sampler.fget(loader)
         pass_state = loader._setup_pass
-        return iter(inner) if pass_state is None else pass_state.index_iter(inner)
+        it = iter(inner) if pass_state is None else pass_state.index_iter(inner)
+        if isinstance(loader.dataset, ShardDataset) and loader.dataset.remote:  # downloads in this pass's order
+            in_flight = loader.num_workers * (loader.prefetch_factor or 2) if loader.num_workers > 0 else 1
+            it = loader.dataset.plan(it, lag=in_flight)
+            if pass_state is not None:
+                pass_state.track(it)
+        return it
 
 
 class DataLoaderX(DataLoader):

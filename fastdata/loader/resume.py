@@ -72,6 +72,10 @@ class PassState:
         self._index_iters.append(gen)
         return gen
 
+    def track(self, it: Iterator[Any]) -> None:
+        """Close ``it`` (a generator wrapping the index iterator) with the index iterators."""
+        self._index_iters.append(it)
+
     def close_index_iters(self) -> None:
         """Close the index generators (and so the sampler's): its "pass in progress" ends now."""
         for gen in self._index_iters:

@@ -19,6 +19,7 @@ from fastdata.formats.example import ImageRecord
 from fastdata.formats.files import open_regular, resolve_inside
 from fastdata.formats.manifest import Manifest, ShardInfo
 from fastdata.formats.targets import load_targets
+from fastdata.storage.transfer import CheckSource
 
 _SHOWN = 5  # label mismatches listed one by one per shard; the rest are counted
 
@@ -36,8 +37,12 @@ class VerifyReport:
 
 
 def describe(root: str | os.PathLike) -> str:
-    """A human-readable summary: samples, classes with counts, shards with sizes, skipped files."""
-    root = Path(root)
+    """A human-readable summary: samples, classes with counts, shards with sizes, skipped files.
+
+    ``root`` may be a URL (``s3://bucket/x``): only the manifest and labels are downloaded.
+    """
+    source = CheckSource(root)
+    root = source.root
     manifest = Manifest.load(root)
     try:
         targets = load_targets(root.resolve(), manifest, resolve_inside(root, manifest.targets))
@@ -46,7 +51,7 @@ def describe(root: str | os.PathLike) -> str:
         counts = ["?"] * len(manifest.classes)  # the per-class counts come from targets.npy; verify says what is wrong
     total_bytes = sum(s.nbytes for s in manifest.shards)
     lines = [
-        f"dataset   {root}",
+        f"dataset   {source.name}",
         f"format    {manifest.format} (manifest v{manifest.version}, {manifest.created_by})",
         f"samples   {manifest.num_samples}",
         f"classes   {len(manifest.classes)}",
@@ -76,7 +81,8 @@ def verify(
     class text a record carries must be the manifest's name of its class.
 
     Args:
-        root: a folder written by ``fastdata pack``.
+        root: a folder written by ``fastdata pack``, or its URL (each shard is then downloaded to a
+            temporary folder, checked and deleted, one at a time).
         decode: also decode every image (slower, catches damage inside image bytes of formats
             without per-record checksums), under the pixel limit the dataset was packed with;
             the codecs' own messages are not printed (pack recorded them in the manifest).
@@ -89,7 +95,8 @@ def verify(
     Raises:
         FileNotFoundError: ``root`` holds no manifest.
     """
-    root = Path(root)
+    source = CheckSource(root)
+    root = source.root
     report = VerifyReport()
     try:
         manifest = Manifest.load(root)
@@ -101,6 +108,10 @@ def verify(
     decoder = get_decoder("auto") if decode else None
     labels: list[array | None] = []
     for shard in manifest.shards:
+        if not source.fetch(shard):  # a no-op for a local folder; one shard at a time from a URL
+            report.problems.append(f"{shard.path}: missing")
+            labels.append(None)
+            continue
         if not _check_file(base, shard, report.problems):
             labels.append(None)
             continue
@@ -111,6 +122,7 @@ def verify(
         report.problems += [p if p.startswith(named) else f"{shard.path}: {p}" for p in shard_problems]
         report.problems += seen.problems
         labels.append(seen.labels)
+        source.drop(shard)
         report.records += shard.num_samples
         if progress is not None:
             progress(report.records)

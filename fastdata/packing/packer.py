@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ from fastdata.decode import DEFAULT_MAX_PIXELS
 from fastdata.decode.limits import as_limit
 from fastdata.formats import get_format
 from fastdata.formats.files import crc32c_hex
-from fastdata.formats.manifest import MANIFEST_NAME, Manifest, SkippedFile
+from fastdata.formats.manifest import MANIFEST_NAME, Manifest, ShardInfo, SkippedFile
 from fastdata.formats.targets import encode_targets
 from fastdata.packing.journal import PackJournal, check_finished, fingerprint, journal_header, source_digest
 from fastdata.packing.lock import OutputLock
@@ -31,6 +32,7 @@ from fastdata.packing.pool import cap_workers
 from fastdata.packing.scan import ImageFolderScan, scan_image_folder
 from fastdata.packing.space import OutOfSpaceError, is_out_of_space, out_of_space_error
 from fastdata.packing.writer import DEFAULT_SHARD_SIZE, ShardWriter
+from fastdata.storage.urls import is_url
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +76,9 @@ def pack(
     progress: bool = True,
     max_pixels: int | None = DEFAULT_MAX_PIXELS,
     allow_empty: bool = False,
+    on_shard: Callable[[ShardInfo], None] | None = None,
 ) -> Manifest:
-    """Pack the ImageFolder tree ``src`` into ``format`` shards in ``out``.
+    """Pack the ImageFolder tree ``src`` into ``format`` shards in ``out`` (a folder or a URL).
 
     Only one pack at a time may write to ``out`` (an exclusive lock on ``out/.fastdata.lock``),
     and a pack never deletes or replaces a file it did not write (see :mod:`fastdata.packing.output`).
@@ -83,7 +86,9 @@ def pack(
     Args:
         src: folder with one subfolder per class (torchvision ImageFolder semantics).
         out: output folder (created if missing); must be empty, or hold a fastdata dataset or
-            unfinished pack, unless ``overwrite`` is set.
+            unfinished pack, unless ``overwrite`` is set. Or a URL such as ``s3://bucket/dataset``:
+            shards are then written to a local staging folder and uploaded as they complete,
+            ``manifest.json`` last (see :func:`fastdata.storage.transfer.pack_to_url`).
         format: ``"tfrecord"`` or ``"lmdb"``.
         shard_size: upper bound on a shard's size in bytes (default 256 MiB).
         samples_per_shard: upper bound on records per shard (default: none).
@@ -106,6 +111,7 @@ def pack(
             0 or None packs images of any size.
         allow_empty: write a dataset even when every image was skipped (``len(ds) == 0``);
             by default that raises :class:`NothingPackedError`.
+        on_shard: called with each shard's manifest entry as soon as the shard is published.
 
     Images are accepted as PIL accepts them: a JPEG with libjpeg warnings ("extraneous bytes
     before marker") is packed, and the codec messages of every such file are recorded in the
@@ -129,6 +135,13 @@ def pack(
             ``resume`` after freeing space finishes the pack.
         NothingPackedError: every image was skipped and ``allow_empty`` is not set (no dataset is left in ``out``).
     """
+    if is_url(out):
+        from fastdata.storage.transfer import pack_to_url
+
+        return pack_to_url(src, out, format=format, shard_size=shard_size, samples_per_shard=samples_per_shard,
+                           max_side=max_side, quality=quality, shuffle_seed=shuffle_seed, workers=workers,
+                           strict=strict, resume=resume, overwrite=overwrite, progress=progress,
+                           max_pixels=max_pixels, allow_empty=allow_empty)
     storage = get_format(format)
     options = _check_options(format, shard_size, samples_per_shard, max_side, quality, shuffle_seed, workers)
     options["max_pixels"] = as_limit(max_pixels)
@@ -148,7 +161,7 @@ def pack(
         prepare_output(out, resume=resume, overwrite=overwrite)
         try:
             return _pack_locked(scan, out, storage.name, options, shard_size, samples_per_shard, workers, strict,
-                                resume, progress, allow_empty)
+                                resume, progress, allow_empty, on_shard)
         except BaseException as exc:
             _remove_pieces(out)  # whatever stopped the pack (Ctrl-C, SIGTERM, a full disk), leave no .tmp behind
             if isinstance(exc, OSError) and not isinstance(exc, OutOfSpaceError) and is_out_of_space(exc, out):
@@ -166,6 +179,7 @@ def _remove_pieces(out: Path) -> None:
 def _pack_locked(
     scan: ImageFolderScan, out: Path, format: str, options: dict, shard_size: int, samples_per_shard: int | None,
     workers: int, strict: bool, resume: bool, progress: bool, allow_empty: bool,
+    on_shard: Callable[[ShardInfo], None] | None,
 ) -> Manifest:
     """The pack itself, with ``out`` locked and checked."""
     order = _source_order(len(scan.paths), options["shuffle_seed"])
@@ -190,7 +204,8 @@ def _pack_locked(
         for i in range(start, len(paths))
     ]
     writer = ShardWriter(
-        out, format=format, shard_size=shard_size, samples_per_shard=samples_per_shard, first_shard=len(entries)
+        out, format=format, shard_size=shard_size, samples_per_shard=samples_per_shard, first_shard=len(entries),
+        on_shard=on_shard,
     )
     found = list(scan.skipped) if start == 0 else []  # recorded with the first shard, so a resume has them too
     entries += write_shards(jobs, writer, journal, scan.classes, workers, strict, progress, len(paths), start, found)

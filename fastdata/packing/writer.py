@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -32,6 +33,7 @@ class ShardWriter:
         shard_size: upper bound on a shard's size in bytes.
         samples_per_shard: upper bound on records per shard (None: no count bound).
         first_shard: number of the first shard to write (for resuming).
+        on_shard: called with each shard's manifest entry once the shard is published (e.g. to upload it).
 
     Example::
 
@@ -49,6 +51,7 @@ class ShardWriter:
         shard_size: int = DEFAULT_SHARD_SIZE,
         samples_per_shard: int | None = None,
         first_shard: int = 0,
+        on_shard: Callable[[ShardInfo], None] | None = None,
     ) -> None:
         if int(shard_size) <= 0:
             raise ValueError(f"shard_size must be a positive number of bytes, got {shard_size!r}")
@@ -62,6 +65,7 @@ class ShardWriter:
         self.shards: list[ShardInfo] = []
         self._current: ShardWriterBase | None = None
         self._current_bytes = 0
+        self.on_shard = on_shard
 
     def is_full_for(self, record: ImageRecord) -> bool:
         """True when the open shard must be finished before ``record`` can be written."""
@@ -89,6 +93,8 @@ class ShardWriter:
         info = self._current.close(self.out)
         self._current = None
         self.shards.append(info)
+        if self.on_shard is not None:
+            self.on_shard(info)
         return info
 
     @property

@@ -1,0 +1,390 @@
+"""The node-local shard cache: one download per shard per node, a byte budget, furthest-next-use eviction.
+
+Layout of one dataset's cache folder (``cache_dir/<name>-<hash of the URL>/``)::
+
+    meta/               manifest, labels and index files (small; outside the budget)
+    shards/<crc>-<name> whole, checked shards (the crc in the name: a re-pack never serves stale bytes)
+    shards/<...>.tmp    downloads in progress, created at their full size (so they count in the budget)
+    locks/<...>.lock    one lock file per shard (never deleted)
+    plans/<pid>.npy     each planning process's next use of every shard (see prefetch.py)
+    budget.lock         taken while space is made and reserved
+
+Protocol: readers hold a *shared* lock on a shard while they use it. Downloading and evicting
+take the *exclusive* lock without waiting, and re-check the file after taking it (another process
+may have finished the work in between). A download goes to ``.tmp``, is checked against the
+manifest's size and CRC32C, and only then renamed into place; a failed check is retried, never served.
+
+Eviction (under ``budget.lock``): among shards no one holds, the one whose next use is furthest
+in the future (from every planning process's plan; a shard in no plan is furthest) goes first.
+A prefetch (``strict``) only evicts shards needed later than the one it brings (Belady's rule), so
+prefetching never evicts what is read sooner. A read that needs its shard now evicts any shard
+no one holds; when every cached shard is held it waits for one to be let go, and only after
+:data:`OVER_BUDGET_WAIT_S` exceeds the budget (with a warning) rather than stall training.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+import math
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import google_crc32c
+import numpy as np
+
+from fastdata.storage import trace
+from fastdata.storage.locks import FileLock
+from fastdata.storage.plans import publish_plan, read_plans
+from fastdata.storage.remote import RemoteIOError, Store
+
+logger = logging.getLogger(__name__)
+
+TMP = ".tmp"
+RETRY_DELAYS_S = (0.05, 0.2, 1.0)  # attempt 2, 3, 4 wait this long first
+OVER_BUDGET_WAIT_S = 10.0  # a reader waits this long for room before it exceeds the budget
+
+
+class DownloadError(RemoteIOError):
+    """A shard could not be downloaded intact (every attempt failed or was corrupt)."""
+
+
+class Fetch(enum.Enum):
+    """What :meth:`ShardCache.fetch` did."""
+
+    DONE = "done"  # the shard is in the cache
+    BUSY = "busy"  # another process holds the shard (downloading, evicting or reading it)
+    NO_ROOM = "no_room"  # a strict fetch found no shard it may evict
+
+
+@dataclass(frozen=True)
+class CachedShard:
+    """What the cache needs to know of one shard (from the manifest)."""
+
+    rel: str
+    nbytes: int
+    crc32c: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.crc32c}-{self.rel.replace('/', '__')}"
+
+
+class Hold:
+    """A shared lock on a cached shard: it is not evicted while held. Call :meth:`release` when done."""
+
+    def __init__(self, shard: int, path: Path, lock: FileLock) -> None:
+        self.shard = shard
+        self.path = path
+        self.lock = lock
+        self.inode = os.stat(path).st_ino
+
+    def release(self) -> None:
+        self.lock.release()
+
+
+@dataclass
+class Claim:
+    """A shard whose download this process took (:meth:`ShardCache.claim`): its exclusive lock and reserved room."""
+
+    shard: int
+    lock: FileLock
+
+
+def minimum_budget(sizes: Sequence[int], prefetch: int) -> int:
+    """The smallest workable ``cache_limit``: the prefetch window plus the shard being read, at the largest shard size."""
+    return (int(prefetch) + 1) * max(sizes, default=0)
+
+
+class ShardCache:
+    """The cached copies of one dataset's shards, shared by every process of the node.
+
+    Args:
+        root: this dataset's cache folder (created if missing).
+        store: where the shards are downloaded from.
+        shards: the manifest's shards, in order.
+        limit: byte budget for ``shards/`` (None: unlimited).
+        retries: download attempts per shard before :class:`DownloadError`.
+    """
+
+    def __init__(self, root: str | os.PathLike, store: Store, shards: Sequence[CachedShard], limit: int | None,
+                 *, retries: int = 4) -> None:
+        self.root = Path(root)
+        self.store = store
+        self.shards = list(shards)
+        self.limit = limit
+        self.retries = retries
+        for sub in ("shards", "locks", "plans"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        self._index = {s.name: i for i, s in enumerate(self.shards)}
+        self._warned = False
+        self.live_plans = 0
+
+    # -- paths -----------------------------------------------------------------------------------
+    def path(self, shard: int) -> Path:
+        return self.root / "shards" / self.shards[shard].name
+
+    def _lock(self, name: str) -> FileLock:
+        return FileLock(self.root / "locks" / (name + ".lock"))
+
+    def present(self, shard: int) -> bool:
+        """True when the whole shard is in the cache (no lock taken: it may be evicted right after)."""
+        try:
+            return os.stat(self.path(shard)).st_size == self.shards[shard].nbytes
+        except FileNotFoundError:
+            return False
+
+    # -- readers ---------------------------------------------------------------------------------
+    def try_hold(self, shard: int) -> Hold | Fetch | None:
+        """Hold the shard if it is cached; ``Fetch.BUSY`` while another process downloads or evicts it; None if absent."""
+        lock = self._lock(self.shards[shard].name)
+        if not lock.acquire(exclusive=False, blocking=False):
+            lock.release()
+            return Fetch.BUSY
+        if self.present(shard):
+            return Hold(shard, self.path(shard), lock)
+        lock.release()
+        return None
+
+    def hold(self, shard: int) -> Hold:
+        """Hold the shard, waiting for another process's download or downloading it here.
+
+        Raises:
+            DownloadError: the shard could not be downloaded intact.
+        """
+        deadline = time.monotonic() + OVER_BUDGET_WAIT_S
+        while True:
+            lock = self._lock(self.shards[shard].name)
+            lock.acquire(exclusive=False)  # waits while someone downloads or evicts it
+            if self.present(shard):
+                return Hold(shard, self.path(shard), lock)
+            lock.release()
+            result = self.fetch(shard, next_use=0, strict=False, exceed=time.monotonic() > deadline)
+            if result is Fetch.BUSY:
+                time.sleep(0.001)  # another process is at it: wait for it on the shared lock
+            elif result is Fetch.NO_ROOM:
+                time.sleep(0.02)  # every cached shard is in use: wait for a reader to let one go
+
+    # -- downloads -------------------------------------------------------------------------------
+    def fetch(self, shard: int, *, next_use: float = 0, strict: bool = False, exceed: bool = False) -> Fetch:
+        """Bring the shard into the cache unless another process is at it (:meth:`claim`, then :meth:`complete`).
+
+        Raises:
+            DownloadError: every attempt failed or was corrupt.
+        """
+        claim = self.claim(shard, next_use=next_use, strict=strict, exceed=exceed)
+        if isinstance(claim, Fetch):
+            return claim
+        self.complete(claim)
+        return Fetch.DONE
+
+    def claim(self, shard: int, *, next_use: float = 0, strict: bool = False,
+              exceed: bool = False) -> Claim | Fetch:
+        """Take the shard's download: its exclusive lock and its room in the budget (a full-size ``.tmp``).
+
+        Args:
+            shard: shard number.
+            next_use: how far ahead (in samples) the shard is needed; eviction keeps shards needed sooner.
+            strict: a prefetch: evict only shards needed later than ``next_use``.
+            exceed: when no unheld shard is left to evict, exceed the budget (with a warning) instead
+                of returning ``NO_ROOM``.
+
+        Returns:
+            A :class:`Claim` to pass to :meth:`complete` (any thread), or what happened instead:
+            ``DONE`` (already cached), ``BUSY`` (another process is at it), ``NO_ROOM``.
+        """
+        lock = self._lock(self.shards[shard].name)
+        if not lock.acquire(exclusive=True, blocking=False):
+            lock.release()
+            return Fetch.BUSY
+        try:
+            if self.present(shard):
+                lock.release()
+                return Fetch.DONE
+            if not self._reserve(shard, next_use, strict, exceed and not strict):
+                lock.release()
+                return Fetch.NO_ROOM
+        except BaseException:
+            lock.release()
+            raise
+        return Claim(shard, lock)
+
+    def complete(self, claim: Claim) -> None:
+        """Download a claimed shard (checked, retried), publish it and release the claim.
+
+        Raises:
+            DownloadError: every attempt failed or was corrupt (nothing is left in the cache).
+        """
+        try:
+            self._download(claim.shard)
+        finally:
+            claim.lock.release()
+
+    def _download(self, shard: int) -> None:
+        info = self.shards[shard]
+        tmp = self.path(shard).with_name(info.name + TMP)
+        last = ""
+        try:
+            for attempt in range(self.retries):
+                if attempt:
+                    time.sleep(RETRY_DELAYS_S[min(attempt, len(RETRY_DELAYS_S)) - 1])
+                try:
+                    problem = self._download_once(info, tmp)
+                except RemoteIOError as exc:
+                    problem = str(exc)
+                    trace.event("error", shard)
+                else:
+                    if not problem:
+                        with self._budget_lock():  # a rename while another process sums the folder could hide a file
+                            os.replace(tmp, self.path(shard))
+                            if trace.enabled():
+                                trace.event("ready", shard, os.stat(self.path(shard)).st_ino, self.used_bytes())
+                        return
+                    trace.event("corrupt", shard)
+                last = problem
+                logger.warning("download %d/%d of %s failed: %s", attempt + 1, self.retries,
+                               self.store.location.child(info.rel), problem)
+        finally:
+            tmp.unlink(missing_ok=True)
+        raise DownloadError(f"{self.store.location.child(info.rel)} could not be downloaded intact in {self.retries} "
+                            f"attempts (last: {last}); if this persists, check the network or run "
+                            f"`fastdata verify {self.store.url}`")
+
+    def _download_once(self, info: CachedShard, tmp: Path) -> str:
+        """One GET into ``tmp``; returns what was wrong with it ('' when size and CRC32C match)."""
+        crc = google_crc32c.Checksum()
+        received = 0
+        trace.event("get", self._index[info.name])
+        with open(tmp, "r+b" if tmp.exists() else "wb") as f:
+            for chunk in self.store.stream(info.rel):
+                received += len(chunk)
+                if received > info.nbytes:
+                    return f"body is longer than the {info.nbytes} bytes the manifest says"
+                f.write(chunk)
+                crc.update(chunk)
+        if received != info.nbytes:
+            return f"received {received} of {info.nbytes} bytes (truncated body)"
+        actual = crc.hexdigest().decode()
+        if actual != info.crc32c:
+            return f"CRC32C {actual} != {info.crc32c} in the manifest (corrupted body)"
+        return ""
+
+    # -- budget ----------------------------------------------------------------------------------
+    def used_bytes(self) -> int:
+        """Bytes in ``shards/`` (cached shards and downloads in progress)."""
+        total = 0
+        with os.scandir(self.root / "shards") as it:
+            for entry in it:
+                try:
+                    total += entry.stat().st_size
+                except FileNotFoundError:
+                    pass
+        return total
+
+    def _reserve(self, shard: int, next_use: float, strict: bool, exceed: bool) -> bool:
+        """Make room for the shard (evicting) and create its ``.tmp`` at full size; False when there is no room."""
+        need = self.shards[shard].nbytes
+        tmp = self.path(shard).with_name(self.shards[shard].name + TMP)
+        with self._budget_lock():
+            files = self._scan(exclude=self.shards[shard].name)
+            used = sum(size for _, size, _ in files)
+            if self.limit is not None and used + need > self.limit:
+                used = self._evict(files, used, need, next_use, strict)
+                if used + need > self.limit:
+                    if not exceed:
+                        return False
+                    trace.event("over", shard, 0, used + need)
+                    if not self._warned:
+                        logger.warning("shard cache %s is over its budget (%d + %d > %d bytes): every cached shard "
+                                       "is in use; raise cache_limit", self.root, used, need, self.limit)
+                        self._warned = True
+            with open(tmp, "wb") as f:
+                f.truncate(need)
+        return True
+
+    @contextlib.contextmanager
+    def _budget_lock(self) -> Iterator[None]:
+        """Held while the folder is summed, space is reserved, shards are evicted or renamed into place."""
+        with FileLock(self.root / "budget.lock") as lock:
+            lock.acquire(exclusive=True)
+            yield
+
+    def _scan(self, exclude: str) -> list[tuple[str, int, bool]]:
+        """``(name, size, is_tmp)`` of every file in ``shards/``; stale ``.tmp`` files (no downloader) are removed."""
+        files = []
+        with os.scandir(self.root / "shards") as it:
+            for entry in it:
+                name = entry.name
+                is_tmp = name.endswith(TMP)
+                base = name[: -len(TMP)] if is_tmp else name
+                if base == exclude:
+                    continue
+                try:
+                    size = entry.stat().st_size
+                except FileNotFoundError:
+                    continue
+                if is_tmp:
+                    lock = self._lock(base)
+                    if lock.acquire(exclusive=True, blocking=False):  # its downloader died
+                        Path(entry.path).unlink(missing_ok=True)
+                        lock.release()
+                        continue
+                    lock.release()
+                files.append((name, size, is_tmp))
+        return files
+
+    def _evict(self, files: list[tuple[str, int, bool]], used: int, need: int, next_use: float, strict: bool) -> int:
+        """Delete unheld shards, furthest next use first, until ``need`` more bytes fit; return the bytes left."""
+        distance = self.next_uses()
+        candidates = []
+        for name, size, is_tmp in files:
+            if is_tmp:
+                continue
+            number = self._index.get(name)
+            far = math.inf if number is None else distance[number]
+            if not strict or far > next_use:
+                candidates.append((far, size, name, number))
+        candidates.sort(key=lambda c: (c[0], c[1]), reverse=True)
+        chosen: list[tuple[FileLock, str, int, int | None]] = []  # locked, not yet deleted
+        freed = 0
+        for _, size, name, number in candidates:
+            if used - freed + need <= self.limit:
+                break
+            lock = self._lock(name)
+            if lock.acquire(exclusive=True, blocking=False):
+                chosen.append((lock, name, size, number))
+                freed += size
+            else:
+                lock.release()  # someone reads it
+        if strict and used - freed + need > self.limit:
+            freed = 0  # not enough: a prefetch evicts nothing rather than something in vain
+        for lock, name, size, number in chosen:
+            try:
+                if freed:
+                    path = self.root / "shards" / name
+                    try:
+                        inode = os.stat(path).st_ino
+                    except FileNotFoundError:
+                        continue
+                    trace.event("evict", -1 if number is None else number, inode, used - size)
+                    path.unlink()
+                    used -= size
+            finally:
+                lock.release()
+        return used
+
+    def next_uses(self) -> np.ndarray:
+        """Per shard, the nearest next use (in samples) over every live plan of the node; ``inf`` where none plans it.
+
+        :attr:`live_plans` is set to the number of live plans read.
+        """
+        best, self.live_plans = read_plans(self.root / "plans", len(self.shards))
+        return best
+
+    def publish_plan(self, distances: np.ndarray | None) -> None:
+        """Write (None: remove) this process's next use of every shard, -1 for none."""
+        publish_plan(self.root / "plans", distances)

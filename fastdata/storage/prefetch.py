@@ -1,0 +1,322 @@
+"""Prefetch in sampler order: the shards the next batches need are downloaded ahead, a few at a time.
+
+:func:`planned` wraps a pass's index stream (in the main process, where the sampler runs): it
+reads up to :data:`PLAN_HORIZON` indices ahead of what it hands out, so :class:`PassPlan` knows
+which shard each upcoming sample needs and when. A :class:`Prefetcher` thread then claims the
+shards of the batches in flight plus the next ``window`` distinct ones, strictly in order of first
+use (a shard needed later never takes the room one needed sooner waits for), and downloads up to
+``window`` at once. It publishes the plan (each shard's next use) to the cache folder, where
+eviction in any process of the node reads it: the shard needed furthest in the future goes first.
+
+Under a budget, a TFRecord shard is downloaded only if reads of at least half its samples come
+while it would still be cached (:meth:`PassPlan.usage`); the others are served record by record
+by ranged GETs, so a full shuffle on a small cache does not thrash.
+
+Distances are in samples of this process's stream, counted from the sample presumed being read:
+an index handed to the loader counts as read only ``lag`` items later (the batches the workers
+hold), so shards of dispatched batches are never "in the past".
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from fastdata.storage import trace
+from fastdata.storage.cache import Claim, DownloadError, Fetch, ShardCache
+
+logger = logging.getLogger(__name__)
+
+#: How many indices of a pass are read ahead of the loader to plan downloads and eviction.
+PLAN_HORIZON = 65536
+_POLL_S = 0.05  # the prefetcher re-checks at least this often (a shard freed, a budget freed)
+_MIN_STEP_S = 0.01  # at least this long between planning steps (each is a np.unique over the horizon)
+_IDLE_EXIT_S = 5.0  # a prefetcher without a pass stops its thread after this long
+_END = object()
+
+
+class PassPlan:
+    """Which shard each upcoming sample of one pass needs. Thread-safe: fed by the loader, read by the prefetcher.
+
+    Args:
+        starts: first sample of each shard plus the total (the dataset's shard offsets).
+    """
+
+    def __init__(self, starts: np.ndarray) -> None:
+        self._starts = np.asarray(starts, dtype=np.int64)
+        self._chunks: list[np.ndarray] = []
+        self._array = np.zeros(0, np.int64)  # shards of positions [_base, fed)
+        self._base = 0
+        self.fed = 0  # samples planned (read from the sampler)
+        self.dispatched = 0  # samples handed to the loader
+        self.cursor = 0  # samples presumed read
+        self.exhausted = False
+        self._lock = threading.Lock()
+
+    @property
+    def num_shards(self) -> int:
+        return len(self._starts) - 1
+
+    def push(self, indices: np.ndarray) -> None:
+        """Append the next samples of the pass."""
+        shards = np.searchsorted(self._starts, indices, side="right") - 1
+        with self._lock:
+            self._chunks.append(shards.astype(np.int64, copy=False))
+            self.fed += len(shards)
+
+    def dispatch(self, n: int) -> None:
+        """``n`` more samples were handed to the loader (its workers read them soon)."""
+        with self._lock:
+            self.dispatched += n
+
+    def advance(self, n: int) -> None:
+        """``n`` more samples were read."""
+        with self._lock:
+            self.cursor += n
+
+    @property
+    def in_flight(self) -> int:
+        """Samples handed to the loader but presumed not read yet."""
+        return self.dispatched - self.cursor
+
+    def _view(self) -> tuple[np.ndarray, int]:
+        with self._lock:
+            if self._chunks:
+                self._array = np.concatenate([self._array, *self._chunks])
+                self._chunks = []
+            drop = self.cursor - self._base
+            if drop > 0:
+                self._array = self._array[drop:]
+                self._base = self.cursor
+            return self._array, self._base
+
+    def distances(self) -> np.ndarray:
+        """Per shard, samples until its next use (0: in use now), -1 when it is not planned."""
+        return self.usage(None)[0]
+
+    def usage(self, near: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """Per shard: samples until its next use (-1: not planned), and whether a download of it pays off.
+
+        A download pays off when reads of at least half of the shard's samples fall within the next
+        ``near`` samples (about what the cache can hold, so the shard is still cached when they come);
+        ``near=None`` (no budget): always. A shard read in one stretch (a blocks order) always pays off;
+        one sample of it now and then (a full shuffle on a small cache) does not: ranged reads serve it.
+        """
+        array, base = self._view()
+        distances = np.full(self.num_shards, -1, dtype=np.int64)
+        if len(array):
+            shards, first = np.unique(array, return_index=True)
+            distances[shards] = first + (base - self.cursor)
+        if near is None:
+            return distances, distances >= 0
+        soon = np.bincount(array[: max(self.cursor - base, 0) + near], minlength=self.num_shards)
+        return distances, (distances >= 0) & (2 * soon >= self._sizes)
+
+    @property
+    def _sizes(self) -> np.ndarray:
+        return np.diff(self._starts)
+
+    @staticmethod
+    def upcoming(distances: np.ndarray, count: int, worth: np.ndarray | None = None,
+                 in_flight: int = 0) -> list[tuple[int, int]]:
+        """The shards in use now (the samples in flight) and the next ``count`` distinct ones, by first use.
+
+        ``worth`` (optional mask): only those shards are considered.
+        """
+        planned = np.flatnonzero((distances >= 0) if worth is None else worth)
+        order = planned[np.argsort(distances[planned], kind="stable")]
+        now = int(np.count_nonzero(distances[order] < max(in_flight, 1)))
+        return [(int(s), int(distances[s])) for s in order[: now + count]]
+
+
+class Prefetcher:
+    """Keeps the shards in use and the next ``window`` ones of the current pass coming (``window`` downloads at once).
+
+    Args:
+        cache: the node's shard cache.
+        window: distinct shards ahead to download (and concurrent downloads).
+        near: samples the cache holds about (None: no budget); shards whose reads are spread wider
+            are left to ranged reads when ``bypass`` (see :meth:`PassPlan.usage`).
+        bypass: readers can serve single records without the shard (TFRecord's ranged reads).
+    """
+
+    def __init__(self, cache: ShardCache, window: int, *, near: int | None = None, bypass: bool = False) -> None:
+        self.cache = cache
+        self.window = int(window)
+        self.near = near if bypass else None
+        self._plan: PassPlan | None = None
+        self._cond = threading.Condition()
+        self._dirty = False  # something changed since the last step
+        self._inflight: set[int] = set()
+        self._failed: set[int] = set()
+        self._thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._stop = False
+
+    def start_pass(self, plan: PassPlan) -> None:
+        """Make ``plan`` the current pass: publish it and start its first downloads now."""
+        with self._cond:
+            self._plan = plan
+            self._failed.clear()
+            if self._thread is None or not self._thread.is_alive():
+                self._stop = False
+                self._pool = self._pool or ThreadPoolExecutor(max(1, self.window), thread_name_prefix="fastdata-fetch")
+                self._thread = threading.Thread(target=self._run, name="fastdata-prefetch", daemon=True)
+                self._thread.start()
+        self._step(plan)
+
+    def end_pass(self, plan: PassPlan) -> None:
+        """The pass was abandoned: stop planning for it."""
+        with self._cond:
+            if self._plan is plan:
+                self._plan = None
+                self.cache.publish_plan(None)
+            self._cond.notify_all()
+
+    def notify(self) -> None:
+        """The cursor moved: look again."""
+        with self._cond:
+            self._dirty = True
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        """Stop the thread and remove the plan (downloads in progress finish)."""
+        with self._cond:
+            self._stop = True
+            self._plan = None
+            self._cond.notify_all()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+        self.cache.publish_plan(None)
+
+    def _run(self) -> None:
+        idle_since = last_step = time.monotonic()
+        while True:
+            with self._cond:
+                self._cond.wait(_POLL_S)
+                plan, stop, dirty = self._plan, self._stop, self._dirty or bool(self._inflight)
+                if stop or (not dirty and time.monotonic() - idle_since > _IDLE_EXIT_S):
+                    self._thread = None  # the plan file stays: the last items may still be read
+                    return
+            if plan is None or not dirty:
+                continue
+            pause = _MIN_STEP_S - (time.monotonic() - last_step)
+            if pause > 0:
+                time.sleep(pause)
+            idle_since = last_step = time.monotonic()
+            try:
+                self._step(plan)
+            except Exception:  # noqa: BLE001 - a failed look-ahead must not kill the thread; readers fall back
+                logger.exception("fastdata prefetch: planning step failed")
+
+    def _step(self, plan: PassPlan) -> None:
+        """Claim the upcoming shards in order of need (room is taken in that order), download them in the pool."""
+        with self._cond:
+            self._dirty = False
+        distances, worth = plan.usage(self.near)
+        self.cache.publish_plan(distances)  # eviction compares these with the distances given to claim()
+        for shard, distance in PassPlan.upcoming(distances, self.window, worth, plan.in_flight):
+            with self._cond:
+                if self._stop or self._pool is None:
+                    return
+                if shard in self._inflight or shard in self._failed or self.cache.present(shard):
+                    continue
+            claim = self.cache.claim(shard, next_use=distance, strict=True)
+            if claim is Fetch.NO_ROOM:
+                self._retry_soon()
+                return  # no shard needed later may take the room this one waits for
+            if isinstance(claim, Fetch):
+                if claim is Fetch.BUSY:
+                    self._retry_soon()  # another process downloads it (or a reader just looked): check again
+                continue
+            with self._cond:
+                try:
+                    self._pool.submit(self._download, claim)
+                except RuntimeError:  # the pool is shut down (close() or interpreter exit)
+                    claim.lock.release()
+                    return
+                self._inflight.add(shard)
+            trace.event("prefetch", shard, distance)
+
+    def _retry_soon(self) -> None:
+        with self._cond:
+            self._dirty = True  # the next poll steps again
+
+    def _download(self, claim: Claim) -> None:
+        try:
+            self.cache.complete(claim)
+        except DownloadError as exc:
+            logger.error("prefetch gave up on shard %d: %s", claim.shard, exc)
+            with self._cond:
+                self._failed.add(claim.shard)  # readers will try (and report) it themselves
+        except Exception:  # noqa: BLE001 - readers fall back to their own download
+            logger.exception("prefetch of shard %d failed", claim.shard)
+            with self._cond:
+                self._failed.add(claim.shard)
+        finally:
+            with self._cond:
+                self._inflight.discard(claim.shard)
+                self._dirty = True
+                self._cond.notify_all()
+
+
+def _indices(item: Any) -> np.ndarray:
+    if isinstance(item, (int, np.integer)):
+        return np.asarray([item], dtype=np.int64)
+    return np.asarray(list(item), dtype=np.int64).reshape(-1)
+
+
+def planned(order: Iterable[Any], plan: PassPlan, prefetcher: Prefetcher, *, lag: int = 0,
+            horizon: int = PLAN_HORIZON) -> Iterator[Any]:
+    """Yield the items of ``order`` (indices or index batches) unchanged, planning downloads ahead of them.
+
+    Args:
+        order: the pass's indices, or batches of indices.
+        plan: the pass's plan (fed here).
+        prefetcher: started on the plan before the first item is handed out. When the items run out
+            the plan stays current (its last ``lag`` items are still being read) until the next pass
+            starts or the prefetcher is closed; a generator closed early ends it at once.
+        lag: items handed out that are presumed not read yet (the loader's batches in flight).
+        horizon: indices to read ahead of the loader.
+    """
+    source = iter(order)
+    ahead: collections.deque[tuple[Any, int]] = collections.deque()
+    in_flight: collections.deque[int] = collections.deque()
+    planned_count = 0
+    started = completed = False
+    try:
+        while True:
+            while not plan.exhausted and planned_count < horizon:
+                item = next(source, _END)
+                if item is _END:
+                    plan.exhausted = True
+                    break
+                indices = _indices(item)
+                plan.push(indices)
+                ahead.append((item, len(indices)))
+                planned_count += len(indices)
+            if not started:
+                prefetcher.start_pass(plan)
+                started = True
+            if not ahead:
+                completed = True  # the plan stays: the loader is still reading the last `lag` items
+                return
+            item, n = ahead.popleft()
+            planned_count -= n
+            plan.dispatch(n)
+            in_flight.append(n)
+            while len(in_flight) > lag:
+                plan.advance(in_flight.popleft())
+            prefetcher.notify()
+            yield item
+    finally:
+        if not completed:  # abandoned (closed early): stop planning for it now
+            prefetcher.end_pass(plan)

@@ -1,0 +1,82 @@
+"""Prefetch: the plan of a pass, downloads in the order the loader will read (bounded concurrency), and
+records served by ranged GETs while their shard is still downloading (the first batch waits for no shard)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from fastdata import DataLoaderX, ShardDataset
+from fastdata.storage import trace
+from fastdata.storage.prefetch import PassPlan
+from tests.storage.helpers import Crc, ShardBlockOrder
+from tests.storage.servers import Fault
+
+
+def test_pass_plan_distances_and_what_is_worth_downloading():
+    starts = np.array([0, 4, 8, 12, 16])  # 4 shards of 4 samples
+    blocks = PassPlan(starts)
+    blocks.push(np.array([9, 8, 11, 10, 1, 0, 3, 2, 15, 12, 13, 14, 5, 4, 6, 7]))
+    blocks.advance(2)
+    distances, worth = blocks.usage(near=6)
+    assert distances.tolist() == [2, 10, 0, 6]
+    assert worth.tolist() == [True, False, True, False]  # shards read in one stretch within the next 6 samples
+    assert PassPlan.upcoming(distances, 1) == [(2, 0), (0, 2)]
+    assert PassPlan.upcoming(distances, 1, in_flight=3) == [(2, 0), (0, 2), (3, 6)]
+    spread = PassPlan(starts)
+    spread.push(np.array([0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15]))
+    assert not spread.usage(near=4)[1].any()  # one sample per shard now and then: ranged reads serve those
+    assert spread.usage(near=None)[1].all()  # no budget: everything is worth keeping
+
+
+def _collate(batch):
+    return batch
+
+
+def test_downloads_follow_the_loaders_order_with_bounded_concurrency(s3, remote_pack, tmp_path, monkeypatch):
+    if remote_pack.format != "tfrecord":
+        pytest.skip("the order of downloads does not depend on the format")
+    monkeypatch.setenv(trace.ENV, str(tmp_path / "trace.log"))
+    s3.proxy.faults.append(Fault("/shard-", "slow", times=10**6, delay=0.05, ranged=False))
+    remote = ShardDataset(remote_pack.url, transform=Crc(), cache_dir=tmp_path / "cache", prefetch=2)
+    order = ShardBlockOrder(remote._starts, blocks=True, seed=5)
+    expected_shards = list(dict.fromkeys(
+        int(np.searchsorted(remote._starts, i, side="right")) - 1 for i in ShardBlockOrder(remote._starts, blocks=True,
+                                                                                            seed=5)))
+    loader = DataLoaderX(remote, batch_size=4, sampler=order, num_workers=0, collate_fn=_collate)
+    reference = ShardDataset(remote_pack.local, transform=Crc())
+    got = [crc for batch in loader for crc, _ in batch]
+    remote.close()
+    assert got == [reference[i][0] for i in ShardBlockOrder(remote._starts, blocks=True, seed=5)]
+    log = trace.read_events(tmp_path / "trace.log")
+    queued = list(dict.fromkeys(shard for _, _, name, shard, _, _ in log if name == "prefetch"))  # retries dropped
+    assert queued == [s for s in expected_shards if s in queued]  # queued in the order the loader reads them
+    assert len(queued) >= remote_pack.num_shards // 2
+    events = [e for e in log if e[2] in ("get", "ready")]
+    running, most = 0, 0
+    for _, _, name, _, _, _ in events:
+        running += 1 if name == "get" else -1
+        most = max(most, running)
+    assert most <= 2  # prefetch=2: at most two downloads at once
+
+
+def test_record_is_served_by_a_ranged_get_while_its_shard_downloads(s3, remote_pack, tmp_path):
+    if remote_pack.format != "tfrecord":
+        pytest.skip("only TFRecord records can be read by ranged GETs (LMDB readers wait for the shard)")
+    remote = ShardDataset(remote_pack.url, cache_dir=tmp_path / "cache")
+    reference = ShardDataset(remote_pack.local)
+    s3.proxy.faults.append(Fault("/shard-00000.", "slow", times=1, delay=3.0, ranged=False))
+    download = threading.Thread(target=remote._remote.cache.fetch, args=(0,))
+    download.start()
+    time.sleep(0.3)  # the download holds the shard's lock and waits for the slow server
+    begin = time.monotonic()
+    assert remote.read(1) == reference.read(1)
+    assert time.monotonic() - begin < 2.0  # did not wait for the whole shard
+    assert download.is_alive()
+    download.join()
+    path = "/" + remote_pack.url[len("s3://"):] + "/shard-00000.tfrecord"
+    assert s3.proxy.gets(path, ranged=True) == {path: 1}
+    assert remote.read(2) == reference.read(2) and s3.proxy.gets(path, ranged=True) == {path: 1}  # now local

@@ -1,0 +1,96 @@
+"""The clients: whole, ranged and streamed reads against moto (S3) and a Range-capable HTTP server; a server
+that ignores Range is detected; clients are made per process and never cross a fork."""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+
+import pytest
+
+from fastdata.storage.remote import HTTPStore, RangeNotSupportedError, RemoteIOError, S3Store, get_store
+from tests.storage.servers import Fault
+
+DATA = bytes(range(256)) * 400  # 102400 bytes
+
+
+@pytest.fixture
+def s3_object(s3):
+    store = get_store(s3.url("remote-test"))
+    store.put("blob.bin", DATA)
+    s3.proxy.reset()
+    return store
+
+
+def test_s3_whole_ranged_size_and_missing(s3, s3_object):
+    assert isinstance(s3_object, S3Store)
+    assert s3_object.read("blob.bin") == DATA
+    assert s3_object.read("blob.bin", 1000, 777) == DATA[1000:1777]
+    assert b"".join(s3_object.stream("blob.bin")) == DATA
+    assert s3_object.size("blob.bin") == len(DATA) and s3_object.size("nope.bin") is None
+    with pytest.raises(FileNotFoundError, match="nope.bin"):
+        s3_object.read("nope.bin")
+    path = "/fastdata-test/remote-test/blob.bin"
+    assert s3.proxy.gets(ranged=False)[path] == 2 and s3.proxy.gets(ranged=True)[path] == 1
+
+
+def test_s3_truncated_body_raises_instead_of_returning_short_data(s3, s3_object):
+    s3.proxy.faults.append(Fault("blob.bin", "truncate", times=1, ranged=False))
+    with pytest.raises(RemoteIOError):
+        b"".join(s3_object.stream("blob.bin"))
+
+
+def test_http_ranged_read_needs_206(http_server):
+    server, www = http_server
+    (www / "ds").mkdir()
+    (www / "ds" / "blob.bin").write_bytes(DATA)
+    store = get_store(f"{server.url}/ds")
+    assert isinstance(store, HTTPStore)
+    assert store.read("blob.bin", 5, 10) == DATA[5:15]
+    assert store.read("blob.bin") == DATA and store.size("blob.bin") == len(DATA)
+    server.set_ignore_range(True)  # like python's http.server: 200 and the whole file
+    with pytest.raises(RangeNotSupportedError, match="ignored the Range header"):
+        store.read("blob.bin", 5, 10)
+    with pytest.raises(FileNotFoundError):
+        store.read("missing.bin")
+    with pytest.raises(ValueError, match="read-only"):
+        store.put("x", b"1")
+
+
+def _child_client(store, queue):
+    inherited = store._client  # the parent's client, copied by fork
+    fresh = store.client()
+    queue.put((fresh is not inherited and inherited is not None, store.read("blob.bin", 0, 4)))
+
+
+def test_clients_are_per_process_and_never_pickled(s3_object):
+    parent = s3_object.client()
+    assert pickle.loads(pickle.dumps(s3_object))._client is None
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child_client, args=(s3_object, queue))
+    child.start()
+    made_its_own, data = queue.get(timeout=60)
+    child.join(60)
+    assert made_its_own and data == DATA[:4]
+    assert s3_object.client() is parent  # the parent's client is untouched
+
+
+def test_fsspec_fallback_store_and_dataset(remote_pack, tmp_path):
+    """Any fsspec protocol goes through FsspecStore; memory:// stands in for gs:// / az:// (no emulator here)."""
+    pytest.importorskip("fsspec")
+    from fastdata import ShardDataset
+    from fastdata.storage.remote import FsspecStore
+    from fastdata.storage.transfer import upload
+
+    url = f"memory://bucket/{remote_pack.format}-{tmp_path.name}"
+    store = get_store(url)
+    assert isinstance(store, FsspecStore)
+    store.put("blob.bin", DATA)
+    assert store.read("blob.bin", 7, 9) == DATA[7:16] and store.size("blob.bin") == len(DATA)
+    assert b"".join(store.stream("blob.bin")) == DATA and store.size("nope") is None
+    with pytest.raises(RemoteIOError):
+        store.read("blob.bin", len(DATA) - 4, 9)  # fewer bytes than asked for is an error, not a short read
+    upload(remote_pack.local, url)
+    remote, reference = ShardDataset(url, cache_dir=tmp_path / "cache"), ShardDataset(remote_pack.local)
+    assert all(remote.read(i) == reference.read(i) for i in range(len(reference)))
