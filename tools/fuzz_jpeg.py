@@ -50,18 +50,6 @@ DECOMPRESSOR_MAX_PIXELS = 1 << 26
 
 # ---- corpus ---------------------------------------------------------------------------
 
-def _natural(rng, height: int, width: int):
-    import numpy as np
-
-    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
-    img = np.empty((height, width, 3), np.float32)
-    for c in range(3):
-        fx, fy = rng.uniform(0.5, 4.0, size=2) * 2 * np.pi
-        img[..., c] = 128 + 90 * np.sin(fx * xx / width + fy * yy / height + rng.uniform(0, 2 * np.pi))
-    img += rng.normal(0, 8, size=img.shape)
-    return np.clip(img, 0, 255).astype(np.uint8)
-
-
 def _pil(array, mode: str | None = None, **kwargs) -> bytes:
     from PIL import Image
 
@@ -90,10 +78,13 @@ def build_corpus(*, small: bool = False) -> list[tuple[str, bytes]]:
     """Named, valid JPEGs of every kind; ``small`` keeps them tiny (for the pytest version)."""
     import numpy as np
 
+    sys.path.insert(0, str(ROOT))  # the test image generator lives with the tests
+    from tests.images import natural_image
+
     rng = np.random.default_rng(1234)
     big = (96, 128) if small else (190, 250)
     sizes = {"mid": big, "odd": (97, 131), "tiny": (3, 5), "one": (1, 1), "thin": (17, 9)}
-    img = {name: _natural(rng, *hw) for name, hw in sizes.items()}
+    img = {name: natural_image(rng, *hw) for name, hw in sizes.items()}
     corpus = [
         ("baseline420", _pil(img["mid"], quality=90)),
         ("baseline422_odd", _pil(img["odd"], quality=90, subsampling=1)),

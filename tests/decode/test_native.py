@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tests.images import natural_image
+
 _jpegcrop = pytest.importorskip(
     "fastdata.decode._jpegcrop", reason="native JPEG kernel not built (python setup.py build_ext --inplace)"
 )
@@ -27,17 +29,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 # ---- images -----------------------------------------------------------------------------
-
-def _natural(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
-    """A smooth photo-like RGB image with a little noise."""
-    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
-    img = np.empty((height, width, 3), np.float32)
-    for c in range(3):
-        fx, fy = rng.uniform(0.5, 4.0, size=2) * 2 * np.pi
-        img[..., c] = 128 + 90 * np.sin(fx * xx / width + fy * yy / height + rng.uniform(0, 2 * np.pi))
-    img += rng.normal(0, 8, size=img.shape)
-    return np.clip(img, 0, 255).astype(np.uint8)
-
 
 def _jpeg(array: np.ndarray, mode: str | None = None, **kwargs) -> bytes:
     image = Image.fromarray(array)
@@ -68,7 +59,7 @@ def _ycck(array: np.ndarray) -> bytes:
 
 
 _RNG = np.random.default_rng(7)
-_MID, _ODD, _TINY = _natural(_RNG, 150, 203), _natural(_RNG, 97, 131), _natural(_RNG, 3, 5)
+_MID, _ODD, _TINY = natural_image(_RNG, 150, 203), natural_image(_RNG, 97, 131), natural_image(_RNG, 3, 5)
 
 # name -> encoder; every kind of JPEG the kernel must decode like Pillow does.
 KINDS = {
@@ -186,7 +177,7 @@ def _reference_crop(data: bytes, box, size, antialias=None) -> np.ndarray:
 @pytest.mark.parametrize("antialias", [None, True, False])
 def test_decode_crop_into_writes_the_batch_slot(antialias):
     rng = np.random.default_rng(3)
-    photo = _natural(rng, 375, 500)
+    photo = natural_image(rng, 375, 500)
     data = _jpeg(photo, quality=90)
     batch = np.zeros((4, 64, 48, 3), np.uint8)
     before = batch.__array_interface__["data"][0]
@@ -221,7 +212,7 @@ def test_decode_crop_into_matches_turbojpeg_path():
         decoder = get_decoder("turbojpeg")
     except ImportError:
         pytest.skip("libturbojpeg is not installed")
-    data = _jpeg(_natural(np.random.default_rng(5), 375, 500), quality=90)
+    data = _jpeg(natural_image(np.random.default_rng(5), 375, 500), quality=90)
     rng = random.Random(11)
     for _ in range(20):
         h, w = rng.randint(20, 375), rng.randint(20, 500)
@@ -333,7 +324,7 @@ def test_limits():
 
 def test_threads_match_sequential():
     rng = np.random.default_rng(9)
-    images = [_jpeg(_natural(rng, 120 + 13 * i, 160 - 7 * i), quality=88, progressive=i % 2 == 1) for i in range(6)]
+    images = [_jpeg(natural_image(rng, 120 + 13 * i, 160 - 7 * i), quality=88, progressive=i % 2 == 1) for i in range(6)]
     boxes = [(i * 3, i * 5, 90, 100) for i in range(6)]
 
     def run(results: np.ndarray) -> None:

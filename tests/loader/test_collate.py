@@ -138,12 +138,17 @@ def _uint8_batch(n=5, h=7, w=9, seed=0):
     return [(rng.integers(0, 256, (h, w, 3), dtype=np.uint8), i) for i in range(n)]
 
 
-@pytest.mark.parametrize("native", [True, False], ids=["fused-C", "torch-fallback"])
-def test_normalize_collate_equals_gpu_normalize(native, monkeypatch):
-    if native and collate_module._floatbatch is None:
+@pytest.fixture(params=[True, False], ids=["fused-C", "torch-fallback"])
+def float_path(request, monkeypatch):
+    """Run a test on the fused C pass and on the torch fallback."""
+    if request.param and collate_module._floatbatch is None:
         pytest.skip("the native float kernel is not built")
-    if not native:
+    if not request.param:
         monkeypatch.setattr(collate_module, "_floatbatch", None)
+    return request.param
+
+
+def test_normalize_collate_equals_gpu_normalize(float_path):
     batch = _uint8_batch()
     images, labels = NormalizeCollate(_MEAN, _STD)(batch)
     expected, _ = Normalize(_MEAN, _STD)(*fast_collate(batch))
@@ -151,12 +156,7 @@ def test_normalize_collate_equals_gpu_normalize(native, monkeypatch):
     torch.testing.assert_close(images, expected, rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize("native", [True, False], ids=["fused-C", "torch-fallback"])
-def test_normalize_collate_flips_when_asked(native, monkeypatch):
-    if native and collate_module._floatbatch is None:
-        pytest.skip("the native float kernel is not built")
-    if not native:
-        monkeypatch.setattr(collate_module, "_floatbatch", None)
+def test_normalize_collate_flips_when_asked(float_path):
     batch = _uint8_batch()
     plain, _ = NormalizeCollate(_MEAN, _STD)(batch)
     flipped, _ = NormalizeCollate(_MEAN, _STD, hflip_p=1.0)(batch)
