@@ -22,9 +22,13 @@ def natural_image(rng: np.random.Generator, height: int, width: int) -> np.ndarr
     return np.clip(img, 0, 255).astype(np.uint8)
 
 
-def encode(array: np.ndarray, fmt: str, **kwargs) -> bytes:
+def encode(array: np.ndarray, fmt: str, mode: str | None = None, **kwargs) -> bytes:
+    """``array`` encoded by PIL as ``fmt`` (converted to ``mode`` first, e.g. ``"CMYK"``), with PIL's save options."""
+    image = Image.fromarray(array)
+    if mode:
+        image = image.convert(mode)
     buf = io.BytesIO()
-    Image.fromarray(array).save(buf, format=fmt, **kwargs)
+    image.save(buf, format=fmt, **kwargs)
     return buf.getvalue()
 
 
@@ -97,3 +101,17 @@ def encode_cmyk(array: np.ndarray) -> bytes:
     buf = io.BytesIO()
     Image.fromarray(array).convert("CMYK").save(buf, format="JPEG", quality=92)
     return buf.getvalue()
+
+
+def pack_one_image_per_class(tmp_path_factory, count: int, *, samples_per_shard: int, shape=lambda k: (6, 6),
+                             **options) -> Path:
+    """Pack ``count`` classes of one PNG each into LMDB shards: a sample's label identifies it."""
+    from fastdata.packing.packer import pack
+
+    src = tmp_path_factory.mktemp("one_per_class_src")
+    for k in range(count):
+        (src / f"c{k:02d}").mkdir()
+        Image.fromarray(np.full((*shape(k), 3), k * 255 // max(count, 1), np.uint8)).save(src / f"c{k:02d}" / "x.png")
+    out = tmp_path_factory.mktemp("one_per_class_packed")
+    pack(src, out, format="lmdb", samples_per_shard=samples_per_shard, workers=0, progress=False, **options)
+    return out

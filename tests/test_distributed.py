@@ -44,18 +44,9 @@ def _rank_main(rank: int, root: str, port: int, out: str) -> None:
 @pytest.fixture(scope="module")
 def one_image_per_class(tmp_path_factory):
     """12 classes of one image each: a sample's label identifies it."""
-    import cv2
-    import numpy as np
+    from tests.images import pack_one_image_per_class
 
-    from fastdata.packing.packer import pack
-
-    src = tmp_path_factory.mktemp("dist_src")
-    for k in range(12):
-        (src / f"c{k:02d}").mkdir()
-        cv2.imwrite(str(src / f"c{k:02d}" / "x.png"), np.full((10 + k, 12, 3), k * 20, np.uint8))
-    out = tmp_path_factory.mktemp("dist_packed")
-    pack(src, out, format="lmdb", samples_per_shard=5, workers=0, progress=False)
-    return out
+    return pack_one_image_per_class(tmp_path_factory, 12, samples_per_shard=5, shape=lambda k: (10 + k, 12))
 
 
 @pytest.mark.slow

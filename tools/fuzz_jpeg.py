@@ -50,17 +50,6 @@ DECOMPRESSOR_MAX_PIXELS = 1 << 26
 
 # ---- corpus ---------------------------------------------------------------------------
 
-def _pil(array, mode: str | None = None, **kwargs) -> bytes:
-    from PIL import Image
-
-    image = Image.fromarray(array)
-    if mode:
-        image = image.convert(mode)
-    buf = io.BytesIO()
-    image.save(buf, format="JPEG", **kwargs)
-    return buf.getvalue()
-
-
 def _cjpeg(array, *args: str) -> bytes | None:
     """Encode with libjpeg-turbo's cjpeg (arithmetic coding, unusual sampling), if installed."""
     cjpeg = shutil.which("cjpeg")
@@ -79,7 +68,10 @@ def build_corpus(*, small: bool = False) -> list[tuple[str, bytes]]:
     import numpy as np
 
     sys.path.insert(0, str(ROOT))  # the test image generator lives with the tests
-    from tests.images import natural_image
+    from tests.images import encode, natural_image
+
+    def _pil(array, mode: str | None = None, **kwargs) -> bytes:
+        return encode(array, "JPEG", mode, **kwargs)
 
     rng = np.random.default_rng(1234)
     big = (96, 128) if small else (190, 250)

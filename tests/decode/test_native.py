@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.images import natural_image
+from tests.images import encode, natural_image
 
 _jpegcrop = pytest.importorskip(
     "fastdata.decode._jpegcrop", reason="native JPEG kernel not built (python setup.py build_ext --inplace)"
@@ -31,12 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # ---- images -----------------------------------------------------------------------------
 
 def _jpeg(array: np.ndarray, mode: str | None = None, **kwargs) -> bytes:
-    image = Image.fromarray(array)
-    if mode:
-        image = image.convert(mode)
-    buf = io.BytesIO()
-    image.save(buf, format="JPEG", **kwargs)
-    return buf.getvalue()
+    return encode(array, "JPEG", mode, **kwargs)
 
 
 def _cjpeg(array: np.ndarray, *args: str) -> bytes:

@@ -341,17 +341,9 @@ def _gloo_rank(rank: int, root: str, port: int, out: str) -> None:
 @pytest.fixture(scope="module")
 def fourteen_samples(tmp_path_factory):
     """14 classes of one image each (a label identifies its sample), 3 per shard: shards of 3, 3, 3, 3, 2."""
-    import cv2
+    from tests.images import pack_one_image_per_class
 
-    from fastdata.packing.packer import pack
-
-    src = tmp_path_factory.mktemp("elastic_src")
-    for k in range(14):
-        (src / f"c{k:02d}").mkdir()
-        cv2.imwrite(str(src / f"c{k:02d}" / "x.png"), np.full((6, 6, 3), k * 15, np.uint8))
-    out = tmp_path_factory.mktemp("elastic_packed")
-    pack(src, out, format="lmdb", samples_per_shard=3, shuffle_seed=0, workers=0, progress=False)
-    return out
+    return pack_one_image_per_class(tmp_path_factory, 14, samples_per_shard=3, shuffle_seed=0)
 
 
 @pytest.mark.parametrize("new_world", [1, 4])
