@@ -46,8 +46,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     publish(tmp, path)
 
 
-def file_crc32c(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
-    """CRC32C of a whole file as 8 hex digits."""
+def file_crc32c(path: str | os.PathLike | int, chunk: int = 1 << 22) -> str:
+    """CRC32C of a whole file as 8 hex digits; ``path`` may be an open descriptor (it is read and closed)."""
     crc = google_crc32c.Checksum()
     with open(path, "rb") as f:
         while block := f.read(chunk):

@@ -217,12 +217,12 @@ def png_size(data: bytes) -> tuple[int, int] | None:
 
 
 def resize_to(image: np.ndarray, height: int, width: int) -> np.ndarray:
-    """Resize to ``(height, width)``: ``INTER_AREA`` when shrinking, ``INTER_LINEAR`` when enlarging."""
+    """Resize an RGB image to ``(height, width)`` in a new array: ``INTER_AREA`` when shrinking, else ``INTER_LINEAR``."""
     if image.shape[:2] == (height, width):
         return image
-    shrink = height <= image.shape[0] and width <= image.shape[1]
-    interpolation = cv2.INTER_AREA if shrink else cv2.INTER_LINEAR
-    return cv2.resize(image, (width, height), interpolation=interpolation)
+    out = np.empty((height, width, 3), np.uint8)
+    resize_into(image, out, antialias=True)
+    return out
 
 
 def check_not_empty(data: bytes) -> None:

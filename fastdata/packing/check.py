@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import google_crc32c
 import numpy as np
 
+from fastdata._fs import file_crc32c
 from fastdata.decode import DEFAULT_MAX_PIXELS, DecodeError, get_decoder, pixel_limit
 from fastdata.decode.capture import codec_messages
 from fastdata.formats import get_format
@@ -140,11 +140,7 @@ def _check_file(root: Path, shard: ShardInfo, problems: list[str]) -> bool:
     except CorruptRecordError as exc:
         problems.append(f"{shard.path}: {exc.reason}")
         return False
-    crc = google_crc32c.Checksum()
-    with open(fd, "rb") as f:
-        while block := f.read(1 << 22):
-            crc.update(block)
-    actual = crc.hexdigest().decode()
+    actual = file_crc32c(fd)  # the descriptor that was checked, not the path again
     if actual != shard.crc32c:
         problems.append(f"{shard.path}: file CRC32C {actual} != {shard.crc32c} in the manifest")
     return True

@@ -17,7 +17,6 @@ one at a time, as a numpy array; ``ratio * N`` indices are never materialized.
 from __future__ import annotations
 
 import logging
-import operator
 from collections.abc import Iterator, Mapping, Sequence, Sized
 from typing import Any
 
@@ -27,7 +26,7 @@ import torch.distributed as dist
 from torch.utils.data import Sampler
 
 from fastdata.sampler.blocks import BLOCKS, DEFAULT_BLOCK_SHARDS, block_permutation, layout_id, shard_offsets, shard_order
-from fastdata.sampler.elastic import adapt_loader_state, parse_origin, per_rank, rescale_state
+from fastdata.sampler.elastic import adapt_loader_state, as_int, parse_origin, per_rank, rescale_state
 
 logger = logging.getLogger(__name__)
 
@@ -43,26 +42,16 @@ _ADAPT_HINT = ("to resume on another number of ranks, load sampler.adapt_state(s
 _CHUNK = 8192
 
 
-def _as_int(value: Any, name: str, fix: str) -> int:
-    """Return ``value`` as an ``int``, accepting numpy integers but not bools or floats."""
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got the bool {value!r}; {fix}")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}; {fix}") from None
-
-
 def _check_world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
     """The given world size and rank, defaulting to the process group's, or ``(1, 0)`` without one."""
     in_group = dist.is_available() and dist.is_initialized()
     world_size, world_rank = (dist.get_world_size(), dist.get_rank()) if in_group else (1, 0)
     num_replicas = world_size if num_replicas is None else num_replicas
     rank = world_rank if rank is None else rank
-    num_replicas = _as_int(num_replicas, "num_replicas", "pass the number of processes (>= 1)")
+    num_replicas = as_int(num_replicas, "num_replicas", "pass the number of processes (>= 1)")
     if num_replicas < 1:
         raise ValueError(f"num_replicas must be >= 1, got {num_replicas}; pass the number of processes")
-    rank = _as_int(rank, "rank", f"pass this process's rank in [0, {num_replicas - 1}]")
+    rank = as_int(rank, "rank", f"pass this process's rank in [0, {num_replicas - 1}]")
     if not 0 <= rank < num_replicas:
         raise ValueError(
             f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}] "
@@ -136,13 +125,13 @@ class DistributedSampler(Sampler[int]):
         shard_sizes: Sequence[int] | None = None,
     ) -> None:
         num_replicas, rank = _check_world(num_replicas, rank)
-        self.ratio = _as_int(ratio, "ratio", "pass a whole number of passes per iter(), e.g. ratio=100")
+        self.ratio = as_int(ratio, "ratio", "pass a whole number of passes per iter(), e.g. ratio=100")
         if self.ratio < 1:
             raise ValueError(f"ratio must be >= 1, got {self.ratio}; use ratio=1 for torch's behaviour")
-        self.seed = _as_int(seed, "seed", "pass an int seed, identical on every rank")
+        self.seed = as_int(seed, "seed", "pass an int seed, identical on every rank")
         if isinstance(shuffle, str) and shuffle != BLOCKS:
             raise ValueError(f"shuffle must be True, False or {BLOCKS!r}, got {shuffle!r}")
-        self.block_shards = _as_int(block_shards, "block_shards", "pass the number of shards per block, e.g. 8")
+        self.block_shards = as_int(block_shards, "block_shards", "pass the number of shards per block, e.g. 8")
         if self.block_shards < 1:
             raise ValueError(f"block_shards must be >= 1, got {self.block_shards}; e.g. block_shards=8")
         self.dataset = dataset
@@ -179,7 +168,7 @@ class DistributedSampler(Sampler[int]):
         Raises:
             TypeError: ``epoch`` is not an int.
         """
-        epoch = _as_int(epoch, "epoch", "pass the epoch number")
+        epoch = as_int(epoch, "epoch", "pass the epoch number")
         if epoch != self.epoch:
             self._start_index, self._origin = 0, (0, 0)
             self._active = None
@@ -198,7 +187,7 @@ class DistributedSampler(Sampler[int]):
             TypeError: ``start_index`` is not an int.
             ValueError: ``start_index`` is outside ``[0, len(self)]``.
         """
-        start_index = _as_int(start_index, "start_index", "pass the number of indices already consumed")
+        start_index = as_int(start_index, "start_index", "pass the number of indices already consumed")
         if not 0 <= start_index <= len(self):
             raise ValueError(
                 f"start_index must be in [0, {len(self)}] (ratio={self.ratio} x num_samples="
@@ -260,7 +249,7 @@ class DistributedSampler(Sampler[int]):
                 sampler's; or ``start_index`` is outside ``[0, len(self)]``.
         """
         self._check_state(state, same_world=True)
-        epoch = _as_int(state["epoch"], "state['epoch']", "pass a dict returned by state_dict()")
+        epoch = as_int(state["epoch"], "state['epoch']", "pass a dict returned by state_dict()")
         origin = parse_origin(state, self.ratio, self._length)
         self.set_start_index(state["start_index"])
         self._origin = origin
@@ -325,7 +314,7 @@ class DistributedSampler(Sampler[int]):
         """
         if not self._blocks:
             raise ValueError(f"shard_blocks() needs shuffle={BLOCKS!r}, this sampler has shuffle={self.shuffle!r}")
-        virtual_pass = _as_int(virtual_pass, "virtual_pass", f"pass a pass number in [0, {self.ratio - 1}]")
+        virtual_pass = as_int(virtual_pass, "virtual_pass", f"pass a pass number in [0, {self.ratio - 1}]")
         if not 0 <= virtual_pass < self.ratio:
             raise ValueError(f"virtual_pass must be in [0, {self.ratio - 1}], got {virtual_pass}")
         order = shard_order(self._offsets, self._generator(self.epoch * self.ratio + virtual_pass))

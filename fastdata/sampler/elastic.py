@@ -68,7 +68,7 @@ def parse_origin(state: Mapping[str, Any], ratio: int, length: int) -> tuple[int
     fix = "pass a dict returned by state_dict() or adapt_state()"
     if not isinstance(origin, Sequence) or len(origin) != 2:
         raise TypeError(f"state['origin'] must be [virtual pass, global position], got {origin!r}; {fix}")
-    virtual_pass, position = (_int(v, "state['origin']", fix) for v in origin)
+    virtual_pass, position = (as_int(v, "state['origin']", fix) for v in origin)
     if not (0 <= virtual_pass < ratio and 0 <= position <= length):
         raise ValueError(f"state['origin'] must be in [0, {ratio - 1}] x [0, {length}], got {list(origin)}; {fix}")
     return virtual_pass, position
@@ -80,10 +80,10 @@ def rescale_state(state: Mapping[str, Any], length: int, ratio: int, drop_last: 
     The other settings are the caller's to check (``DistributedSampler.adapt_state`` does).
     """
     fix = "pass a dict returned by state_dict()"
-    saved = _int(state["num_replicas"], "state['num_replicas']", fix)
+    saved = as_int(state["num_replicas"], "state['num_replicas']", fix)
     if saved < 1:
         raise ValueError(f"state has num_replicas={saved}; {fix}")
-    start = _int(state["start_index"], "state['start_index']", fix)
+    start = as_int(state["start_index"], "state['start_index']", fix)
     saved_len = ratio * per_rank(length, 0, saved, drop_last)
     if not 0 <= start <= saved_len:
         raise ValueError(f"state['start_index'] must be in [0, {saved_len}] for {saved} ranks, got {start}; "
@@ -133,7 +133,7 @@ def adapt_loader_state(state: Mapping[str, Any], loader: Any) -> dict[str, Any]:
     if any(key not in state for key in ("in_pass", "batches_consumed")) or not isinstance(saved, Mapping) or any(
             key not in saved for key in ("num_replicas", "start_index")):
         raise ValueError("state must be a DataLoaderX.state_dict() taken with a fastdata.DistributedSampler")
-    saved_world = _int(saved["num_replicas"], "state['sampler']['num_replicas']")
+    saved_world = as_int(saved["num_replicas"], "state['sampler']['num_replicas']")
     global_batch = batch_size * sampler.num_replicas
     if saved_world < 1 or global_batch % saved_world:
         raise ValueError(
@@ -142,9 +142,9 @@ def adapt_loader_state(state: Mapping[str, Any], loader: Any) -> dict[str, Any]:
             "the number of ranks")
     advanced = dict(saved)
     if state["in_pass"]:
-        consumed = _int(state["batches_consumed"], "state['batches_consumed']")
+        consumed = as_int(state["batches_consumed"], "state['batches_consumed']")
         saved_len = sampler.ratio * per_rank(len(sampler.dataset), 0, saved_world, sampler.drop_last)
-        start = _int(saved["start_index"], "state['sampler']['start_index']")
+        start = as_int(saved["start_index"], "state['sampler']['start_index']")
         advanced["start_index"] = min(start + consumed * (global_batch // saved_world), saved_len)
     adapted = copy.deepcopy(dict(state))
     adapted.update(num_batches=len(loader), batches_consumed=0, sampler=sampler.adapt_state(advanced))
@@ -154,10 +154,11 @@ def adapt_loader_state(state: Mapping[str, Any], loader: Any) -> dict[str, Any]:
     return adapted
 
 
-def _int(value: Any, name: str, fix: str = "pass a DataLoaderX.state_dict()") -> int:
+def as_int(value: Any, name: str, fix: str = "pass a DataLoaderX.state_dict()") -> int:
+    """Return ``value`` as an ``int``, accepting numpy integers but not bools or floats (TypeError naming ``fix``)."""
     if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, got {value!r}; {fix}")
+        raise TypeError(f"{name} must be an int, got the bool {value!r}; {fix}")
     try:
         return operator.index(value)
     except TypeError:
-        raise TypeError(f"{name} must be an int, got {value!r}; {fix}") from None
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}; {fix}") from None
