@@ -23,7 +23,7 @@ import numpy as np
 
 from fastdata._crop_params import sample_crop
 from fastdata.decode import DECODER_NAMES, Decoder, get_decoder
-from fastdata.decode.base import resize_into, scaled_box
+from fastdata.decode.base import resize_into
 
 logger = logging.getLogger(__name__)
 
@@ -51,9 +51,6 @@ def _range(value: Sequence[float], name: str) -> tuple[float, float]:
     if not (0 < low <= high and math.isfinite(high)):
         raise ValueError(f"{name} must satisfy 0 < min <= max, got {value!r}; pass (min, max)")
     return low, high
-
-
-_scaled_box = scaled_box  # the mapping of a full-resolution box into DCT-scaled pixels
 
 
 class DecodeTransform(abc.ABC):

@@ -15,7 +15,8 @@ from PIL import Image
 from tests.images import encode, encode_cmyk, natural_image
 from fastdata._optional import has_turbojpeg
 from fastdata.decode import SIMD_SCALES, TURBOJPEG_SCALES, Decoder, OpenCVDecoder, TurboJpegDecoder, scaled_size
-from fastdata.transforms import Decode, DecodeTransform, RandomResizedCrop, ResizeCenterCrop, _scaled_box
+from fastdata.decode.base import scaled_box as _scaled_box
+from fastdata.transforms import Decode, DecodeTransform, RandomResizedCrop, ResizeCenterCrop
 
 needs_turbojpeg = pytest.mark.skipif(not has_turbojpeg(), reason="libturbojpeg is not installed")
 DECODER_PARAMS = [pytest.param("turbojpeg", marks=needs_turbojpeg), "opencv"]
