@@ -128,6 +128,9 @@ class ShardCache:
     def path(self, shard: int) -> Path:
         return self.root / "shards" / self.shards[shard].name
 
+    def _tmp(self, shard: int) -> Path:
+        return self.path(shard).with_name(self.shards[shard].name + TMP)
+
     def _lock(self, name: str) -> FileLock:
         return FileLock(self.root / "locks" / (name + ".lock"))
 
@@ -137,6 +140,10 @@ class ShardCache:
             return os.stat(self.path(shard)).st_size == self.shards[shard].nbytes
         except FileNotFoundError:
             return False
+
+    def downloading(self, shard: int) -> bool:
+        """True while some process of the node downloads the shard (its ``.tmp`` exists; no lock taken)."""
+        return self._tmp(shard).exists()
 
     # -- readers ---------------------------------------------------------------------------------
     def try_hold(self, shard: int) -> Hold | Fetch | None:
@@ -226,7 +233,7 @@ class ShardCache:
 
     def _download(self, shard: int) -> None:
         info = self.shards[shard]
-        tmp = self.path(shard).with_name(info.name + TMP)
+        tmp = self._tmp(shard)
         last = ""
         try:
             for attempt in range(self.retries):
@@ -288,7 +295,7 @@ class ShardCache:
     def _reserve(self, shard: int, next_use: float, strict: bool, exceed: bool) -> bool:
         """Make room for the shard (evicting) and create its ``.tmp`` at full size; False when there is no room."""
         need = self.shards[shard].nbytes
-        tmp = self.path(shard).with_name(self.shards[shard].name + TMP)
+        tmp = self._tmp(shard)
         with self._budget_lock():
             files = self._scan(exclude=self.shards[shard].name)
             used = sum(size for _, size, _ in files)

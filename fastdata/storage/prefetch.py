@@ -39,6 +39,8 @@ PLAN_HORIZON = 65536
 _POLL_S = 0.05  # the prefetcher re-checks at least this often (a shard freed, a budget freed)
 _MIN_STEP_S = 0.01  # at least this long between planning steps (each is a np.unique over the horizon)
 _IDLE_EXIT_S = 5.0  # a prefetcher without a pass stops its thread after this long
+_BUSY_TRIES = 5  # claims of a shard whose lock a reader holds for a moment (it looks whether the shard is cached)
+_BUSY_WAIT_S = 0.001
 _END = object()
 
 
@@ -229,13 +231,14 @@ class Prefetcher:
                     return
                 if shard in self._inflight or shard in self._failed or self.cache.present(shard):
                     continue
-            claim = self.cache.claim(shard, next_use=distance, strict=True)
-            if claim is Fetch.NO_ROOM:
+            claim = self._claim(shard, distance)
+            if claim is Fetch.BUSY and self.cache.downloading(shard):
+                self._retry_soon()  # another process brings it (its room is taken): look again soon
+                continue
+            if claim is Fetch.NO_ROOM or claim is Fetch.BUSY:
                 self._retry_soon()
                 return  # no shard needed later may take the room this one waits for
-            if isinstance(claim, Fetch):
-                if claim is Fetch.BUSY:
-                    self._retry_soon()  # another process downloads it (or a reader just looked): check again
+            if claim is Fetch.DONE:
                 continue
             with self._cond:
                 try:
@@ -245,6 +248,16 @@ class Prefetcher:
                     return
                 self._inflight.add(shard)
             trace.event("prefetch", shard, distance)
+
+    def _claim(self, shard: int, distance: int) -> Claim | Fetch:
+        """Claim the shard for download; a lock taken only for a moment (a reader looking) is tried again."""
+        for attempt in range(_BUSY_TRIES):
+            if attempt:
+                time.sleep(_BUSY_WAIT_S)
+            claim = self.cache.claim(shard, next_use=distance, strict=True)
+            if claim is not Fetch.BUSY or self.cache.downloading(shard):
+                return claim
+        return Fetch.BUSY
 
     def _retry_soon(self) -> None:
         with self._cond:

@@ -11,7 +11,9 @@ import pytest
 
 from fastdata import DataLoaderX, ShardDataset
 from fastdata.storage import trace
-from fastdata.storage.prefetch import PassPlan
+from fastdata.storage.locks import FileLock
+from fastdata.storage.prefetch import PassPlan, Prefetcher
+from tests.storage.conftest import whole_gets
 from tests.storage.helpers import Crc, ShardBlockOrder
 from tests.storage.servers import Fault
 
@@ -34,6 +36,32 @@ def test_pass_plan_distances_and_what_is_worth_downloading():
 
 def _collate(batch):
     return batch
+
+
+def test_a_shard_a_reader_looks_at_is_not_skipped_for_a_later_one(s3, remote_pack, tmp_path):
+    """A reader's shared lock (it looks whether the shard is cached) must not let the next shard take its turn:
+    claimed out of order, the later shard could take the room the sooner one needs and be evicted for it."""
+    remote = ShardDataset(remote_pack.url, transform=Crc(), cache_dir=tmp_path / "cache", prefetch=1)
+    cache = remote._remote.cache
+    plan = PassPlan(remote._starts)
+    plan.push(np.arange(remote._starts[0], remote._starts[2]))  # shard 0, then shard 1
+    plan.exhausted = True
+    reader = FileLock(cache.root / "locks" / (cache.shards[0].name + ".lock"))
+    assert reader.acquire(exclusive=False)
+    prefetcher = Prefetcher(cache, window=1)
+    try:
+        prefetcher.start_pass(plan)
+        time.sleep(0.3)
+        assert not cache.present(1) and whole_gets(s3.proxy, remote_pack)[1] == 0  # shard 1 waits its turn
+        reader.release()
+        deadline = time.monotonic() + 10
+        while not (cache.present(0) and cache.present(1)) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert cache.present(0) and cache.present(1)
+    finally:
+        reader.release()
+        prefetcher.close()
+        remote.close()
 
 
 def test_downloads_follow_the_loaders_order_with_bounded_concurrency(s3, remote_pack, tmp_path, monkeypatch):
