@@ -16,6 +16,8 @@ from collections.abc import Sequence
 import torch
 from torch.utils.data import get_worker_info
 
+from fastdata.shared_ring import acquire
+
 __all__ = ["DecodedBatch", "empty_tensor"]
 
 
@@ -23,14 +25,16 @@ def empty_tensor(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
     """An uninitialized tensor, in shared memory when called inside a DataLoader worker.
 
     A worker's result reaches the main process through shared memory; allocating there in the first
-    place saves torch the copy into a shared segment when it sends the batch.
+    place saves torch the copy into a shared segment when it sends the batch. Large buffers come from
+    the worker's ring of reused segments (:mod:`fastdata.shared_ring`) when the main process has let
+    one go, which saves the page faults of fresh memory.
     """
     if get_worker_info() is None:
         return torch.empty(tuple(shape), dtype=dtype)
     numel = 1
     for s in shape:
         numel *= int(s)
-    storage = torch.UntypedStorage._new_shared(numel * dtype.itemsize)
+    storage, _ = acquire(numel * dtype.itemsize)  # a segment of the worker's ring when one is free
     return torch.empty(0, dtype=dtype).set_(storage, 0, tuple(shape))
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from prefetch_generator import BackgroundGenerator
 
 from fastdata.loader.resume import PassState
+from fastdata.shared_ring import Releaser
 
 __all__ = ["LoaderIter", "StoppableBackgroundGenerator", "close_all", "shutdown_persistent"]
 
@@ -27,13 +28,16 @@ class StoppableBackgroundGenerator(BackgroundGenerator):
     by ``next()`` as the same object, so the consumer sees the original type and traceback.
     """
 
-    def __init__(self, generator: Iterator[Any], max_prefetch: int) -> None:
+    def __init__(self, generator: Iterator[Any], max_prefetch: int, releaser: Releaser | None = None) -> None:
         self._stop_event = threading.Event()  # set before super().__init__, which starts the thread
+        self._releaser = releaser
         super().__init__(generator, max_prefetch=max_prefetch)
 
     def run(self) -> None:
         try:
             for item in self.generator:
+                if self._releaser is not None:
+                    self._releaser.track(item)  # and hands back the workers' buffers no batch uses any more
                 if not self._put((True, item)) or self._stop_event.is_set():
                     return
             self._put((False, StopIteration))
@@ -79,11 +83,12 @@ class LoaderIter:
     """The iterator of a :class:`DataLoaderX` pass; ``close()`` stops everything it started."""
 
     def __init__(self, torch_iter: Iterator[Any], pass_state: PassState, *, max_prefetch: int,
-                 owns_workers: bool, join_timeout: float) -> None:
+                 owns_workers: bool, join_timeout: float, releaser: Releaser | None = None) -> None:
         self._pass = pass_state
         self._torch_iter = torch_iter
         self._owns_workers = [owns_workers]  # a persistent loader that dies first hands its workers over
-        bg = StoppableBackgroundGenerator(torch_iter, max_prefetch)
+        self._releaser = releaser
+        bg = StoppableBackgroundGenerator(torch_iter, max_prefetch, releaser)
         bg.name = f"DataLoaderX-prefetch-{bg.ident}"
         # The finalizer holds no reference to self: it runs on close(), on garbage collection and at exit.
         self._finalizer = weakref.finalize(self, _shutdown, bg, torch_iter, self._owns_workers, pass_state,
@@ -100,6 +105,8 @@ class LoaderIter:
     def __next__(self) -> Any:
         if not self._finalizer.alive:
             raise StopIteration
+        if self._releaser is not None:
+            self._releaser.poll()
         try:
             batch = next(self._bg)
         except StopIteration:

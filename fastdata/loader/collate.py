@@ -21,6 +21,7 @@ import torch
 from fastdata._optional import native_disabled
 from fastdata.batch import DecodedBatch, empty_tensor
 from fastdata.gpu_transforms.colour import IMAGENET_MEAN, IMAGENET_STD
+from fastdata.shared_ring import free_in_worker
 
 try:
     from fastdata.loader import _floatbatch
@@ -202,6 +203,7 @@ class NormalizeCollate:
             torch.mul(nhwc, torch.tensor(self._scale), out=out).add_(torch.tensor(self._offset))
             if bool(flips.any()):
                 out[flips] = out[flips].flip(2)
+        free_in_worker(images)  # the uint8 batch stays in this worker: its ring segment can take the next one
         return out.permute(0, 3, 1, 2), labels
 
     def __repr__(self) -> str:

@@ -31,6 +31,7 @@ from torch.utils.data.distributed import DistributedSampler as _TorchDistributed
 
 from fastdata.dataset import ShardDataset
 from fastdata.loader.background import LoaderIter, close_all, shutdown_persistent
+from fastdata.shared_ring import Releaser
 from fastdata.loader.resume import (
     STATE_VERSION, PassState, after_base_seed, get_rng_states, has_state_methods, pass_key_for, restore_sampler,
     set_rng_states, snapshot_sampler, validate_state,
@@ -146,6 +147,7 @@ class DataLoaderX(DataLoader):
         self._active: weakref.WeakSet[LoaderIter] = weakref.WeakSet()  # the latest pass's iterator
         self._workers_finalizer: weakref.finalize | None = None
         self._pass_index_sampler = _PassIndexSampler(self)
+        self._releaser = Releaser()  # hands the workers' batch buffers back once no batch uses them
         if pin_memory is None:
             pin_memory = torch.cuda.is_available()
         if persistent_workers is None:
@@ -177,7 +179,7 @@ class DataLoaderX(DataLoader):
         self._pass = pass_state
         it = LoaderIter(
             torch_iter, pass_state, max_prefetch=self.max_prefetch, owns_workers=not persistent,
-            join_timeout=max(_MIN_JOIN_S, 2.0 * self.timeout),
+            join_timeout=max(_MIN_JOIN_S, 2.0 * self.timeout), releaser=self._releaser if self.num_workers else None,
         )
         self._active.clear()
         self._active.add(it)

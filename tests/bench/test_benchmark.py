@@ -116,9 +116,10 @@ def test_bench_breakdown_is_measured(bench_run):
     decode_stages = (("decode crop region + resize (native)", "crop params") if native.available() else
                      ("decode (DCT-scaled)", "crop params + crop + resize (cv2)"))
     for stage in ("read record (tfrecord)", "header (read_size)", *decode_stages, "fast_collate (uint8 NCHW)",
-                  "flip + normalize (CPU, NormalizeCollate in workers)"):
+                  "flip + normalize (CPU, NormalizeCollate in workers, ring buffers)"):
         assert stages[stage] > 0, stage
     assert breakdown["fastdata"]["cpu_flip_normalize_torch_ops_ms"] > 0
+    assert breakdown["fastdata"]["cpu_flip_normalize_fresh_memory_ms"] > 0
     assert breakdown["fastdata"]["total_ms"] == pytest.approx(sum(stages.values()))
     assert breakdown["fastdata"]["baselines_on_same_images"]
     assert sum(breakdown["fastdata"]["dct_scales"].values()) == pytest.approx(1.0, abs=0.01)

@@ -1,0 +1,157 @@
+"""Batch buffers in shared memory that a DataLoader worker reuses once the main process is done with them.
+
+A worker sends each batch to the main process through shared memory. A new segment per batch costs
+a page fault and a zeroed page per 4 KiB on first touch: for a float32 batch of 256 × 3 × 224 × 224
+that is about 0.3 ms per image, eight times the normalization itself. So a worker keeps a small ring
+of segments per size and writes the next batch into one nobody uses any more.
+
+Each ring segment ends with a 64-byte trailer (after the tensor's bytes): a magic string and a state
+byte. The worker takes a segment only when its state is ``FREE`` and the worker holds no other
+reference to it (the storage's use count); the main process sets ``FREE`` once no tensor, view or
+array of the batch is left there (again by the storage's use count). :class:`Releaser` does that in
+``DataLoaderX``; a loader without one never frees a segment it was sent, and the ring then stops at
+one segment per size (every later batch gets a fresh segment, as without a ring).
+
+Counting references needs ``torch._C._storage_Use_Count``; without it no segment is ever reused.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any
+
+import torch
+
+__all__ = ["RING_MIN_BYTES", "Releaser", "acquire", "free_in_worker"]
+
+RING_MIN_BYTES = 1 << 20  # smaller buffers (labels) are cheap to make afresh
+RING_SIZE = 8  # segments per size and worker at most (the batches in flight); beyond, fresh segments
+TRAILER = 64
+MAGIC = b"fastdata-ring-v1"
+TAKEN, FREE = 1, 0
+_STATE = len(MAGIC)  # offset of the state byte in the trailer
+
+_use_count = getattr(torch._C, "_storage_Use_Count", None)
+
+
+class _Ring:
+    """This worker's segments of one size, and whether the main process has ever handed one back."""
+
+    def __init__(self) -> None:
+        self.segments: list[torch.UntypedStorage] = []
+        self.returned = False
+
+
+_rings: dict[int, _Ring] = {}
+_rings_pid = -1
+
+
+def _trailer(storage: torch.UntypedStorage) -> torch.Tensor:
+    """The segment's trailer as a uint8 tensor (a view: it holds a reference while it lives)."""
+    return torch.empty(0, dtype=torch.uint8).set_(storage, storage.nbytes() - TRAILER, (TRAILER,))
+
+
+def _state(storage: torch.UntypedStorage) -> int:
+    return int(_trailer(storage)[_STATE])
+
+
+def _set_state(storage: torch.UntypedStorage, state: int) -> None:
+    _trailer(storage)[_STATE] = state
+
+
+def _unreferenced(storage: torch.UntypedStorage, python_refs: int) -> bool:
+    """True when no tensor uses the storage and only the caller's ``python_refs`` references to the object exist."""
+    # getrefcount sees its own argument too
+    return (_use_count is not None and _use_count(storage._cdata) <= 1
+            and sys.getrefcount(storage) <= python_refs + 1)
+
+
+def acquire(nbytes: int) -> tuple[torch.UntypedStorage, bool]:
+    """A shared-memory storage of at least ``nbytes`` for a batch made in a worker; True when it is a ring segment.
+
+    A ring segment is ``nbytes + TRAILER`` long; use only its first ``nbytes``.
+    """
+    global _rings, _rings_pid
+    if nbytes < RING_MIN_BYTES or _use_count is None:
+        return torch.UntypedStorage._new_shared(nbytes), False
+    if _rings_pid != os.getpid():  # a new worker (forked with its parent's dict): start empty
+        _rings, _rings_pid = {}, os.getpid()
+    ring = _rings.setdefault(nbytes, _Ring())
+    for segment in ring.segments:
+        if _unreferenced(segment, python_refs=3) and _state(segment) == FREE:  # the list, the loop, this call
+            ring.returned = True
+            _set_state(segment, TAKEN)
+            return segment, True
+    if len(ring.segments) >= (RING_SIZE if ring.returned else 1):
+        return torch.UntypedStorage._new_shared(nbytes), False
+    segment = torch.UntypedStorage._new_shared(nbytes + TRAILER)
+    trailer = _trailer(segment)
+    trailer[: len(MAGIC)] = torch.frombuffer(bytearray(MAGIC), dtype=torch.uint8)
+    trailer[_STATE] = TAKEN
+    ring.segments.append(segment)
+    return segment, True
+
+
+def _ring_segment(tensor: Any) -> torch.UntypedStorage | None:
+    """The tensor's storage if it is a ring segment (its trailer right after the tensor's bytes), else None."""
+    if not isinstance(tensor, torch.Tensor) or tensor.device.type != "cpu" or not tensor.is_shared():
+        return None
+    storage = tensor.untyped_storage()
+    if storage.nbytes() < TRAILER + 1:
+        return None
+    if bytes(_trailer(storage)[: len(MAGIC)].tolist()) != MAGIC:
+        return None
+    return storage
+
+
+def free_in_worker(tensor: torch.Tensor) -> None:
+    """Give a worker's ring segment back before its batch is sent (its pixels were consumed in the worker)."""
+    storage = _ring_segment(tensor)
+    if storage is not None:
+        _set_state(storage, FREE)
+
+
+class Releaser:
+    """The main process's side: hands ring segments back to their worker once nothing refers to them.
+
+    :meth:`track` each batch received from the workers; every call (and :meth:`poll`) frees the
+    segments of earlier batches that no tensor, view or array refers to any more.
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[torch.UntypedStorage] = []
+        self._lock = threading.Lock()
+
+    def track(self, batch: Any) -> None:
+        found = [s for s in map(_ring_segment, _tensors(batch)) if s is not None]
+        with self._lock:
+            self._pending.extend(found)
+        self.poll()
+
+    def poll(self) -> None:
+        with self._lock:
+            keep = []
+            for storage in self._pending:
+                if _unreferenced(storage, python_refs=3):  # the list, the loop, this call
+                    _set_state(storage, FREE)
+                else:
+                    keep.append(storage)
+            self._pending = keep
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+
+def _tensors(batch: Any, depth: int = 0) -> list[torch.Tensor]:
+    """The tensors of a batch: itself, or in a tuple, list or dict (two levels deep)."""
+    if isinstance(batch, torch.Tensor):
+        return [batch]
+    if depth >= 2:
+        return []
+    if isinstance(batch, dict):
+        batch = list(batch.values())
+    if isinstance(batch, (tuple, list)):
+        return [t for item in batch for t in _tensors(item, depth + 1)]
+    return []

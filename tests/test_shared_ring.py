@@ -1,0 +1,102 @@
+"""The workers' ring of reused shared-memory batch buffers: a buffer is reused only once nothing in the main
+process refers to it (tensor, view or array), batches are never overwritten under the training loop, and a
+loader that never hands buffers back gets a fresh one per batch."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from fastdata import DataLoaderX, ShardDataset, fast_collate, shared_ring
+from fastdata.loader.collate import NormalizeCollate
+from fastdata.transforms import ResizeCenterCrop
+from tests.packs import pack_quietly
+
+BATCH = 8  # 8 x 224 x 224 x 3: 1.2 MB as uint8, 4.8 MB as float, both above RING_MIN_BYTES
+REPEATS = 24
+
+
+@pytest.fixture(scope="module")
+def dataset(clean_image_folder, tmp_path_factory) -> ShardDataset:
+    out = tmp_path_factory.mktemp("ring_pack")
+    pack_quietly(clean_image_folder.root, out, "tfrecord")
+    return ShardDataset(out, transform=ResizeCenterCrop(256, 224))
+
+
+def _order(dataset) -> list[int]:
+    return list(range(len(dataset))) * REPEATS
+
+
+def _segment(tensor: torch.Tensor) -> int:
+    """The shared-memory file behind a batch received from a worker (its inode)."""
+    fd, _ = tensor.untyped_storage()._share_fd_cpu_()
+    return os.fstat(fd).st_ino
+
+
+def _reference(dataset, collate) -> list[torch.Tensor]:
+    loader = DataLoaderX(dataset, batch_size=BATCH, sampler=_order(dataset), num_workers=0, collate_fn=collate)
+    return [images.clone() for images, _ in loader]
+
+
+@pytest.mark.parametrize("collate", [fast_collate, NormalizeCollate()], ids=["uint8", "float"])
+def test_buffers_are_reused_only_when_no_view_is_left(dataset, collate):
+    expected = _reference(dataset, collate)
+    loader = DataLoaderX(dataset, batch_size=BATCH, sampler=_order(dataset), num_workers=2, collate_fn=collate,
+                         multiprocessing_context="fork", persistent_workers=False,
+                         prefetch_factor=1, max_prefetch=1)
+    views, copies, segments = [], [], set()
+    for step, (images, _) in enumerate(loader):
+        assert images.is_shared()
+        segments.add(_segment(images))
+        copies.append(images.clone())
+        if step % 3 == 0:
+            views.append((step, images[1:3]))  # a view keeps its batch's buffer from being reused
+            if step % 2 == 0:
+                views.append((step, images[0].numpy()))  # so does a numpy array of one image
+    assert len(copies) == len(expected)
+    for step, (got, want) in enumerate(zip(copies, expected)):
+        assert torch.equal(got, want), f"batch {step} differs from the single-process pass"
+    for step, view in views:
+        want = expected[step][1:3] if isinstance(view, torch.Tensor) else expected[step][0].numpy()
+        assert (view == want).all(), f"batch {step} was overwritten while the training loop still held a view of it"
+    assert len(segments) < len(expected) - 4, f"{len(segments)} buffers for {len(expected)} batches: no reuse"
+
+
+def test_a_loader_that_never_hands_buffers_back_gets_fresh_ones(dataset):
+    collate = NormalizeCollate()
+    expected = _reference(dataset, collate)
+    loader = DataLoader(dataset, batch_size=BATCH, sampler=_order(dataset), num_workers=2, collate_fn=collate,
+                        multiprocessing_context="fork")
+    got, segments = [], []
+    for images, _ in loader:  # torch's own loader: nobody tells the workers a batch is done
+        segments.append(_segment(images))
+        got.append(images.clone())
+    assert all(torch.equal(a, b) for a, b in zip(got, expected)) and len(got) == len(expected)
+    assert len(set(segments)) == len(segments)
+
+
+def test_ring_takes_a_segment_only_when_free_and_unreferenced():
+    nbytes = shared_ring.RING_MIN_BYTES
+    first, in_ring = shared_ring.acquire(nbytes)
+    assert in_ring and first.nbytes() == nbytes + shared_ring.TRAILER
+    address = first.data_ptr()
+    tensor = torch.empty(0, dtype=torch.uint8).set_(first, 0, (nbytes,))
+    shared_ring.free_in_worker(tensor)  # free, but this process still holds it
+    second, second_in_ring = shared_ring.acquire(nbytes)
+    assert second.data_ptr() != address and not second_in_ring  # the ring stays at one until one comes back
+    del first, tensor, second
+    third, _ = shared_ring.acquire(nbytes)
+    assert third.data_ptr() == address  # free and unreferenced: reused
+    third_again, _ = shared_ring.acquire(nbytes)
+    assert third_again.data_ptr() != address  # taken again: the next batch gets another
+
+
+def test_small_buffers_and_a_torch_without_use_counts_skip_the_ring(monkeypatch):
+    small, in_ring = shared_ring.acquire(shared_ring.RING_MIN_BYTES - 1)
+    assert not in_ring and small.nbytes() == shared_ring.RING_MIN_BYTES - 1
+    monkeypatch.setattr(shared_ring, "_use_count", None)
+    plain, in_ring = shared_ring.acquire(shared_ring.RING_MIN_BYTES)
+    assert not in_ring and plain.nbytes() == shared_ring.RING_MIN_BYTES
