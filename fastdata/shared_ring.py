@@ -13,6 +13,8 @@ array of the batch is left there (again by the storage's use count). :class:`Rel
 one segment per size (every later batch gets a fresh segment, as without a ring).
 
 Counting references needs ``torch._C._storage_Use_Count``; without it no segment is ever reused.
+Only references in the main process count: a batch handed on to another process (a multiprocessing
+queue) must be cloned first, or the ring turned off with ``FASTDATA_BUFFER_RING=0`` in the environment.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ __all__ = ["RING_MIN_BYTES", "Releaser", "acquire", "free_in_worker"]
 
 RING_MIN_BYTES = 1 << 20  # smaller buffers (labels) are cheap to make afresh
 RING_SIZE = 8  # segments per size and worker at most (the batches in flight); beyond, fresh segments
+MAX_PENDING = 256  # batches the main process watches at most; older ones are never handed back (safe)
+ENV = "FASTDATA_BUFFER_RING"  # "0": no ring (fresh shared memory per batch, as torch does)
 TRAILER = 64
 MAGIC = b"fastdata-ring-v1"
 TAKEN, FREE = 1, 0
@@ -74,7 +78,7 @@ def acquire(nbytes: int) -> tuple[torch.UntypedStorage, bool]:
     A ring segment is ``nbytes + TRAILER`` long; use only its first ``nbytes``.
     """
     global _rings, _rings_pid
-    if nbytes < RING_MIN_BYTES or _use_count is None:
+    if nbytes < RING_MIN_BYTES or _use_count is None or os.environ.get(ENV, "1") == "0":
         return torch.UntypedStorage._new_shared(nbytes), False
     if _rings_pid != os.getpid():  # a new worker (forked with its parent's dict): start empty
         _rings, _rings_pid = {}, os.getpid()
@@ -86,12 +90,18 @@ def acquire(nbytes: int) -> tuple[torch.UntypedStorage, bool]:
             return segment, True
     if len(ring.segments) >= (RING_SIZE if ring.returned else 1):
         return torch.UntypedStorage._new_shared(nbytes), False
+    segment = _new_segment(nbytes)
+    ring.segments.append(segment)
+    return segment, True
+
+
+def _new_segment(nbytes: int) -> torch.UntypedStorage:
+    """A shared segment of ``nbytes`` plus its trailer, ``TAKEN``."""
     segment = torch.UntypedStorage._new_shared(nbytes + TRAILER)
     trailer = _trailer(segment)
     trailer[: len(MAGIC)] = torch.frombuffer(bytearray(MAGIC), dtype=torch.uint8)
     trailer[_STATE] = TAKEN
-    ring.segments.append(segment)
-    return segment, True
+    return segment
 
 
 def _ring_segment(tensor: Any) -> torch.UntypedStorage | None:
@@ -128,6 +138,8 @@ class Releaser:
         found = [s for s in map(_ring_segment, _tensors(batch)) if s is not None]
         with self._lock:
             self._pending.extend(found)
+            if len(self._pending) > MAX_PENDING:  # the loop keeps every batch: stop watching the oldest
+                del self._pending[: len(self._pending) - MAX_PENDING]
         self.poll()
 
     def poll(self) -> None:

@@ -94,9 +94,25 @@ def test_ring_takes_a_segment_only_when_free_and_unreferenced():
     assert third_again.data_ptr() != address  # taken again: the next batch gets another
 
 
-def test_small_buffers_and_a_torch_without_use_counts_skip_the_ring(monkeypatch):
+def test_small_buffers_the_switch_and_a_torch_without_use_counts_skip_the_ring(monkeypatch):
     small, in_ring = shared_ring.acquire(shared_ring.RING_MIN_BYTES - 1)
     assert not in_ring and small.nbytes() == shared_ring.RING_MIN_BYTES - 1
+    monkeypatch.setenv(shared_ring.ENV, "0")
+    plain, in_ring = shared_ring.acquire(shared_ring.RING_MIN_BYTES)
+    assert not in_ring and plain.nbytes() == shared_ring.RING_MIN_BYTES
+    monkeypatch.delenv(shared_ring.ENV)
     monkeypatch.setattr(shared_ring, "_use_count", None)
     plain, in_ring = shared_ring.acquire(shared_ring.RING_MIN_BYTES)
     assert not in_ring and plain.nbytes() == shared_ring.RING_MIN_BYTES
+
+
+def test_releaser_watches_a_bounded_number_of_batches(monkeypatch):
+    monkeypatch.setattr(shared_ring, "MAX_PENDING", 3)
+    releaser = shared_ring.Releaser()
+    kept = []
+    for _ in range(5):  # batches the loop keeps: watched, never freed, the oldest forgotten
+        segment = shared_ring._new_segment(64)
+        kept.append(torch.empty(0, dtype=torch.uint8).set_(segment, 0, (64,)))
+        releaser.track((kept[-1],))
+    assert len(releaser) == 3
+    assert all(shared_ring._state(t.untyped_storage()) == shared_ring.TAKEN for t in kept)

@@ -80,6 +80,10 @@ class DataLoaderX(DataLoader):
             ``num_workers > 0``.
         max_prefetch: Batches the background thread keeps ready (>= 1).
 
+    Worker batches: large batch buffers come from each worker's ring of reused shared memory
+    (:mod:`fastdata.shared_ring`); a buffer goes back to its worker once no tensor, view or array of
+    its batch is left in this process (clone a batch before sending it to another process).
+
     Breaking out of a loop, an exception, ``del`` of the iterator or garbage collection stops the
     thread and shuts non-persistent workers down (call ``iterator.close()`` to do it at once).
     Exceptions (a worker's included) reach the training loop as the original exception object.
