@@ -105,11 +105,11 @@ def _new_segment(nbytes: int) -> torch.UntypedStorage:
 
 
 def _ring_segment(tensor: Any) -> torch.UntypedStorage | None:
-    """The tensor's storage if it is a ring segment (its trailer right after the tensor's bytes), else None."""
+    """The tensor's storage if it is a ring segment (the magic string in the trailer at its end), else None."""
     if not isinstance(tensor, torch.Tensor) or tensor.device.type != "cpu" or not tensor.is_shared():
         return None
     storage = tensor.untyped_storage()
-    if storage.nbytes() < TRAILER + 1:
+    if storage.nbytes() < RING_MIN_BYTES + TRAILER:  # too small to come from a ring: no need to look
         return None
     if bytes(_trailer(storage)[: len(MAGIC)].tolist()) != MAGIC:
         return None
@@ -135,7 +135,7 @@ class Releaser:
         self._lock = threading.Lock()
 
     def track(self, batch: Any) -> None:
-        found = [s for s in map(_ring_segment, _tensors(batch)) if s is not None]
+        found = list({s.data_ptr(): s for s in map(_ring_segment, _tensors(batch)) if s is not None}.values())
         with self._lock:
             self._pending.extend(found)
             if len(self._pending) > MAX_PENDING:  # the loop keeps every batch: stop watching the oldest

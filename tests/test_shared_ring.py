@@ -111,8 +111,8 @@ def test_releaser_watches_a_bounded_number_of_batches(monkeypatch):
     releaser = shared_ring.Releaser()
     kept = []
     for _ in range(5):  # batches the loop keeps: watched, never freed, the oldest forgotten
-        segment = shared_ring._new_segment(64)
-        kept.append(torch.empty(0, dtype=torch.uint8).set_(segment, 0, (64,)))
+        segment = shared_ring._new_segment(shared_ring.RING_MIN_BYTES)
+        kept.append(torch.empty(0, dtype=torch.uint8).set_(segment, 0, (shared_ring.RING_MIN_BYTES,)))
         releaser.track((kept[-1],))
     assert len(releaser) == 3
     assert all(shared_ring._state(t.untyped_storage()) == shared_ring.TAKEN for t in kept)
