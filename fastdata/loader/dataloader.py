@@ -31,11 +31,11 @@ from torch.utils.data.distributed import DistributedSampler as _TorchDistributed
 
 from fastdata.dataset import ShardDataset
 from fastdata.loader.background import LoaderIter, close_all, shutdown_persistent
-from fastdata.shared_ring import Releaser
 from fastdata.loader.resume import (
     STATE_VERSION, PassState, after_base_seed, get_rng_states, has_state_methods, pass_key_for, restore_sampler,
     set_rng_states, snapshot_sampler, validate_state,
 )
+from fastdata.shared_ring import Releaser
 
 __all__ = ["DataLoaderX"]
 

@@ -195,16 +195,26 @@ class Numbers(Dataset):
         return np.full((1, 1, 1), i, np.uint8), i
 
 
-def loader(world, rank, num_workers=0, **kwargs):
+def loader(world, rank, num_workers=0, *, ratio=2, drop_last=False, collate_fn=fast_collate, **kwargs):
+    """A DataLoaderX over ``Numbers`` with a blocks-shuffled DistributedSampler; the global batch is GLOBAL_BATCH."""
     data = Numbers()
-    sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle="blocks", seed=3, ratio=2,
-                                 shard_sizes=SHARDS, block_shards=2)
+    sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle="blocks", seed=3, ratio=ratio,
+                                 drop_last=drop_last, shard_sizes=SHARDS, block_shards=2)
     return DataLoaderX(data, batch_size=GLOBAL_BATCH // world, sampler=sampler, num_workers=num_workers,
-                       collate_fn=fast_collate, **kwargs)
+                       collate_fn=collate_fn, **kwargs)
 
 
 def labels(it, limit=None):
     return [batch[1].tolist() for batch in itertools.islice(it, limit)]
+
+
+def checkpoint_after(l, steps):
+    """Read ``steps`` batches of a new pass, then checkpoint (the state as a JSON file holds it): (labels, state)."""
+    it = iter(l)
+    seen = labels(it, steps)
+    state = json.loads(json.dumps(l.state_dict()))
+    it.close()
+    return seen, state
 
 
 @pytest.mark.parametrize("new_world,num_workers", [(2, 0), (3, 0), (3, 2)])
@@ -212,11 +222,9 @@ def test_dataloaderx_state_from_4_ranks_resumes_on_another_world(new_world, num_
     steps = 7  # of the 4-rank run's 10 batches of 3 per rank: 84 positions, 24 into virtual pass 1 (60 a pass)
     old_batches, states = [], []
     for rank in range(4):
-        l = loader(4, rank)
-        it = iter(l)
-        old_batches.append(list(itertools.chain(*labels(it, steps))))
-        states.append(json.loads(json.dumps(l.state_dict())))
-        it.close()
+        seen, state = checkpoint_after(loader(4, rank), steps)
+        old_batches.append(list(itertools.chain(*seen)))
+        states.append(state)
     state = states[0]
     assert state["batches_consumed"] == steps and all(s == state for s in states)  # one checkpoint for all ranks
     # a plain load on another world is refused, never misplaced (here both worlds have 10 batches a pass)
@@ -243,16 +251,9 @@ def test_dataloaderx_resume_inside_an_adapted_pass():
     # sampler drop_last: 4 ranks read 14 a pass (56 positions); 6 steps = 16 into pass 1, which 3 ranks cannot
     # split evenly, so the 3-rank state counts from an origin; a checkpoint inside that pass must resume exactly.
     def make_loader(world, rank):
-        data = Numbers()
-        sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle="blocks", seed=3, ratio=2,
-                                     drop_last=True, shard_sizes=SHARDS, block_shards=2)
-        return DataLoaderX(data, batch_size=GLOBAL_BATCH // world, sampler=sampler, collate_fn=fast_collate)
+        return loader(world, rank, drop_last=True)
 
-    l4 = make_loader(4, 0)
-    it = iter(l4)
-    labels(it, 6)
-    state = l4.state_dict()
-    it.close()
+    _, state = checkpoint_after(make_loader(4, 0), 6)
     uninterrupted = []
     for rank in range(3):
         l3 = make_loader(3, rank)
@@ -260,10 +261,8 @@ def test_dataloaderx_resume_inside_an_adapted_pass():
         uninterrupted.append(labels(iter(l3)))
     l3 = make_loader(3, 0)
     l3.load_state_dict(adapt_loader_state(state, l3))
-    it = iter(l3)
-    assert labels(it, 2) == uninterrupted[0][:2]
-    inner = json.loads(json.dumps(l3.state_dict()))
-    it.close()
+    seen, inner = checkpoint_after(l3, 2)
+    assert seen == uninterrupted[0][:2]
     assert inner["sampler"]["origin"] == [1, 16] and inner["batches_consumed"] == 2
     for rank in range(3):
         again = make_loader(3, rank)
@@ -273,17 +272,9 @@ def test_dataloaderx_resume_inside_an_adapted_pass():
 
 def test_each_new_rank_keeps_its_own_loader_generator():
     def seeded(world, rank, base):
-        data = Numbers()
-        sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle="blocks", seed=3,
-                                     shard_sizes=SHARDS, block_shards=2)
-        return DataLoaderX(data, batch_size=GLOBAL_BATCH // world, sampler=sampler,
-                           generator=torch.Generator().manual_seed(base + rank))
+        return loader(world, rank, ratio=1, collate_fn=None, generator=torch.Generator().manual_seed(base + rank))
 
-    saver = seeded(4, 0, 100)
-    it = iter(saver)
-    labels(it, 2)
-    state = saver.state_dict()
-    it.close()
+    _, state = checkpoint_after(seeded(4, 0, 100), 2)
     new_states = []
     for rank in range(2):
         l = seeded(2, rank, 200)
