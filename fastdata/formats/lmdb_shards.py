@@ -6,8 +6,11 @@ bytes as value. The key ``__meta__`` holds a UTF-8 JSON object with the shard's 
 ``class_names`` (packs written since it was added) and ``num_samples``, so a plain ``lmdb`` reader
 can get every image and label without fastdata and without pickle.
 
-Readers check every record against its CRC32C on every read and return the label ``__meta__``
-holds for it; environments are shared per process and file (:mod:`fastdata.formats.lmdb_env`).
+Readers never hand the file to LMDB: they locate every value with a bounds-checked walk of the
+B-tree (:mod:`fastdata.formats.lmdb_pages`), so damaged pages raise :class:`CorruptRecordError`
+instead of killing the process, read each record with ``pread``, check it against its CRC32C and
+return the label ``__meta__`` holds for it. The CRC32Cs in ``__meta__`` are read when the shard is
+opened, so a record whose bytes change later (damage, or the shard rewritten in place) fails its check.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ import numpy as np
 from fastdata._fs import file_crc32c, publish, tmp_path
 from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase, ShardWriterBase, StorageFormat
 from fastdata.formats.example import ImageRecord
-from fastdata.formats.files import crc32c_hex, resolve_inside
+from fastdata.formats.files import FileIdentity, crc32c_hex, open_regular, resolve_inside
 from fastdata.formats.lmdb_env import open_readonly, shared_env
+from fastdata.formats.lmdb_pages import LMDBIndex, index_values
 from fastdata.formats.manifest import ShardInfo
 
 __all__ = ["LMDBFormat", "LMDBShardReader", "LMDBShardWriter", "META_KEY", "open_readonly", "parse_meta",
@@ -166,12 +170,13 @@ def _int_array(values: list, dtype: type, path: str | os.PathLike, key: str) -> 
 
 
 class LMDBShardReader(ShardReaderBase):
-    """Key lookups in one shard; ``position`` is the record number within the shard.
+    """Reads of one shard by record number, without trusting its page structure.
 
-    Every read is checked against the CRC32C that ``__meta__`` records for the record and returns
-    the label ``__meta__`` records for it. Opening reads ``__meta__`` once; given the manifest's
-    entry, it also checks the file's size (before mapping it), ``__meta__``'s checksum and the
-    record count, so a truncated shard or a shard of another pack is refused.
+    Opening walks the shard's B-tree with every page number and length checked (see
+    :mod:`fastdata.formats.lmdb_pages`) and reads ``__meta__``; given the manifest's entry, it also
+    checks the file's size, ``__meta__``'s checksum and the record count, so a truncated, damaged
+    or foreign shard is refused. Every read is checked against the CRC32C ``__meta__`` records for
+    it and returns the label recorded with it.
 
     Args:
         path: the shard file.
@@ -185,10 +190,13 @@ class LMDBShardReader(ShardReaderBase):
     """
 
     def __init__(self, path: Path, *, expected: ShardInfo | None = None, check_crc: bool = True) -> None:
+        self._fd = -1  # set first: __del__ runs even when opening fails
         self.path = Path(path)
         self.check_crc = check_crc
-        self._env, self.identity = shared_env(self.path, nbytes=None if expected is None else expected.nbytes)
-        raw = read_meta_bytes(self._env, self.path)
+        self._fd, st = open_regular(self.path, nbytes=None if expected is None else expected.nbytes)
+        self.identity = FileIdentity.of(st)
+        self._index = index_values(self._fd, st.st_size, self.path)
+        raw = _meta_from(self._index, self._fd, self.path)
         if expected is not None and expected.meta_crc32c is not None and crc32c_hex(raw) != expected.meta_crc32c:
             raise CorruptRecordError(
                 self.path, None, "its __meta__ record does not match the manifest (a shard of another pack, or damaged)"
@@ -204,11 +212,7 @@ class LMDBShardReader(ShardReaderBase):
     def read(self, position: int, size: int) -> tuple[bytes, int | None]:
         if not 0 <= position < len(self._crc):
             raise CorruptRecordError(self.path, position, f"no such record (the shard holds {len(self._crc)})")
-        try:
-            with self._env.begin(buffers=False) as txn:
-                value = txn.get(sample_key(position))
-        except lmdb.Error as exc:
-            raise CorruptRecordError(self.path, position, f"its LMDB pages are damaged ({type(exc).__name__})") from None
+        value = self._index.read(self._fd, sample_key(position), self.path)
         if value is None:
             raise CorruptRecordError(self.path, position, f"key {sample_key(position).decode()} is missing")
         if self.check_crc and google_crc32c.value(value) != self._crc[position]:
@@ -216,28 +220,41 @@ class LMDBShardReader(ShardReaderBase):
         return value, int(self._labels[position])
 
     def close(self) -> None:
-        self._env = None  # shared in this process: it closes when its last reader lets go
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:
+        if getattr(self, "_fd", -1) >= 0:
+            self.close()
+
+
+def _meta_from(index: LMDBIndex, fd: int, path: Path) -> bytes:
+    raw = index.read(fd, META_KEY, path)
+    if raw is None:
+        raise CorruptRecordError(path, None, "no __meta__ entry (not a fastdata LMDB shard, or an unfinished one)")
+    return raw
 
 
 def _check_records(
-    env: lmdb.Environment, path: Path, meta: dict, on_record: Callable[[int, ImageRecord], None] | None
+    index: LMDBIndex, fd: int, path: Path, meta: dict, on_record: Callable[[int, ImageRecord], None] | None
 ) -> list[str]:
     """Compare each record's bytes with the CRC32C stored for it in ``__meta__``; pass sound ones to ``on_record``."""
     problems = []
     n = meta["num_samples"]
     texts, names = meta.get("class_names") or [""] * n, meta.get("filenames") or [""] * n
-    try:
-        with env.begin(buffers=True) as txn:
-            for j, (expected, label) in enumerate(zip(meta["crc32c"], meta["labels"])):
-                value = txn.get(sample_key(j))
-                if value is None:
-                    problems.append(f"record {j}: {CorruptRecordError(path, j, 'key is missing')}")
-                elif google_crc32c.value(bytes(value)) != expected:
-                    problems.append(f"record {j}: {CorruptRecordError(path, j, 'image bytes CRC32C mismatch')}")
-                elif on_record is not None:
-                    on_record(j, ImageRecord(bytes(value), label, _text(texts[j]), _text(names[j])))
-    except lmdb.Error as exc:
-        problems.append(f"its LMDB pages are damaged ({type(exc).__name__})")
+    for j, (expected, label) in enumerate(zip(meta["crc32c"], meta["labels"])):
+        try:
+            value = index.read(fd, sample_key(j), path)
+        except CorruptRecordError as exc:
+            problems.append(f"record {j}: {exc}")
+            continue
+        if value is None:
+            problems.append(f"record {j}: {CorruptRecordError(path, j, 'key is missing')}")
+        elif google_crc32c.value(value) != expected:
+            problems.append(f"record {j}: {CorruptRecordError(path, j, 'image bytes CRC32C mismatch')}")
+        elif on_record is not None:
+            on_record(j, ImageRecord(value, label, _text(texts[j]), _text(names[j])))
     return problems
 
 
@@ -264,24 +281,25 @@ class LMDBFormat(StorageFormat):
     def verify(
         self, root: Path, shard: ShardInfo, on_record: Callable[[int, ImageRecord], None] | None = None
     ) -> list[str]:
+        fd = -1
         try:
             path = resolve_inside(root, shard.path)
-            env, _ = shared_env(path, nbytes=shard.nbytes)  # the size is checked before the file is mapped
-            raw = read_meta_bytes(env, path)
+            fd, st = open_regular(path, nbytes=shard.nbytes)
+            index = index_values(fd, st.st_size, path)  # the structure is checked before any pointer is followed
+            raw = _meta_from(index, fd, path)
             meta = parse_meta(raw, path)
+            problems: list[str] = []
+            if shard.meta_crc32c is not None and crc32c_hex(raw) != shard.meta_crc32c:
+                problems.append(f"{shard.path}: its __meta__ record does not match the manifest's checksum")
+            count = len(index.values) - 1
+            if meta["num_samples"] != shard.num_samples or count != shard.num_samples:
+                problems.append(f"{shard.path}: holds {count} records, the manifest says {shard.num_samples}")
+            return problems + [f"{shard.path}: {p}" for p in _check_records(index, fd, path, meta, on_record)]
         except (OSError, CorruptRecordError, DatasetChangedError) as exc:
             return [f"{shard.path}: {_short_error(exc)}"]
-        problems: list[str] = []
-        if shard.meta_crc32c is not None and crc32c_hex(raw) != shard.meta_crc32c:
-            problems.append(f"{shard.path}: its __meta__ record does not match the manifest's checksum")
-        try:
-            with env.begin() as txn:
-                count = txn.stat()["entries"] - 1
-        except lmdb.Error as exc:
-            return problems + [f"{shard.path}: its LMDB pages are damaged ({type(exc).__name__})"]
-        if meta["num_samples"] != shard.num_samples or count != shard.num_samples:
-            problems.append(f"{shard.path}: holds {count} records, the manifest says {shard.num_samples}")
-        return problems + [f"{shard.path}: {p}" for p in _check_records(env, path, meta, on_record)]
+        finally:
+            if fd >= 0:
+                os.close(fd)
 
 
 def _short_error(exc: BaseException) -> str:
