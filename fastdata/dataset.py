@@ -15,6 +15,7 @@ from torch.utils.data import Dataset
 
 from fastdata._malloc import pin_mmap_threshold
 from fastdata.batch import DecodedBatch, empty_tensor
+from fastdata.batch_decode import batch_capable, decode_batch_into
 from fastdata.formats import get_format
 from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
@@ -72,6 +73,8 @@ class ShardDataset(Dataset):
         cache_limit: byte budget of the cached shards (``"200GB"``, ``"512MiB"`` or an int; None: no
             limit). Shards nobody reads are evicted, the one needed furthest in the future first.
         prefetch: shards downloaded ahead of the reader, in the order the loader will read them.
+        decode_threads: threads that decode one batch inside a single native call (``RandomResizedCrop`` on the
+            native decoder; see :mod:`fastdata.batch_decode`): with ``num_workers=0``, or fewer workers, to use cores.
 
     A dataset at a URL needs a ``manifest.json`` (``fastdata pack SRC s3://bucket/x``). Each shard
     is downloaded once per node, checked against the manifest's size and CRC32C, and read from the
@@ -106,12 +109,14 @@ class ShardDataset(Dataset):
         cache_dir: str | os.PathLike | None = None,
         cache_limit: int | str | None = None,
         prefetch: int = 4,
+        decode_threads: int = 1,
     ) -> None:
         self.root = root
         self.transform = transform
         self.target_transform = target_transform
         self.label_offset = int(label_offset)
         self.decoder = decoder
+        self.decode_threads = int(decode_threads)  # checked by decode_batch_into
         self._decode = Decode(decoder=decoder)
         self._readers: dict[int, ShardReaderBase] = {}
         self._pid = os.getpid()
@@ -194,10 +199,16 @@ class ShardDataset(Dataset):
         images = empty_tensor((len(indices), size[0], size[1], 3), torch.uint8)
         labels = empty_tensor((len(indices),), torch.int64)
         slots, label_view = images.numpy(), labels.numpy()
-        uses_rng = self.transform.uses_rng
+        uses_rng, datas, rngs = self.transform.uses_rng, [], []
         for slot, index in enumerate(indices):
             data, label_view[slot] = self.read(index)
-            self.transform.decode_into(data, slots[slot], rng=sample_generator(index) if uses_rng else None)
+            datas.append(data)
+            rngs.append(sample_generator(index) if uses_rng else None)
+        if batch_capable(self.transform):  # one native call for the batch's JPEGs
+            decode_batch_into(self.transform, datas, slots, rngs, threads=self.decode_threads)
+        else:
+            for slot, (data, rng) in enumerate(zip(datas, rngs)):
+                self.transform.decode_into(data, slots[slot], rng=rng)
         return DecodedBatch(images, labels)
 
     def read(self, index: int) -> tuple[bytes, int]:

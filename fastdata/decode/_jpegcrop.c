@@ -7,6 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -160,7 +161,8 @@ typedef struct {
     /* out */
     int rows, cols;
     int height, width, components, color_space;
-    char message[160];
+    char message[JMSG_LENGTH_MAX];
+    int warnings; /* decode_batch: libjpeg's warnings for this job */
 } Job;
 
 static int
@@ -815,11 +817,201 @@ static PyTypeObject DecompressorType = {
     .tp_getset = Decompressor_getset,
 };
 
+/* ---- decode_batch: many regions, the GIL released once, optionally several threads ---- */
+
+typedef struct {
+    Decompressor **decompressors;
+    Job *jobs;
+    int *status;
+    Py_ssize_t n;
+    Py_ssize_t next; /* the next job to take (atomic) */
+} Batch;
+
+typedef struct {
+    Batch *batch;
+    Decompressor *self;
+} Worker;
+
+static void *
+batch_worker(void *arg)
+{
+    Worker *worker = arg;
+    Batch *batch = worker->batch;
+    Decompressor *self = worker->self;
+    for (;;) {
+        Py_ssize_t i = __atomic_fetch_add(&batch->next, 1, __ATOMIC_RELAXED);
+        if (i >= batch->n)
+            break;
+        Job *job = &batch->jobs[i];
+        self->err.num_warnings = 0;
+        self->err.first_warning[0] = '\0';
+        self->err.message[0] = '\0';
+        job->message[0] = '\0';
+        if (job->len == 0) { /* the message run_job gives */
+            snprintf(job->message, sizeof(job->message), "empty file");
+            batch->status[i] = JOB_JPEG_ERROR;
+            continue;
+        }
+        int status = run_region(self, job);
+        if (status == JOB_JPEG_ERROR)
+            memcpy(job->message, self->err.message, sizeof(job->message));
+        else if (status == JOB_OK && self->err.num_warnings > 0)
+            memcpy(job->message, self->err.first_warning, sizeof(job->message));
+        job->warnings = self->err.num_warnings;
+        batch->status[i] = status;
+    }
+    return NULL;
+}
+
+PyDoc_STRVAR(decode_batch_doc,
+"decode_batch(decompressors, jobs) -> list of (status, warnings, message)\n"
+"\n"
+"Run decode_region for every job (data, scale_denom, y0, y1, x0, x1, out) with the GIL\n"
+"released once, on len(decompressors) threads (the calling one and len - 1 started for\n"
+"the call), each with its own Decompressor. status: 0 decoded (warnings and the first\n"
+"warning's text in message, '' when none), 1 libjpeg refused the data (message is\n"
+"libjpeg's), 2 a bad box or buffer (message says which), 3 out of memory. Bad argument\n"
+"types raise before anything is decoded.");
+
+static PyObject *
+jpegcrop_decode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "decode_batch(decompressors, jobs) takes 2 arguments");
+        return NULL;
+    }
+    PyObject *decs = PySequence_Fast(args[0], "decompressors must be a sequence of Decompressor");
+    if (decs == NULL)
+        return NULL;
+    PyObject *jobs_seq = PySequence_Fast(args[1], "jobs must be a sequence of tuples");
+    if (jobs_seq == NULL) {
+        Py_DECREF(decs);
+        return NULL;
+    }
+    Py_ssize_t nthreads = PySequence_Fast_GET_SIZE(decs), n = PySequence_Fast_GET_SIZE(jobs_seq);
+    PyObject *result = NULL;
+    Decompressor **decompressors = PyMem_Calloc((size_t)(nthreads ? nthreads : 1), sizeof(*decompressors));
+    Job *jobs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Job));
+    int *status = PyMem_Calloc((size_t)(n ? n : 1), sizeof(int));
+    Py_buffer *buffers = PyMem_Calloc((size_t)(2 * n + 1), sizeof(Py_buffer));
+    Worker *workers = PyMem_Calloc((size_t)(nthreads ? nthreads : 1), sizeof(Worker));
+    pthread_t *threads = PyMem_Calloc((size_t)(nthreads ? nthreads : 1), sizeof(pthread_t));
+    Py_ssize_t held = 0, marked = 0;
+    if (!decompressors || !jobs || !status || !buffers || !workers || !threads) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    if (nthreads < 1) {
+        PyErr_SetString(PyExc_ValueError, "decode_batch needs at least one Decompressor");
+        goto cleanup;
+    }
+    for (Py_ssize_t t = 0; t < nthreads; t++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(decs, t);
+        if (!PyObject_TypeCheck(item, &DecompressorType) || !((Decompressor *)item)->created) {
+            PyErr_SetString(PyExc_TypeError, "decompressors must be initialized Decompressor objects");
+            goto cleanup;
+        }
+        for (Py_ssize_t u = 0; u < t; u++)
+            if (decompressors[u] == (Decompressor *)item) {
+                PyErr_SetString(PyExc_ValueError, "each thread needs its own Decompressor");
+                goto cleanup;
+            }
+        decompressors[t] = (Decompressor *)item;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *tuple = PySequence_Fast_GET_ITEM(jobs_seq, i);
+        if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != 7) {
+            PyErr_Format(PyExc_TypeError, "jobs[%zd] must be a tuple (data, scale_denom, y0, y1, x0, x1, out)", i);
+            goto cleanup;
+        }
+        long denom = PyLong_AsLong(PyTuple_GET_ITEM(tuple, 1));
+        if (denom == -1 && PyErr_Occurred())
+            goto cleanup;
+        if (denom != 1 && denom != 2 && denom != 4 && denom != 8) {
+            PyErr_Format(PyExc_ValueError, "jobs[%zd]: scale_denom must be 1, 2, 4 or 8, got %ld", i, denom);
+            goto cleanup;
+        }
+        jobs[i].denom = (int)denom;
+        Py_ssize_t *coords[4] = {&jobs[i].y0, &jobs[i].y1, &jobs[i].x0, &jobs[i].x1};
+        for (int c = 0; c < 4; c++) {
+            *coords[c] = PyNumber_AsSsize_t(PyTuple_GET_ITEM(tuple, 2 + c), PyExc_OverflowError);
+            if (*coords[c] == -1 && PyErr_Occurred())
+                goto cleanup;
+        }
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(tuple, 0), &buffers[2 * i], PyBUF_SIMPLE) < 0)
+            goto cleanup;
+        held = 2 * i + 1;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(tuple, 6), &buffers[2 * i + 1], PyBUF_WRITABLE) < 0)
+            goto cleanup;
+        held = 2 * i + 2;
+        jobs[i].src = buffers[2 * i].buf;
+        jobs[i].len = (size_t)buffers[2 * i].len;
+        jobs[i].out = buffers[2 * i + 1].buf;
+        jobs[i].out_len = buffers[2 * i + 1].len;
+    }
+    for (; marked < nthreads; marked++) {
+        if (decompressors[marked]->busy) {
+            PyErr_SetString(PyExc_RuntimeError, "a Decompressor is in use by another thread");
+            goto cleanup;
+        }
+        decompressors[marked]->busy = 1;
+    }
+    Batch batch = {decompressors, jobs, status, n, 0};
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t started = 0;
+    for (Py_ssize_t t = 0; t < nthreads; t++) {
+        workers[t].batch = &batch;
+        workers[t].self = decompressors[t];
+    }
+    for (Py_ssize_t t = 1; t < nthreads && t < n; t++) {
+        if (pthread_create(&threads[t], NULL, batch_worker, &workers[t]) != 0)
+            break; /* fewer threads: the others take the work */
+        started = t;
+    }
+    batch_worker(&workers[0]);
+    for (Py_ssize_t t = 1; t <= started; t++)
+        pthread_join(threads[t], NULL);
+    Py_END_ALLOW_THREADS
+    result = PyList_New(n);
+    if (result == NULL)
+        goto cleanup;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *message = PyUnicode_DecodeLatin1(jobs[i].message, (Py_ssize_t)strlen(jobs[i].message), NULL);
+        PyObject *entry = message ? Py_BuildValue("(iiN)", status[i], jobs[i].warnings, message) : NULL;
+        if (entry == NULL) {
+            Py_CLEAR(result);
+            goto cleanup;
+        }
+        PyList_SET_ITEM(result, i, entry);
+    }
+cleanup:
+    for (Py_ssize_t t = 0; t < marked; t++)
+        decompressors[t]->busy = 0;
+    for (Py_ssize_t b = 0; b < held; b++)
+        PyBuffer_Release(&buffers[b]);
+    PyMem_Free(threads);
+    PyMem_Free(workers);
+    PyMem_Free(buffers);
+    PyMem_Free(status);
+    PyMem_Free(jobs);
+    PyMem_Free(decompressors);
+    Py_DECREF(jobs_seq);
+    Py_DECREF(decs);
+    return result;
+}
+
+static PyMethodDef jpegcrop_functions[] = {
+    {"decode_batch", (PyCFunction)(void (*)(void))jpegcrop_decode_batch, METH_FASTCALL, decode_batch_doc},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef jpegcrop_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "fastdata.decode._jpegcrop",
     .m_doc = module_doc,
     .m_size = -1,
+    .m_methods = jpegcrop_functions,
 };
 
 PyMODINIT_FUNC
