@@ -9,7 +9,9 @@ one MCU row), the layout fastdata's packer writes. Methods, alternating within e
 - ``region``: fastdata's kernel on the original file (decodes from the top down to the crop's last row);
 - ``region-1B``: the same kernel on the K=1 transcode with the splice turned off (what the markers alone cost);
 - ``splice-1B``, ``splice-2B``, ``splice-row``: the kernel on the transcodes, decoding only the crop's intervals
-  (an image whose intervals do not tile its rows, e.g. K=2 on an odd number of MCUs, takes the region path).
+  (an image whose intervals do not tile its rows, e.g. K=2 on an odd number of MCUs, takes the region path);
+- ``batch-1B``: the K=1 transcodes in batches of 256 through one kernel call each
+  (:func:`fastdata.batch_decode.decode_batch_into`, one thread), as ``ShardDataset.__getitems__`` decodes them.
 
 Prints img/s (median and range of the rounds), the median ratios, the sizes of the transcodes and how many decodes
 took the splice. Needs ``jpegtran`` (apt-get install libjpeg-turbo-progs).
@@ -39,6 +41,8 @@ import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from fastdata import batch_decode  # noqa: E402
+from fastdata.batch_decode import decode_batch_into  # noqa: E402
 from fastdata.decode import is_jpeg, native  # noqa: E402
 from fastdata.decode.base import resize_into  # noqa: E402
 from fastdata.transforms import RandomResizedCrop  # noqa: E402
@@ -77,6 +81,35 @@ def _native(splice: bool):
     return run
 
 
+def _batch_spliced() -> int:
+    return sum(d.spliced for d in batch_decode._decompressors(1))
+
+
+class _FixedBoxes(RandomResizedCrop):
+    """RandomResizedCrop whose crops are the benchmark's precomputed boxes, in order."""
+
+    def __init__(self, boxes) -> None:
+        super().__init__(SIZE, decoder="native")
+        self.boxes, self.next = boxes, 0
+
+    def _params(self, height, width, rng):
+        box = self.boxes[self.next % len(self.boxes)]
+        self.next += 1
+        return box
+
+
+def _batches(boxes, batch: int = 256):
+    transform = _FixedBoxes(boxes)
+    out = np.empty((batch, SIZE, SIZE, 3), np.uint8)
+
+    def run_all(datas: list[bytes]) -> None:
+        transform.next = 0
+        for start in range(0, len(datas), batch):
+            chunk = datas[start:start + batch]
+            decode_batch_into(transform, chunk, out[:len(chunk)], [None] * len(chunk))
+    return run_all
+
+
 def measure(originals: list[bytes], repeats: int) -> dict:
     """img/s per method (median/min/max of ``repeats`` alternating rounds), ratios, sizes, splice counts."""
     transcoded = {name: [_transcode(d, k) for d in originals] for name, k in RESTARTS.items()}
@@ -87,20 +120,28 @@ def measure(originals: list[bytes], repeats: int) -> dict:
         "region": (originals, _native(True)),
         "region-1B": (transcoded["1B"], _native(False)),
         **{f"splice-{name}": (datas, _native(True)) for name, datas in transcoded.items()},
+        "batch-1B": (transcoded["1B"], None),
     }
+    run_batches = _batches(boxes)
     out = np.empty((SIZE, SIZE, 3), np.uint8)
     spliced = {}
     for name, (datas, fn) in methods.items():  # warm-up, and whether the splice was taken
-        before = native.spliced_count()
-        for data, box in zip(datas, boxes):
-            fn(data, box, out)
-        spliced[name] = native.spliced_count() - before
+        before = native.spliced_count() + _batch_spliced()
+        if fn is None:
+            run_batches(datas)
+        else:
+            for data, box in zip(datas, boxes):
+                fn(data, box, out)
+        spliced[name] = native.spliced_count() + _batch_spliced() - before
     rates: dict[str, list[float]] = {name: [] for name in methods}
     for _ in range(repeats):
         for name, (datas, fn) in methods.items():
             start = time.perf_counter()
-            for data, box in zip(datas, boxes):
-                fn(data, box, out)
+            if fn is None:
+                run_batches(datas)
+            else:
+                for data, box in zip(datas, boxes):
+                    fn(data, box, out)
             rates[name].append(len(datas) / (time.perf_counter() - start))
     result = {name: {"median": statistics.median(r), "min": min(r), "max": max(r), "spliced": spliced[name]}
               for name, r in rates.items()}
