@@ -3,7 +3,8 @@
 :meth:`fastdata.ShardDataset.__getitems__` hands a batch's records here when its transform is a plain
 :class:`~fastdata.transforms.RandomResizedCrop` on the native decoder. The crops are drawn exactly as the per-sample
 path draws them (same generator, same order), the regions of every JPEG are decoded by
-``fastdata.decode._jpegcrop.decode_batch`` (on ``threads`` threads inside that one call, each with its own libjpeg
+``fastdata.decode._jpegcrop.decode_batch`` (one call per :data:`CHUNK_BYTES` of regions; on ``threads`` threads
+inside each call, each with its own libjpeg
 decompressor), then OpenCV resizes each region into its slot, as :func:`fastdata.decode.native.decode_crop_into`
 does: the pixels are the per-sample path's. A record the batch cannot take (not a JPEG, a header libjpeg refuses, an
 error or a warning while decoding) goes through the per-sample path with the same crop, which gives its exact
@@ -30,6 +31,10 @@ from fastdata.transforms import RandomResizedCrop
 __all__ = ["batch_capable", "decode_batch_into"]
 
 _local = threading.local()
+
+#: Scratch bytes of decoded regions (before their resize) one kernel call may hold: a batch of large regions is
+#: decoded in several calls, so the batch path needs little more memory than the per-sample one.
+CHUNK_BYTES = 24 << 20
 
 
 def batch_capable(transform) -> bool:
@@ -95,16 +100,32 @@ def decode_batch_into(transform: RandomResizedCrop, datas: Sequence[bytes], out:
         y0, y1, x0, x1 = scaled_box(box, scale, scaled_size(height, width, scale))
         jobs.append([data, scale[1], y0, y1, x0, x1, None])
         plans.append((i, box))
-    offset, regions = 0, []
-    for job in jobs:
+    start = 0
+    while start < len(jobs):  # chunks of regions up to CHUNK_BYTES of scratch: one kernel call each
+        end, total = start, 0
+        while end < len(jobs) and (end == start or total + _scratch_bytes(jobs[end], out_h, out_w) <= CHUNK_BYTES):
+            total += _scratch_bytes(jobs[end], out_h, out_w)
+            end += 1
+        _decode_chunk(transform, decoder, jobs[start:end], plans[start:end], out, threads)
+        start = end
+
+
+def _scratch_bytes(job: list, out_h: int, out_w: int) -> int:
+    rows, cols = job[3] - job[2], job[5] - job[4]
+    return 0 if (rows, cols) == (out_h, out_w) else rows * cols * 3
+
+
+def _decode_chunk(transform: RandomResizedCrop, decoder, jobs: list[list], plans: list[tuple], out: np.ndarray,
+                  threads: int) -> None:
+    out_h, out_w = out.shape[1], out.shape[2]
+    scratch = _scratch(sum(_scratch_bytes(job, out_h, out_w) for job in jobs))
+    direct, offset = [], 0
+    for job, (i, _) in zip(jobs, plans):
+        size = _scratch_bytes(job, out_h, out_w)
+        direct.append(size == 0)  # decoded straight into the slot
         rows, cols = job[3] - job[2], job[5] - job[4]
-        regions.append((offset, rows, cols))
-        offset += rows * cols * 3 if (rows, cols) != (out_h, out_w) else 0
-    scratch = _scratch(offset)
-    direct = []
-    for job, (i, _), (start, rows, cols) in zip(jobs, plans, regions):
-        direct.append((rows, cols) == (out_h, out_w))  # decoded straight into the slot
-        job[6] = out[i] if direct[-1] else scratch[start:start + rows * cols * 3].reshape(rows, cols, 3)
+        job[6] = out[i] if size == 0 else scratch[offset:offset + size].reshape(rows, cols, 3)
+        offset += size
     results = native._jpegcrop.decode_batch(_decompressors(threads), [tuple(job) for job in jobs])
 
     def finish(k: int) -> None:

@@ -117,3 +117,19 @@ def test_dataset_decode_threads(tmp_path):
     per_sample = np.stack([ShardDataset(tmp_path / "pack", transform=RandomResizedCrop(40))[i][0] for i in indices])
     for batch in batches:
         np.testing.assert_array_equal(batch.images.numpy(), per_sample)
+
+
+def test_small_chunks_give_the_same_batch(monkeypatch):
+    """A batch split into several kernel calls (the scratch bound) decodes the same pixels."""
+    transform = RandomResizedCrop(64, decoder="native")
+    datas = _records()[:5] + _records()[6:]
+    seeds = [SampleIndex(i, 1, i) for i in range(len(datas))]
+    expected = _per_sample(transform, datas, seeds)
+    calls = []
+    real = native._jpegcrop.decode_batch
+    monkeypatch.setattr(batch_decode, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(native._jpegcrop, "decode_batch", lambda *a: calls.append(len(a[1])) or real(*a))
+    out = np.empty_like(expected)
+    batch_decode.decode_batch_into(transform, datas, out, [sample_generator(s) for s in seeds], threads=2)
+    np.testing.assert_array_equal(out, expected)
+    assert len(calls) > 1 and max(calls) == 1
