@@ -106,14 +106,16 @@ def test_dataset_decode_threads(tmp_path):
 
     src = tmp_path / "src" / "a"
     src.mkdir(parents=True)
-    for i, data in enumerate(_records()[:4] + _records()[6:]):
+    for i, data in enumerate(_records()[:4] + _records()[6:]):  # the last: a restart transcode (jpegtran)
         suffix = "png" if data.startswith(b"\x89PNG") else "jpg"
         (src / f"{i}.{suffix}").write_bytes(data)
     pack(tmp_path / "src", tmp_path / "pack", format="tfrecord", workers=0, progress=False)
     assert batch_decode.batch_capable(RandomResizedCrop(40))  # the default decoder is the native one
-    indices = [SampleIndex(i, 0, i) for i in range(6)]
+    indices = [SampleIndex(i, 0, i) for i in range(7)]
+    before = sum(d.spliced for d in batch_decode._decompressors(3))
     batches = [ShardDataset(tmp_path / "pack", transform=RandomResizedCrop(40), decode_threads=t).__getitems__(indices)
                for t in (1, 3)]
+    assert sum(d.spliced for d in batch_decode._decompressors(3)) > before  # the restart record was spliced
     per_sample = np.stack([ShardDataset(tmp_path / "pack", transform=RandomResizedCrop(40))[i][0] for i in indices])
     for batch in batches:
         np.testing.assert_array_equal(batch.images.numpy(), per_sample)
