@@ -141,10 +141,15 @@ def read_header(data) -> tuple[int, int, int, int]:
         DecodeError: empty, not a JPEG, a header libjpeg refuses, or more pixels than the limit
             (:func:`fastdata.decode.limits.set_max_pixels`).
     """
-    try:
-        header = _decompressor().header(data)
-    except _JpegError as exc:
-        raise _decode_error(exc, data) from None
+    last = getattr(_local, "header", None)
+    if last is not None and last[0] is data:  # the same immutable bytes as the last call (read_size, then decode)
+        header = last[1]
+    else:
+        try:
+            header = _decompressor().header(data)
+        except _JpegError as exc:
+            raise _decode_error(exc, data) from None
+        _local.header = (data, header) if type(data) is bytes else None
     check_pixels(header[0], header[1])  # the pixel limit, before anything is allocated
     return header
 

@@ -162,3 +162,23 @@ def test_fuzzed_restart_records_give_an_image_or_a_decode_error():
                     pass
     assert outcomes.get("error", 0) > 0 and outcomes.get("ok", 0) > 0, outcomes
     assert decompressor.spliced > 0, "no fuzz case reached the splice"
+
+
+def test_read_header_parses_the_same_bytes_once(monkeypatch):
+    """The per-sample path asks for the header twice (read_size, then the decode): libjpeg parses it once."""
+    data, other = _jpeg(_IMAGE, quality=90), _jpeg(_IMAGE[:40], quality=90)
+    calls = []
+    decompressor = native._decompressor()
+
+    class Counting:
+        def header(self, buf):
+            calls.append(1)
+            return decompressor.header(buf)
+
+    monkeypatch.setattr(native, "_decompressor", lambda: Counting())
+    assert native.read_header(data) == native.read_header(data) and len(calls) == 1
+    assert native.read_header(other)[0] == 40 and native.read_header(data)[0] == 77 and len(calls) == 3
+    mutable = bytearray(data)  # a buffer that may change is parsed every time
+    native.read_header(mutable)
+    native.read_header(mutable)
+    assert len(calls) == 5
