@@ -1,4 +1,4 @@
-"""``fastdata pack | inspect | verify | bench``: the command line. Flags map one to one onto function keywords."""
+"""``fastdata pack | merge | inspect | verify | bench``: the command line. Flags map one to one onto function keywords."""
 
 from __future__ import annotations
 
@@ -45,6 +45,15 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _part(text: str) -> tuple[int, int]:
+    from fastdata.packing.plan import parse_part
+
+    try:
+        return parse_part(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 EXIT_STATUS = """exit status:
   0    success
   1    damage found (verify)
@@ -63,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"fastdata {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more detail")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{pack,inspect,verify,bench}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{pack,merge,inspect,verify,bench}")
 
     p = sub.add_parser("pack", help="pack an image folder (one subfolder per class) into shards",
                        epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -94,7 +103,24 @@ def build_parser() -> argparse.ArgumentParser:
                        help="replace the dataset OUT holds, or pack into a non-empty folder; only fastdata's own "
                             "files are ever deleted")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    p.add_argument("--range-size", type=_positive_int, default=None,
+                   help="samples per range of the plan (default 10000, rounded up to a multiple of "
+                        "--samples-per-shard): one task each; shards never cross a range end")
+    p.add_argument("--engine", choices=["local", "ray"], default="local",
+                   help="local: this machine's process pool (default); ray: one Ray task per range")
+    p.add_argument("--ray-address", default=None, help="Ray cluster for --engine ray (default: RAY_ADDRESS, "
+                   "else a local Ray)")
+    p.add_argument("--part", type=_part, default=None, metavar="I/N",
+                   help="pack only part I of N (0-based; e.g. $SLURM_ARRAY_TASK_ID/16) and write its partial "
+                        "manifest; `fastdata merge OUT` finishes once every part is done")
     p.set_defaults(run=_run_pack)
+
+    p = sub.add_parser("merge", help="check the parts that `pack --part I/N` wrote into OUT and write its manifest")
+    p.add_argument("out", help="the folder every `fastdata pack SRC OUT --part I/N` wrote into")
+    p.add_argument("--no-crc", dest="check_crc", action="store_false",
+                   help="check shard sizes only, not their CRC32C (which reads every shard)")
+    p.add_argument("--allow-empty", action="store_true", help="write a dataset even when every image was skipped")
+    p.set_defaults(run=_run_merge)
 
     p = sub.add_parser("inspect", help="summarize a packed dataset")
     p.add_argument("root", help="folder or URL written by `fastdata pack`")
@@ -126,6 +152,7 @@ def _run_pack(args: argparse.Namespace) -> int:
             samples_per_shard=args.samples_per_shard, max_side=args.max_side, quality=args.quality,
             shuffle_seed=args.shuffle_seed, workers=args.workers, strict=args.strict, resume=args.resume,
             overwrite=args.overwrite, progress=args.progress, max_pixels=args.max_pixels, allow_empty=args.allow_empty,
+            range_size=args.range_size, engine=args.engine, part=args.part, ray_address=args.ray_address,
         )
     except NothingPackedError as exc:
         print(f"fastdata: error: nothing was packed: all {len(exc.skipped)} image(s) in {args.src} were skipped:",
@@ -137,6 +164,11 @@ def _run_pack(args: argparse.Namespace) -> int:
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
+    if args.part is not None:
+        print(f"packed part {manifest.part}/{manifest.parts}: {len(manifest.ranges)} range(s), {manifest.packed} "
+              f"packed by this run, {manifest.num_samples} images in {len(manifest.shards)} shard(s) into {args.out}; "
+              f"run `fastdata merge {args.out}` once every part is done")
+        return 0
     size = sum(s.nbytes for s in manifest.shards)
     print(f"packed {manifest.num_samples} images of {len(manifest.classes)} classes into "
           f"{len(manifest.shards)} {manifest.format} shard(s), {size / 1e6:.1f} MB, in {args.out}")
@@ -166,6 +198,15 @@ def _terminate(signum: int, frame: object) -> None:
     """SIGTERM handler for ``pack``: stop like Ctrl-C; a second SIGTERM kills at once."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     raise Terminated()
+
+
+def _run_merge(args: argparse.Namespace) -> int:
+    from fastdata.packing.merge import merge
+
+    manifest = merge(args.out, check_crc=args.check_crc, allow_empty=args.allow_empty)
+    print(f"merged {manifest.num_samples} images of {len(manifest.classes)} classes in {len(manifest.shards)} "
+          f"{manifest.format} shard(s) into {args.out}")
+    return 0
 
 
 def _run_inspect(args: argparse.Namespace) -> int:

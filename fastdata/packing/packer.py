@@ -12,52 +12,29 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from fastdata import __version__
-from fastdata._fs import atomic_write_bytes
 from fastdata.decode import DEFAULT_MAX_PIXELS
 from fastdata.decode.limits import as_limit
 from fastdata.formats import get_format
-from fastdata.formats.files import crc32c_hex
-from fastdata.formats.manifest import MANIFEST_NAME, Manifest, ShardInfo, SkippedFile
-from fastdata.formats.targets import encode_targets
+from fastdata.formats.manifest import MANIFEST_NAME, Manifest, ShardInfo
+from fastdata.packing.finish import TARGETS_NAME, NothingPackedError, finalize  # noqa: F401 - re-exported
 from fastdata.packing.journal import PackJournal, check_finished, fingerprint, journal_header, source_digest
 from fastdata.packing.lock import OutputLock
 from fastdata.packing.output import create_output, prepare_output, remove_own_files
 from fastdata.decode.base import image_format  # noqa: F401 - re-exported: fastdata.packing.packer.image_format
 from fastdata.packing.pipeline import BadImageError, Job, write_shards
+from fastdata.packing.plan import RangePlan, effective_range_size, source_order
 from fastdata.packing.pool import cap_workers
 from fastdata.packing.scan import ImageFolderScan, scan_image_folder
 from fastdata.packing.space import OutOfSpaceError, is_out_of_space, out_of_space_error
 from fastdata.packing.writer import DEFAULT_SHARD_SIZE, ShardWriter
 from fastdata.storage.urls import is_url
 
+if TYPE_CHECKING:
+    from fastdata.packing.engines import PartResult
+
 logger = logging.getLogger(__name__)
-
-TARGETS_NAME = "targets.npy"
-
-
-class NothingPackedError(ValueError):
-    """Every source image was skipped and ``allow_empty`` was not set.
-
-    Attributes:
-        skipped: every file, with the reason it was skipped.
-    """
-
-    def __init__(self, skipped: list[SkippedFile] | str) -> None:
-        if isinstance(skipped, str):  # rebuilt from its message (torch's ExceptionWrapper, pickling)
-            self.skipped: list[SkippedFile] = []
-            super().__init__(skipped)
-            return
-        self.skipped = skipped
-        shown = "; ".join(f"{s.path}: {s.reason}" for s in skipped[:3]) + ("; ..." if len(skipped) > 3 else "")
-        super().__init__(
-            f"nothing was packed: all {len(skipped)} image(s) were skipped ({shown}); fix or remove them, "
-            "or pass --allow-empty (allow_empty=True) to write an empty dataset"
-        )
-
 
 def pack(
     src: str | os.PathLike,
@@ -77,7 +54,11 @@ def pack(
     max_pixels: int | None = DEFAULT_MAX_PIXELS,
     allow_empty: bool = False,
     on_shard: Callable[[ShardInfo], None] | None = None,
-) -> Manifest:
+    range_size: int | None = None,
+    engine: str = "local",
+    part: tuple[int, int] | None = None,
+    ray_address: str | None = None,
+) -> Manifest | PartResult:
     """Pack the ImageFolder tree ``src`` into ``format`` shards in ``out`` (a folder or a URL).
 
     Only one pack at a time may write to ``out`` (an exclusive lock on ``out/.fastdata.lock``),
@@ -112,6 +93,16 @@ def pack(
         allow_empty: write a dataset even when every image was skipped (``len(ds) == 0``);
             by default that raises :class:`NothingPackedError`.
         on_shard: called with each shard's manifest entry as soon as the shard is published.
+        range_size: samples per range of the plan (default 10000, rounded up to a multiple of
+            ``samples_per_shard``): a shard never crosses a range boundary, and each range is one
+            task of the engine (see :mod:`fastdata.packing.plan`). Part of the options: every engine
+            and every split writes the same bytes for the same value.
+        engine: ``"local"`` (this machine's process pool) or ``"ray"`` (one Ray task per range; the
+            cluster at ``ray_address``, else ``RAY_ADDRESS``, else a local one).
+        part: ``(I, N)``: pack only the ranges of the 0-based part ``I`` of ``N`` and write its
+            partial manifest; :func:`fastdata.packing.merge.merge` (``fastdata merge OUT``) writes
+            the manifest once every part is there. Returns a :class:`PartResult` instead of a manifest.
+        ray_address: the Ray cluster for ``engine="ray"``.
 
     Images are accepted as PIL accepts them: a JPEG with libjpeg warnings ("extraneous bytes
     before marker") is packed, and the codec messages of every such file are recorded in the
@@ -135,16 +126,17 @@ def pack(
             ``resume`` after freeing space finishes the pack.
         NothingPackedError: every image was skipped and ``allow_empty`` is not set (no dataset is left in ``out``).
     """
-    if is_url(out):
+    if is_url(out) and engine == "local" and part is None:
         from fastdata.storage.transfer import pack_to_url
 
         return pack_to_url(src, out, format=format, shard_size=shard_size, samples_per_shard=samples_per_shard,
                            max_side=max_side, quality=quality, shuffle_seed=shuffle_seed, workers=workers,
                            strict=strict, resume=resume, overwrite=overwrite, progress=progress,
-                           max_pixels=max_pixels, allow_empty=allow_empty)
+                           max_pixels=max_pixels, allow_empty=allow_empty, range_size=range_size)
     storage = get_format(format)
     options = _check_options(format, shard_size, samples_per_shard, max_side, quality, shuffle_seed, workers)
     options["max_pixels"] = as_limit(max_pixels)
+    options["range_size"] = effective_range_size(range_size, samples_per_shard)
     if resume and overwrite:
         raise ValueError("resume and overwrite exclude each other: resume finishes a pack, overwrite starts over")
     scan = scan_image_folder(src)
@@ -156,6 +148,12 @@ def pack(
         )
     options["source_files"] = source_digest(scan.classes, scan.paths, scan.labels, scan.skipped)
     workers = cap_workers(workers)
+    if engine != "local" or part is not None or is_url(out) or len(RangePlan(len(scan.paths), options["range_size"])) > 1:
+        from fastdata.packing.engines import run_plan
+
+        return run_plan(scan, out, options, workers=workers, strict=strict, resume=resume, overwrite=overwrite,
+                        progress=progress, allow_empty=allow_empty, engine=engine, part=part,
+                        ray_address=ray_address, on_shard=on_shard)
     out = create_output(Path(out))
     with OutputLock(out):
         prepare_output(out, resume=resume, overwrite=overwrite)
@@ -182,7 +180,7 @@ def _pack_locked(
     on_shard: Callable[[ShardInfo], None] | None,
 ) -> Manifest:
     """The pack itself, with ``out`` locked and checked."""
-    order = _source_order(len(scan.paths), options["shuffle_seed"])
+    order = source_order(len(scan.paths), options["shuffle_seed"])
     paths = [scan.paths[i] for i in order]
     labels = [scan.labels[i] for i in order]
     journal = PackJournal(out)
@@ -212,7 +210,7 @@ def _pack_locked(
     if not allow_empty and not any(e.shard is not None for e in entries):
         remove_own_files(out)
         raise NothingPackedError([s for e in entries for s in e.skipped])
-    return _finalize(out, format, scan.classes, entries, options, journal)
+    return finalize(out, format, scan.classes, entries, options, journal)
 
 
 def _check_options(format, shard_size, samples_per_shard, max_side, quality, shuffle_seed, workers) -> dict:
@@ -234,41 +232,3 @@ def _check_options(format, shard_size, samples_per_shard, max_side, quality, shu
         "quality": quality if max_side else None,
         "shuffle_seed": shuffle_seed,
     }
-
-
-def _source_order(n: int, shuffle_seed: int | None) -> np.ndarray:
-    if shuffle_seed is None:
-        return np.arange(n)
-    return np.random.default_rng(shuffle_seed).permutation(n)
-
-
-def _finalize(out, format, classes, entries, options, journal) -> Manifest:
-    shards = [e.shard for e in entries if e.shard is not None]
-    skipped = [s for e in entries for s in e.skipped]
-    warned = [w for e in entries for w in e.warnings]
-    targets = np.asarray([label for e in entries for label in e.labels], dtype=np.int64)
-    targets_data = _save_npy(out / TARGETS_NAME, targets)
-    manifest = Manifest(
-        format=format,
-        classes=list(classes),
-        shards=shards,
-        skipped=skipped,
-        warnings=warned,
-        targets=TARGETS_NAME,
-        options=options,
-        created_by=f"fastdata {__version__}",
-        targets_nbytes=len(targets_data),
-        targets_crc32c=crc32c_hex(targets_data),
-    )
-    manifest.save(out)
-    journal.remove()
-    for bad in skipped:
-        logger.info("skipped %s: %s", bad.path, bad.reason)
-    return manifest
-
-
-def _save_npy(path: Path, array: np.ndarray) -> bytes:
-    """Write ``array`` as ``.npy`` atomically; return the bytes written (the manifest records their size and CRC32C)."""
-    data = encode_targets(array)
-    atomic_write_bytes(path, data)
-    return data

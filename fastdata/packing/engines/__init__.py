@@ -1,0 +1,194 @@
+"""Engines that run a pack's range tasks: ``local`` (this machine's process pool), ``ray``, and ``--part I/N``.
+
+:func:`run_plan` is the driver every engine shares: it builds the range plan
+(:mod:`fastdata.packing.plan`) and one :class:`~fastdata.packing.ranges.RangeTask` per range
+still to do, hands them to an engine (an object whose ``run(tasks)`` yields each range's record as
+it is published), and writes the manifest last from the records (:func:`fastdata.packing.merge.combine`),
+or, for ``part=(I, N)``, the part's partial manifest for ``fastdata merge``. The bytes written
+never depend on the engine or on the split.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from fastdata.formats.manifest import MANIFEST_NAME, Manifest, ShardInfo
+from fastdata.packing.finish import NothingPackedError
+from fastdata.packing.journal import check_finished, differences, fingerprint, journal_header
+from fastdata.packing.lock import OutputLock
+from fastdata.packing.merge import combine, part_name, write_part
+from fastdata.packing.output import create_output, prepare_output, remove_own_files
+from fastdata.packing.pipeline import Job
+from fastdata.packing.plan import RangePlan, source_order
+from fastdata.packing.ranges import RangeTask, load_record, record_entries, record_name
+from fastdata.packing.scan import ImageFolderScan
+from fastdata.storage.urls import is_url
+
+__all__ = ["ENGINES", "PartResult", "get_engine", "run_plan"]
+
+logger = logging.getLogger(__name__)
+
+ENGINES = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class PartResult:
+    """What ``pack(..., part=(I, N))`` did: its ranges, of which ``packed`` were packed by this run."""
+
+    part: int
+    parts: int
+    ranges: list[int]
+    packed: int
+    num_samples: int
+    shards: list[ShardInfo]
+    path: Path
+
+
+def get_engine(name: str, *, workers: int = 0, ray_address: str | None = None) -> Any:
+    """The engine called ``name`` (:data:`ENGINES`)."""
+    if name == "local":
+        from fastdata.packing.engines.local import LocalEngine
+
+        return LocalEngine(workers)
+    if name == "ray":
+        from fastdata.packing.engines.ray import RayEngine
+
+        return RayEngine(ray_address)
+    raise ValueError(f"unknown engine {name!r}: use one of {', '.join(ENGINES)}")
+
+
+def run_plan(scan: ImageFolderScan, out: str | Path, options: dict[str, Any], *, workers: int, strict: bool,
+             resume: bool, overwrite: bool, progress: bool, allow_empty: bool, engine: str = "local",
+             part: tuple[int, int] | None = None, ray_address: str | None = None,
+             on_shard: Callable[[ShardInfo], None] | None = None) -> Manifest | PartResult:
+    """Pack ``scan`` into ``out`` range by range with ``engine``; see :func:`fastdata.packing.packer.pack`."""
+    order = source_order(len(scan.paths), options["shuffle_seed"])
+    paths = [scan.paths[i] for i in order]
+    labels = [scan.labels[i] for i in order]
+    plan = RangePlan(len(paths), options["range_size"])
+    header = {"fingerprint": fingerprint(paths, labels, options), "options": dict(options),
+              "files": len(paths) + len(scan.skipped), "classes": list(scan.classes), "ranges": len(plan)}
+
+    def task(r: int, folder: Path | None, url: str | None) -> RangeTask:
+        start, stop = plan.bounds(r)
+        jobs = tuple(Job(i, str(scan.root / paths[i]), paths[i], labels[i], options["max_side"],
+                         options["quality"] or 0, options["max_pixels"]) for i in range(start, stop))
+        return RangeTask(None if folder is None else str(folder), url, options["format"], options["shard_size"],
+                         options["samples_per_shard"], r, start, stop, plan.shard_prefix(r), jobs,
+                         tuple(scan.classes), header, tuple(scan.skipped) if r == 0 else (), strict, 0)
+
+    runner = get_engine(engine, workers=workers, ray_address=ray_address)
+    wanted = list(plan.part(*part)) if part else list(range(len(plan)))
+    if is_url(out):
+        if resume or part:
+            raise ValueError(f"--resume and --part need OUT to be a folder (shared by all tasks), not {out}: pack "
+                             "into a shared folder and upload it, or pack to the URL again with --overwrite")
+        return _to_url(str(out), header, [task(r, None, str(out)) for r in wanted], runner, progress, overwrite,
+                       allow_empty)
+    out = create_output(Path(out))
+    if part:
+        return _part(out, header, part, wanted, task, runner, resume, overwrite, progress)
+    with OutputLock(out):
+        prepare_output(out, resume=resume, overwrite=overwrite)
+        if (out / MANIFEST_NAME).is_file():  # resume of a pack that had already finished
+            manifest = Manifest.load(out)
+            check_finished(out, manifest, journal_header(scan.root, options, header["files"], header["fingerprint"]))
+            return manifest
+        records = _done(out, header, wanted) if resume else {}
+        if records:
+            logger.info("resuming: %d of %d ranges are complete, packing the other %d", len(records), len(plan),
+                        len(plan) - len(records))
+        todo = [task(r, out, None) for r in wanted if r not in records]
+        for record in _run(runner, todo, header, progress):
+            records[record["range"]] = record
+            for entry in record_entries(record):
+                if entry.shard is not None and on_shard is not None:
+                    on_shard(entry.shard)
+        try:
+            manifest = combine(out, header, list(records.values()), allow_empty=allow_empty)
+        except NothingPackedError:
+            remove_own_files(out)
+            raise
+        for r in records:
+            (out / record_name(r)).unlink(missing_ok=True)
+        return manifest
+
+
+def _done(out: Path, header: dict[str, Any], wanted: list[int]) -> dict[int, dict[str, Any]]:
+    """The complete ranges in ``out`` of this pack; raises if ``out`` holds ranges of another pack."""
+    records = {}
+    for r in wanted:
+        record = load_record(out, r)
+        if record is None:
+            continue
+        if record["header"] != header:
+            found = differences(record["header"], header) or ["its ranges record another input"]
+            raise ValueError(f"--resume refused: {str(out)!r} holds ranges of a pack of other input or with other "
+                             f"options: {'; '.join(found)}. Resume with the same SRC and options, or pass "
+                             "--overwrite to start over")
+        if load_record(out, r, header) is not None:  # shards intact too
+            records[r] = record
+    return records
+
+
+def _part(out, header, part, wanted, task, runner, resume, overwrite, progress) -> PartResult:
+    index, parts = part
+    if overwrite:
+        raise ValueError("--overwrite cannot be used with --part (the other parts share OUT): empty OUT yourself, "
+                         "or pass --resume to finish this part")
+    if (out / MANIFEST_NAME).is_file():
+        raise FileExistsError(f"{str(out)!r} already holds a finished dataset (manifest.json): pack the parts into "
+                              "an empty folder")
+    if (out / part_name(index, parts)).is_file() and not resume:
+        raise FileExistsError(f"part {index}/{parts} is already packed in {str(out)!r}: pass --resume to check and "
+                              "keep it, or remove its part file to pack it again")
+    records = _done(out, header, wanted)
+    if records and not resume:
+        raise FileExistsError(f"range {min(records)} of part {index}/{parts} is already packed in {str(out)!r}: "
+                              "pass --resume to finish the part")
+    todo = [task(r, out, None) for r in wanted if r not in records]
+    for record in _run(runner, todo, header, progress):
+        records[record["range"]] = record
+    path = write_part(out, index, parts, header, list(records.values()))
+    entries = [e for rec in records.values() for e in record_entries(rec)]
+    return PartResult(index, parts, wanted, len(todo), sum(len(e.labels) for e in entries),
+                      [e.shard for e in entries if e.shard is not None], path)
+
+
+def _to_url(url, header, tasks, runner, progress, overwrite, allow_empty) -> Manifest:
+    """Tasks upload their shards and records; the driver writes the labels and the manifest, last."""
+    from fastdata.storage.remote import get_store
+    from fastdata.storage.transfer import _delete_unused, _take_down
+
+    store = get_store(url)
+    old = _take_down(store, overwrite)
+    records = list(_run(runner, tasks, header, progress))
+    staging = Path(tempfile.mkdtemp(prefix="fastdata-pack-"))
+    try:
+        manifest = combine(staging, header, records, allow_empty=allow_empty)
+        store.upload(manifest.targets, staging / manifest.targets)
+        store.upload(MANIFEST_NAME, staging / MANIFEST_NAME)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    for record in records:
+        store.delete(record_name(record["range"]))
+    if old is not None:
+        _delete_unused(store, old, manifest)
+    return manifest
+
+
+def _run(runner, tasks: list[RangeTask], header: dict[str, Any], progress: bool):
+    """The records of ``tasks`` from ``runner``, with a progress bar of images (updated as ranges finish)."""
+    total = sum(t.stop - t.start for t in tasks)
+    with tqdm(total=total, unit="img", desc=f"pack ({runner.name})", disable=not progress) as bar:
+        for record in runner.run(tasks):
+            bar.update(record["stop"] - record["start"])
+            yield record
