@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import re
 import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from fastdata import __version__
 from fastdata.decode.limits import DEFAULT_MAX_PIXELS
+
+if TYPE_CHECKING:
+    from fastdata.packing.options import PackOptions
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
           "g": 10**9, "gb": 10**9, "gib": 2**30}
@@ -147,13 +152,7 @@ def _run_pack(args: argparse.Namespace) -> int:
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
-        manifest = pack(
-            args.src, args.out, format=args.format, shard_size=args.shard_size,
-            samples_per_shard=args.samples_per_shard, max_side=args.max_side, quality=args.quality,
-            shuffle_seed=args.shuffle_seed, workers=args.workers, strict=args.strict, resume=args.resume,
-            overwrite=args.overwrite, progress=args.progress, max_pixels=args.max_pixels, allow_empty=args.allow_empty,
-            range_size=args.range_size, engine=args.engine, part=args.part, ray_address=args.ray_address,
-        )
+        manifest = pack(args.src, args.out, options=_pack_options(args))
     except NothingPackedError as exc:
         print(f"fastdata: error: nothing was packed: all {len(exc.skipped)} image(s) in {args.src} were skipped:",
               file=sys.stderr)
@@ -182,6 +181,14 @@ def _run_pack(args: argparse.Namespace) -> int:
         print(f"{len(manifest.warnings)} file(s) packed with codec warnings (PIL decodes them too); "
               f"`fastdata inspect {args.out}` lists them")
     return 0
+
+
+def _pack_options(args: argparse.Namespace) -> PackOptions:
+    """The pack's options from its flags (one flag per field of :class:`PackOptions`)."""
+    from fastdata.packing.options import PackOptions
+
+    names = [f.name for f in dataclasses.fields(PackOptions)]
+    return PackOptions(**{name: getattr(args, name) for name in names if hasattr(args, name)})
 
 
 def _match_pillow_limit(max_pixels: int) -> None:

@@ -12,23 +12,21 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from fastdata.decode import DEFAULT_MAX_PIXELS
-from fastdata.decode.limits import as_limit
-from fastdata.formats import get_format
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest, ShardInfo
 from fastdata.packing.finish import TARGETS_NAME, NothingPackedError, finalize  # noqa: F401 - re-exported
-from fastdata.packing.journal import PackJournal, check_finished, fingerprint, journal_header, source_digest
+from fastdata.packing.journal import PackJournal, check_finished, fingerprint, journal_header
 from fastdata.packing.lock import OutputLock
 from fastdata.packing.output import create_output, prepare_output, remove_own_files
 from fastdata.decode.base import image_format  # noqa: F401 - re-exported: fastdata.packing.packer.image_format
 from fastdata.packing.pipeline import BadImageError, Job, write_shards
-from fastdata.packing.plan import RangePlan, effective_range_size, source_order
+from fastdata.packing.plan import source_order
 from fastdata.packing.pool import cap_workers
-from fastdata.packing.scan import ImageFolderScan, scan_image_folder
+from fastdata.packing.options import PackOptions
+from fastdata.packing.sources import Row, Source, open_source, source_digest
 from fastdata.packing.space import OutOfSpaceError, is_out_of_space, out_of_space_error
-from fastdata.packing.writer import DEFAULT_SHARD_SIZE, ShardWriter
+from fastdata.packing.writer import ShardWriter
 from fastdata.storage.urls import is_url
 
 if TYPE_CHECKING:
@@ -40,26 +38,14 @@ def pack(
     src: str | os.PathLike,
     out: str | os.PathLike,
     *,
-    format: str,
-    shard_size: int = DEFAULT_SHARD_SIZE,
-    samples_per_shard: int | None = None,
-    max_side: int | None = None,
-    quality: int = 90,
-    shuffle_seed: int | None = None,
-    workers: int | None = None,
-    strict: bool = False,
-    resume: bool = False,
-    overwrite: bool = False,
-    progress: bool = True,
-    max_pixels: int | None = DEFAULT_MAX_PIXELS,
-    allow_empty: bool = False,
+    options: PackOptions | None = None,
     on_shard: Callable[[ShardInfo], None] | None = None,
-    range_size: int | None = None,
-    engine: str = "local",
-    part: tuple[int, int] | None = None,
-    ray_address: str | None = None,
+    **keywords: Any,
 ) -> Manifest | PartResult:
     """Pack the ImageFolder tree ``src`` into ``format`` shards in ``out`` (a folder or a URL).
+
+    The options are given as keywords (below), or as one :class:`~fastdata.packing.options.PackOptions`
+    (``options=``), not both.
 
     Only one pack at a time may write to ``out`` (an exclusive lock on ``out/.fastdata.lock``),
     and a pack never deletes or replaces a file it did not write (see :mod:`fastdata.packing.output`).
@@ -95,8 +81,8 @@ def pack(
         on_shard: called with each shard's manifest entry as soon as the shard is published.
         range_size: samples per range of the plan (default 10000, rounded up to a multiple of
             ``samples_per_shard``): a shard never crosses a range boundary, and each range is one
-            task of the engine (see :mod:`fastdata.packing.plan`). Part of the options: every engine
-            and every split writes the same bytes for the same value.
+            task of the engine (see :mod:`fastdata.packing.plan`). Recorded with the options: every
+            engine and every split writes the same bytes for the same value.
         engine: ``"local"`` (this machine's process pool) or ``"ray"`` (one Ray task per range; the
             cluster at ``ray_address``, else ``RAY_ADDRESS``, else a local one).
         part: ``(I, N)``: pack only the ranges of the 0-based part ``I`` of ``N`` and write its
@@ -126,44 +112,37 @@ def pack(
             ``resume`` after freeing space finishes the pack.
         NothingPackedError: every image was skipped and ``allow_empty`` is not set (no dataset is left in ``out``).
     """
-    if is_url(out) and engine == "local" and part is None:
+    if options is None:
+        options = PackOptions.of(**keywords)
+    elif keywords:
+        raise ValueError(f"pass the options as keywords or as options=PackOptions(...), not both ({', '.join(keywords)})")
+    if is_url(out) and options.engine == "local" and options.part is None:
         from fastdata.storage.transfer import pack_to_url
 
-        return pack_to_url(src, out, format=format, shard_size=shard_size, samples_per_shard=samples_per_shard,
-                           max_side=max_side, quality=quality, shuffle_seed=shuffle_seed, workers=workers,
-                           strict=strict, resume=resume, overwrite=overwrite, progress=progress,
-                           max_pixels=max_pixels, allow_empty=allow_empty, range_size=range_size)
-    storage = get_format(format)
-    options = _check_options(format, shard_size, samples_per_shard, max_side, quality, shuffle_seed, workers)
-    options["max_pixels"] = as_limit(max_pixels)
-    options["range_size"] = effective_range_size(range_size, samples_per_shard)
-    if resume and overwrite:
-        raise ValueError("resume and overwrite exclude each other: resume finishes a pack, overwrite starts over")
-    scan = scan_image_folder(src)
-    if strict and scan.skipped:
-        first = scan.skipped[0]
+        return pack_to_url(src, out, resume=options.resume, overwrite=options.overwrite,
+                           options=options.with_(resume=False, overwrite=False))
+    source = open_source(src, options)
+    if options.strict and source.skipped:
+        first = source.skipped[0]
         raise BadImageError(
-            f"{len(scan.skipped)} item(s) in SRC cannot be packed, e.g. {first.path}: {first.reason} "
+            f"{len(source.skipped)} item(s) in SRC cannot be packed, e.g. {first.path}: {first.reason} "
             "(fix them, or pack without --strict to skip and report them)"
         )
-    options["source_files"] = source_digest(scan.classes, scan.paths, scan.labels, scan.skipped)
-    workers = cap_workers(workers)
-    if engine != "local" or part is not None or is_url(out) or len(RangePlan(len(scan.paths), options["range_size"])) > 1:
+    rows = list(source.scan())
+    options = options.with_(workers=cap_workers(options.workers))
+    if options.engine != "local" or options.part is not None or is_url(out) or len(options.plan(len(rows))) > 1:
         from fastdata.packing.engines import run_plan
 
-        return run_plan(scan, out, options, workers=workers, strict=strict, resume=resume, overwrite=overwrite,
-                        progress=progress, allow_empty=allow_empty, engine=engine, part=part,
-                        ray_address=ray_address, on_shard=on_shard)
+        return run_plan(source, rows, out, options, on_shard=on_shard)
     out = create_output(Path(out))
     with OutputLock(out):
-        prepare_output(out, resume=resume, overwrite=overwrite)
+        prepare_output(out, resume=options.resume, overwrite=options.overwrite)
         try:
-            return _pack_locked(scan, out, storage.name, options, shard_size, samples_per_shard, workers, strict,
-                                resume, progress, allow_empty, on_shard)
+            return _pack_locked(source, rows, out, options, on_shard)
         except BaseException as exc:
             _remove_pieces(out)  # whatever stopped the pack (Ctrl-C, SIGTERM, a full disk), leave no .tmp behind
             if isinstance(exc, OSError) and not isinstance(exc, OutOfSpaceError) and is_out_of_space(exc, out):
-                raise out_of_space_error(out, PackJournal(out).progress(), len(scan.paths)) from exc
+                raise out_of_space_error(out, PackJournal(out).progress(), len(rows)) from exc
             raise
 
 
@@ -175,60 +154,34 @@ def _remove_pieces(out: Path) -> None:
 
 
 def _pack_locked(
-    scan: ImageFolderScan, out: Path, format: str, options: dict, shard_size: int, samples_per_shard: int | None,
-    workers: int, strict: bool, resume: bool, progress: bool, allow_empty: bool,
-    on_shard: Callable[[ShardInfo], None] | None,
+    source: Source, rows: list[Row], out: Path, options: PackOptions, on_shard: Callable[[ShardInfo], None] | None,
 ) -> Manifest:
     """The pack itself, with ``out`` locked and checked."""
-    order = source_order(len(scan.paths), options["shuffle_seed"])
-    paths = [scan.paths[i] for i in order]
-    labels = [scan.labels[i] for i in order]
+    recorded = options.recorded()
+    recorded["source_files"] = source_digest(source.classes, rows, source.skipped)
+    rows = [rows[i] for i in source_order(len(rows), options.shuffle_seed)]
     journal = PackJournal(out)
-    header = journal_header(scan.root, options, len(paths) + len(scan.skipped), fingerprint(paths, labels, options))
+    print_ = fingerprint([r.locator for r in rows], [r.label for r in rows], recorded)
+    header = journal_header(source.src, recorded, len(rows) + len(source.skipped), print_)
     if (out / MANIFEST_NAME).is_file():  # resume of a pack that had already finished
         manifest = Manifest.load(out)
         check_finished(out, manifest, header)
         journal.remove()
         return manifest
-    entries = journal.load(header, out) if resume and journal.exists() else []
+    entries = journal.load(header, out) if options.resume and journal.exists() else []
     if not entries:
         journal.start(header)
     start = entries[-1].next_source if entries else 0
     if entries:
-        logger.info("resuming after %d complete shards (%d of %d images done)", len(entries), start, len(paths))
-    jobs = [
-        Job(i, str(scan.root / paths[i]), paths[i], labels[i], options["max_side"], options["quality"] or 0,
-             options["max_pixels"])
-        for i in range(start, len(paths))
-    ]
+        logger.info("resuming after %d complete shards (%d of %d images done)", len(entries), start, len(rows))
+    jobs = [Job(i, r.locator, r.label, source, options, r.fields, r.data) for i, r in enumerate(rows) if i >= start]
     writer = ShardWriter(
-        out, format=format, shard_size=shard_size, samples_per_shard=samples_per_shard, first_shard=len(entries),
-        on_shard=on_shard,
+        out, format=options.format, shard_size=options.shard_size, samples_per_shard=options.samples_per_shard,
+        first_shard=len(entries), on_shard=on_shard,
     )
-    found = list(scan.skipped) if start == 0 else []  # recorded with the first shard, so a resume has them too
-    entries += write_shards(jobs, writer, journal, scan.classes, workers, strict, progress, len(paths), start, found)
-    if not allow_empty and not any(e.shard is not None for e in entries):
+    found = list(source.skipped) if start == 0 else []  # recorded with the first shard, so a resume has them too
+    entries += write_shards(jobs, writer, journal, source.classes, options, options.workers, len(rows), start, found)
+    if not options.allow_empty and not any(e.shard is not None for e in entries):
         remove_own_files(out)
         raise NothingPackedError([s for e in entries for s in e.skipped])
-    return finalize(out, format, scan.classes, entries, options, journal)
-
-
-def _check_options(format, shard_size, samples_per_shard, max_side, quality, shuffle_seed, workers) -> dict:
-    if not isinstance(shard_size, int) or shard_size <= 0:
-        raise ValueError(f"shard_size must be a positive number of bytes, got {shard_size!r}")
-    if samples_per_shard is not None and (not isinstance(samples_per_shard, int) or samples_per_shard <= 0):
-        raise ValueError(f"samples_per_shard must be a positive integer, got {samples_per_shard!r}")
-    if max_side is not None and (not isinstance(max_side, int) or max_side < 8):
-        raise ValueError(f"max_side must be an integer >= 8 (pixels), got {max_side!r}")
-    if not isinstance(quality, int) or not 1 <= quality <= 100:
-        raise ValueError(f"quality must be an integer JPEG quality in 1..100, got {quality!r}")
-    if workers is not None and (not isinstance(workers, int) or workers < 0):
-        raise ValueError(f"workers must be a non-negative integer (0: no pool), got {workers!r}")
-    return {
-        "format": format,
-        "shard_size": shard_size,
-        "samples_per_shard": samples_per_shard,
-        "max_side": max_side,
-        "quality": quality if max_side else None,
-        "shuffle_seed": shuffle_seed,
-    }
+    return finalize(out, options.format, source.classes, entries, recorded, journal)

@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import cv2
 import numpy as np
 from tqdm import tqdm
 
-from fastdata.decode import DEFAULT_MAX_PIXELS, DecodeError, get_decoder, pixel_limit
+from fastdata.decode import DecodeError, get_decoder, pixel_limit
 from fastdata.decode.base import image_format
 from fastdata.decode.capture import codec_messages
 from fastdata.formats.example import ImageRecord
 from fastdata.formats.manifest import FileWarnings, SkippedFile
 from fastdata.packing.journal import JournalEntry
+from fastdata.packing.options import PackOptions
 from fastdata.packing.pool import OrderedProcessMap
+from fastdata.packing.sources.base import Source
 from fastdata.packing.space import is_out_of_space, out_of_space_error
 from fastdata.packing.writer import ShardWriter
 
@@ -38,15 +40,25 @@ class BadImageError(ValueError):
 
 @dataclass(frozen=True)
 class Job:
-    """One source image to read, validate and (optionally) downscale."""
+    """One source row to read, validate and (optionally) downscale.
+
+    Attributes:
+        number: the row's place in the pack order.
+        rel: the row's locator (what ``source.open`` takes, and the name recorded for it).
+        label: its class index.
+        source: where its bytes come from (``source.open(rel)``, unless ``data`` holds them).
+        options: the pack's options (``max_side``, ``quality``, ``max_pixels`` apply here).
+        fields: the row's extra values.
+        data: the image bytes when the scan already had them.
+    """
 
     number: int
-    path: str
     rel: str
     label: int
-    max_side: int | None
-    quality: int
-    max_pixels: int | None = DEFAULT_MAX_PIXELS
+    source: Source
+    options: PackOptions
+    fields: dict = field(default_factory=dict)
+    data: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -60,8 +72,10 @@ class _Loaded:
     warnings: tuple[str, ...] = ()
 
 
-def write_shards(jobs, writer, journal, classes, workers, strict, progress, total, start, found) -> list[JournalEntry]:
+def write_shards(jobs, writer, journal, classes, options, workers, total, start, found) -> list[JournalEntry]:
     """Load ``jobs`` in ``workers`` processes, in order, into ``writer``'s shards; journal each finished shard.
+
+    ``options.strict`` stops at the first bad row, ``options.progress`` shows a bar.
 
     Returns the journal entries of the shards written (plus one for trailing skipped files); ``found`` are the
     items the scan already skipped, recorded with the first shard. On any exception the open shard is dropped,
@@ -71,14 +85,14 @@ def write_shards(jobs, writer, journal, classes, workers, strict, progress, tota
     pending_skipped: list[SkippedFile] = list(found)
     pending_warnings: list[FileWarnings] = []
     pending_labels: list[int] = []
-    bar = tqdm(total=total, initial=start, unit="img", desc="pack", disable=not progress, smoothing=0.05)
+    bar = tqdm(total=total, initial=start, unit="img", desc="pack", disable=not options.progress, smoothing=0.05)
     written_bytes, last_postfix, started = 0, 0.0, time.monotonic()
     try:
         with _results(jobs, workers) as results:
             for job, loaded in zip(jobs, results):
                 if loaded.error:
                     pending_skipped.append(SkippedFile(job.rel, loaded.error))
-                    if strict:
+                    if options.strict:
                         raise BadImageError(
                             f"bad image {job.rel}: {loaded.error} (fix or remove it, or pack without --strict "
                             "to skip and report bad files)"
@@ -167,19 +181,19 @@ def _load(job: Job) -> _Loaded:
     recorded in the manifest, instead of reaching the terminal.
     """
     try:
-        with open(job.path, "rb") as f:
-            data = f.read()
+        data = job.data if job.data is not None else job.source.open(job.rel)
     except OSError as exc:
         return _Loaded(job.number, None, error=f"unreadable ({exc.strerror or exc})")
     if not data:
         return _Loaded(job.number, None, error="empty file")
     decoder = get_decoder("auto")
     error = ""
-    with pixel_limit(job.max_pixels), codec_messages() as messages:
+    max_side = job.options.max_side
+    with pixel_limit(job.options.max_pixels), codec_messages() as messages:
         try:
             height, width = decoder.validate(data)
-            if job.max_side and max(height, width) > job.max_side:
-                data, height, width = _downscale(decoder.decode(data), job.max_side, job.quality)
+            if max_side and max(height, width) > max_side:
+                data, height, width = _downscale(decoder.decode(data), max_side, job.options.quality or 0)
         except DecodeError as exc:
             error = str(exc) or "cannot be decoded"
     if error:

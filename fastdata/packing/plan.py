@@ -68,11 +68,6 @@ def make_plan(samples: int, range_size: int | None = None, samples_per_shard: in
     return RangePlan(int(samples), size)
 
 
-def effective_range_size(range_size: int | None, samples_per_shard: int | None) -> int:
-    """The range size a plan uses for these options (what the manifest records as ``range_size``)."""
-    return make_plan(0, range_size, samples_per_shard).range_size
-
-
 def check_part(index: int, parts: int) -> None:
     """Raise ``ValueError`` unless ``0 <= index < parts``."""
     if not isinstance(parts, int) or not isinstance(index, int) or parts <= 0 or not 0 <= index < parts:

@@ -27,6 +27,7 @@ from fastdata._fs import atomic_write_bytes
 from fastdata.formats.manifest import FileWarnings, ShardInfo, SkippedFile
 from fastdata.packing.journal import JournalEntry
 from fastdata.packing.lock import OutputLock
+from fastdata.packing.options import PackOptions
 from fastdata.packing.pipeline import Job, write_shards
 from fastdata.packing.writer import ShardWriter
 
@@ -45,22 +46,19 @@ class RangeTask:
     Attributes:
         out: the output folder (shared by all tasks), or None with ``url``.
         url: an object-store URL to upload to, or None.
-        format, shard_size, samples_per_shard: the shard options.
+        options: the pack's options (shard bounds, strict, and what the jobs need).
         index: the range's number in the plan; ``start``/``stop``: its samples.
         prefix: its shards' name prefix (:meth:`~fastdata.packing.plan.RangePlan.shard_prefix`).
         jobs: its samples, in order.
         classes: the class names.
         header: the pack's header (fingerprint, options, files, classes, ranges), stored in the record.
         found: items the scan left out (range 0 records them).
-        strict: fail on the first bad image.
         workers: reader processes for this task (0: in the task's process).
     """
 
     out: str | None
     url: str | None
-    format: str
-    shard_size: int
-    samples_per_shard: int | None
+    options: PackOptions
     index: int
     start: int
     stop: int
@@ -69,7 +67,6 @@ class RangeTask:
     classes: tuple[str, ...]
     header: dict[str, Any]
     found: tuple[SkippedFile, ...] = ()
-    strict: bool = False
     workers: int = 0
 
 
@@ -129,10 +126,11 @@ def _run_to_url(task: RangeTask) -> dict[str, Any]:
 
 
 def _pack(task: RangeTask, staging: Path) -> dict[str, Any]:
-    writer = ShardWriter(staging, format=task.format, shard_size=task.shard_size,
-                         samples_per_shard=task.samples_per_shard, prefix=task.prefix)
-    entries = write_shards(list(task.jobs), writer, _NoJournal(), list(task.classes), task.workers, task.strict,
-                           False, task.stop, task.start, list(task.found))
+    options = task.options
+    writer = ShardWriter(staging, format=options.format, shard_size=options.shard_size,
+                         samples_per_shard=options.samples_per_shard, prefix=task.prefix)
+    entries = write_shards(list(task.jobs), writer, _NoJournal(), list(task.classes), options.with_(progress=False),
+                           task.workers, task.stop, task.start, list(task.found))
     if not entries or entries[-1].next_source != task.stop:  # an empty range still says where it ends
         entries.append(JournalEntry(None, task.stop, [], []))
     return {"header": task.header, "range": task.index, "start": task.start, "stop": task.stop,

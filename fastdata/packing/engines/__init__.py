@@ -27,17 +27,15 @@ from fastdata.packing.lock import OutputLock
 from fastdata.packing.merge import combine, part_name, write_part
 from fastdata.packing.output import create_output, prepare_output, remove_own_files
 from fastdata.packing.pipeline import Job
-from fastdata.packing.plan import RangePlan, source_order
+from fastdata.packing.options import ENGINES, PackOptions
+from fastdata.packing.plan import source_order
 from fastdata.packing.ranges import RangeTask, load_record, record_entries, record_name
-from fastdata.packing.scan import ImageFolderScan
+from fastdata.packing.sources import Row, Source, source_digest
 from fastdata.storage.urls import is_url
 
 __all__ = ["ENGINES", "PartResult", "get_engine", "run_plan"]
 
 logger = logging.getLogger(__name__)
-
-ENGINES = ("local", "ray")
-
 
 @dataclass(frozen=True)
 class PartResult:
@@ -65,27 +63,28 @@ def get_engine(name: str, *, workers: int = 0, ray_address: str | None = None) -
     raise ValueError(f"unknown engine {name!r}: use one of {', '.join(ENGINES)}")
 
 
-def run_plan(scan: ImageFolderScan, out: str | Path, options: dict[str, Any], *, workers: int, strict: bool,
-             resume: bool, overwrite: bool, progress: bool, allow_empty: bool, engine: str = "local",
-             part: tuple[int, int] | None = None, ray_address: str | None = None,
+def run_plan(source: Source, rows: list[Row], out: str | Path, options: PackOptions, *,
              on_shard: Callable[[ShardInfo], None] | None = None) -> Manifest | PartResult:
-    """Pack ``scan`` into ``out`` range by range with ``engine``; see :func:`fastdata.packing.packer.pack`."""
-    order = source_order(len(scan.paths), options["shuffle_seed"])
-    paths = [scan.paths[i] for i in order]
-    labels = [scan.labels[i] for i in order]
-    plan = RangePlan(len(paths), options["range_size"])
-    header = {"fingerprint": fingerprint(paths, labels, options), "options": dict(options),
-              "files": len(paths) + len(scan.skipped), "classes": list(scan.classes), "ranges": len(plan)}
+    """Pack ``rows`` of ``source`` into ``out`` range by range with ``options.engine``; see :func:`fastdata.pack`."""
+    recorded = options.recorded()
+    recorded["source_files"] = source_digest(source.classes, rows, source.skipped)
+    rows = [rows[i] for i in source_order(len(rows), options.shuffle_seed)]
+    plan = options.plan(len(rows))
+    files = len(rows) + len(source.skipped)
+    print_ = fingerprint([r.locator for r in rows], [r.label for r in rows], recorded)
+    header = {"fingerprint": print_, "options": recorded, "files": files, "classes": list(source.classes),
+              "ranges": len(plan)}
+    resume, overwrite, progress, allow_empty, part = (options.resume, options.overwrite, options.progress,
+                                                      options.allow_empty, options.part)
 
     def task(r: int, folder: Path | None, url: str | None) -> RangeTask:
         start, stop = plan.bounds(r)
-        jobs = tuple(Job(i, str(scan.root / paths[i]), paths[i], labels[i], options["max_side"],
-                         options["quality"] or 0, options["max_pixels"]) for i in range(start, stop))
-        return RangeTask(None if folder is None else str(folder), url, options["format"], options["shard_size"],
-                         options["samples_per_shard"], r, start, stop, plan.shard_prefix(r), jobs,
-                         tuple(scan.classes), header, tuple(scan.skipped) if r == 0 else (), strict, 0)
+        jobs = tuple(Job(i, rows[i].locator, rows[i].label, source, options, rows[i].fields, rows[i].data)
+                     for i in range(start, stop))
+        return RangeTask(None if folder is None else str(folder), url, options, r, start, stop, plan.shard_prefix(r),
+                         jobs, tuple(source.classes), header, tuple(source.skipped) if r == 0 else ())
 
-    runner = get_engine(engine, workers=workers, ray_address=ray_address)
+    runner = get_engine(options.engine, workers=options.workers or 0, ray_address=options.ray_address)
     wanted = list(plan.part(*part)) if part else list(range(len(plan)))
     if is_url(out):
         if resume or part:
@@ -100,7 +99,7 @@ def run_plan(scan: ImageFolderScan, out: str | Path, options: dict[str, Any], *,
         prepare_output(out, resume=resume, overwrite=overwrite)
         if (out / MANIFEST_NAME).is_file():  # resume of a pack that had already finished
             manifest = Manifest.load(out)
-            check_finished(out, manifest, journal_header(scan.root, options, header["files"], header["fingerprint"]))
+            check_finished(out, manifest, journal_header(source.src, recorded, files, print_))
             return manifest
         records = _done(out, header, wanted) if resume else {}
         if records:
