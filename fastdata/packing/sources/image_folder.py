@@ -25,6 +25,10 @@ class ImageFolderSource(Source):
         for path, label in zip(self._scan.paths, self._scan.labels):
             yield Row(path, label)
 
+    def __getstate__(self) -> dict:
+        """A pickled copy (sent to a pool worker or a Ray task) opens images but does not carry the file list."""
+        return {**self.__dict__, "_scan": None}
+
     def open(self, locator: str) -> bytes:
         with open(self.root / locator, "rb") as f:
             return f.read()
