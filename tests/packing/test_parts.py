@@ -156,3 +156,18 @@ def test_killed_task_then_resume_redoes_only_missing_ranges(src, reference, tmp_
     assert all(os.stat(out / name).st_ino == ino for name, ino in published.items())  # the others were kept
     assert isinstance(manifest, Manifest) and files(out) == reference[fmt]
     assert all(records[r]["range"] == r for r in done)
+
+
+def test_plan_ranges_and_parts():
+    from fastdata.packing.plan import make_plan, parse_part
+
+    plan = make_plan(37, 7, samples_per_shard=3)  # rounded up to 9: count-bounded shards are not cut short
+    assert plan.range_size == 9 and len(plan) == 5 and plan.bounds(4) == (36, 37)
+    assert plan.shard_prefix(2) == "shard-00002-" and make_plan(5).shard_prefix(0) == "shard-"
+    for parts in (1, 2, 3, 7):
+        blocks = [list(plan.part(i, parts)) for i in range(parts)]
+        assert sum(blocks, []) == list(range(len(plan)))  # every range once, in order, whatever N
+    assert parse_part("2/7") == (2, 7)
+    for bad in ("7/7", "1/0", "a/b", "-1/3"):
+        with pytest.raises(ValueError, match="I/N"):
+            parse_part(bad)
