@@ -59,6 +59,10 @@ def _part(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
 EXIT_STATUS = """exit status:
   0    success
   1    damage found (verify)
@@ -81,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("pack", help="pack an image folder (one subfolder per class) into shards",
                        epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("src", help="image folder in ImageFolder layout")
+    p.add_argument("src", help="what to pack: an ImageFolder tree, a .csv/.jsonl/.parquet file list, Parquet files "
+                   "(Hugging Face layout: a file, folder or glob), WebDataset tars (shard-{000000..000009}.tar), a "
+                   "fastdata pack or TFRecord files")
     p.add_argument("out", help="output folder for shards, index files and manifest.json, or a URL "
                    "(s3://bucket/x, gs://...): shards are uploaded as they complete, manifest.json last")
     p.add_argument("--format", required=True, choices=["tfrecord", "lmdb"], help="storage format")
@@ -107,6 +113,17 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--overwrite", action="store_true",
                        help="replace the dataset OUT holds, or pack into a non-empty folder; only fastdata's own "
                             "files are ever deleted")
+    p.add_argument("--source", default="auto",
+                   choices=["auto", "imagefolder", "list", "parquet", "webdataset", "pack", "tfrecord"],
+                   help="the kind of SRC (default: told by what SRC is)")
+    p.add_argument("--label-column", default=None,
+                   help="column (or .json key) with the label: class names map to indices in sorted order, integers "
+                        "are kept (default: label; without one, every label is 0)")
+    p.add_argument("--image-column", default=None,
+                   help="column with the image path/URL (lists; default: path, file, filename, image or url) or the "
+                        "{bytes, path} image struct (Parquet; default: the first such column)")
+    p.add_argument("--fields", type=_names, default=(),
+                   help="comma-separated columns (or .json keys) to keep with each sample, e.g. boxes,labels")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     p.add_argument("--range-size", type=_positive_int, default=None,
                    help="samples per range of the plan (default 10000, rounded up to a multiple of "

@@ -122,13 +122,15 @@ def pack(
         return pack_to_url(src, out, resume=options.resume, overwrite=options.overwrite,
                            options=options.with_(resume=False, overwrite=False))
     source = open_source(src, options)
+    rows = list(source.scan())
     if options.strict and source.skipped:
         first = source.skipped[0]
         raise BadImageError(
             f"{len(source.skipped)} item(s) in SRC cannot be packed, e.g. {first.path}: {first.reason} "
             "(fix them, or pack without --strict to skip and report them)"
         )
-    rows = list(source.scan())
+    if not rows and not source.skipped:
+        raise FileNotFoundError(f"no samples in {src}: it holds no image or row to pack")
     options = options.with_(workers=cap_workers(options.workers))
     if options.engine != "local" or options.part is not None or is_url(out) or len(options.plan(len(rows))) > 1:
         from fastdata.packing.engines import run_plan
@@ -174,7 +176,7 @@ def _pack_locked(
     start = entries[-1].next_source if entries else 0
     if entries:
         logger.info("resuming after %d complete shards (%d of %d images done)", len(entries), start, len(rows))
-    jobs = [Job(i, r.locator, r.label, source, options, r.fields, r.data) for i, r in enumerate(rows) if i >= start]
+    jobs = [Job(i, r.locator, r.label, source, options, r.fields, r.data, r.where) for i, r in enumerate(rows) if i >= start]
     writer = ShardWriter(
         out, format=options.format, shard_size=options.shard_size, samples_per_shard=options.samples_per_shard,
         first_shard=len(entries), on_shard=on_shard,

@@ -50,6 +50,7 @@ class Job:
         options: the pack's options (``max_side``, ``quality``, ``max_pixels`` apply here).
         fields: the row's extra values.
         data: the image bytes when the scan already had them.
+        where: how a skipped-file entry names the row (its locator, and its row number in a list).
     """
 
     number: int
@@ -59,6 +60,7 @@ class Job:
     options: PackOptions
     fields: dict = field(default_factory=dict)
     data: bytes | None = None
+    where: str = ""
 
 
 @dataclass(frozen=True)
@@ -91,15 +93,16 @@ def write_shards(jobs, writer, journal, classes, options, workers, total, start,
         with _results(jobs, workers) as results:
             for job, loaded in zip(jobs, results):
                 if loaded.error:
-                    pending_skipped.append(SkippedFile(job.rel, loaded.error))
+                    pending_skipped.append(SkippedFile(job.where or job.rel, loaded.error))
                     if options.strict:
                         raise BadImageError(
-                            f"bad image {job.rel}: {loaded.error} (fix or remove it, or pack without --strict "
+                            f"bad image {job.where or job.rel}: {loaded.error} (fix or remove it, or pack without --strict "
                             "to skip and report bad files)"
                         )
                 else:
+                    name = classes[job.label] if job.label < len(classes) else ""
                     record = ImageRecord(
-                        loaded.data, job.label, classes[job.label], job.rel, loaded.image_format, loaded.height, loaded.width
+                        loaded.data, job.label, name, job.rel, loaded.image_format, loaded.height, loaded.width
                     )
                     if writer.is_full_for(record):
                         entries.append(_journal_shard(

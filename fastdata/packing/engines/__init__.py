@@ -79,8 +79,8 @@ def run_plan(source: Source, rows: list[Row], out: str | Path, options: PackOpti
 
     def task(r: int, folder: Path | None, url: str | None) -> RangeTask:
         start, stop = plan.bounds(r)
-        jobs = tuple(Job(i, rows[i].locator, rows[i].label, source, options, rows[i].fields, rows[i].data)
-                     for i in range(start, stop))
+        jobs = tuple(Job(i, row.locator, row.label, source, options, row.fields, row.data, row.where)
+                     for i, row in enumerate(rows[start:stop], start))
         return RangeTask(None if folder is None else str(folder), url, options, r, start, stop, plan.shard_prefix(r),
                          jobs, tuple(source.classes), header, tuple(source.skipped) if r == 0 else ())
 

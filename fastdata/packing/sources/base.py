@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,14 +27,21 @@ class Row:
             for the sample (``image/filename``, skipped-file lists).
         label: the class index.
         fields: extra per-sample values (column name -> value) kept with ``--fields``.
-        data: the image bytes, when the scan already holds them (tar members, Parquet cells); then
-            :meth:`Source.open` is not called for this row.
+        data: the image bytes, when the scan already holds them; then :meth:`Source.open` is not
+            called for this row.
+        row: the row's number in a list or table source (1-based), named when the row is skipped.
     """
 
     locator: str
     label: int
     fields: dict[str, Any] = field(default_factory=dict)
     data: bytes | None = None
+    row: int | None = None
+
+    @property
+    def where(self) -> str:
+        """How a skipped-row entry names this row: its locator, and its row number when it has one."""
+        return self.locator if self.row is None else f"{self.locator} (row {self.row})"
 
 
 class Source(abc.ABC):
@@ -80,3 +87,73 @@ def source_digest(classes: list[str], rows: list[Row], skipped: list[SkippedFile
         if row.fields:
             digest.update(json.dumps(row.fields, sort_keys=True, default=repr).encode() + b"\n")
     return "sha256:" + digest.hexdigest()
+
+
+class Labels:
+    """Raw label values (ints, or class names) to indices, as ImageFolder maps folder names.
+
+    Class names become indices in sorted order; when every value is an integer (or, from text
+    such as CSV, spells one) the integers are kept and the class table is ``"0"..str(max)``.
+    """
+
+    def __init__(self, values: Iterable[Any], *, text: bool = False) -> None:
+        seen = {v for v in values if is_label(v)}
+        ints = {int(v) for v in seen if _as_int(v, text) is not None}
+        if seen and len(ints) == len(seen) and all(_as_int(v, text) is not None for v in seen):
+            self.integers = True
+            self.classes = [str(i) for i in range(max(ints) + 1)]
+            self._index: dict[Any, int] = {}
+        else:
+            self.integers = False
+            self.classes = sorted({str(v) for v in seen})
+            self._index = {name: i for i, name in enumerate(self.classes)}
+        self.text = text
+
+    def index(self, value: Any) -> int:
+        """The label of ``value``.
+
+        Raises:
+            ValueError: the value is not a label (a float, a list, missing), with the reason.
+        """
+        if not is_label(value):
+            raise ValueError(f"label {value!r} is not an integer or a class name")
+        if self.integers:
+            return int(_as_int(value, self.text))  # type: ignore[arg-type]
+        return self._index[str(value)]
+
+
+def is_label(value: Any) -> bool:
+    """True for a value that can be a label: a non-negative int, or a non-empty string."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value >= 0
+    return isinstance(value, str) and value != ""
+
+
+def _as_int(value: Any, text: bool) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if text and isinstance(value, str) and value.isdigit() and value.isascii():
+        return int(value)
+    return None
+
+
+def read_location(location: str) -> bytes:
+    """The bytes of a local path or a URL (``s3://``, ``gs://``, ``https://``: through :mod:`fastdata.storage`).
+
+    Raises:
+        OSError: the file or object cannot be read.
+    """
+    from fastdata.storage.urls import is_url
+
+    if is_url(location):
+        from fastdata.storage.remote import get_store
+
+        parent, _, name = location.rstrip("/").rpartition("/")
+        try:
+            return get_store(parent).read(name)
+        except ConnectionError as exc:
+            raise OSError(str(exc)) from exc
+    with open(location, "rb") as f:
+        return f.read()
