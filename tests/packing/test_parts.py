@@ -64,6 +64,7 @@ def _cli(*args: str, slow: bool = False) -> subprocess.Popen:
                             text=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt,parts", [("tfrecord", 1), ("tfrecord", 2), ("lmdb", 3), ("tfrecord", 7)])
 def test_parts_in_separate_processes_then_merge_byte_identical(src, reference, tmp_path, fmt, parts):
     out = tmp_path / "out"

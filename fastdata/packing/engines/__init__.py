@@ -130,9 +130,8 @@ def _done(out: Path, header: dict[str, Any], wanted: list[int]) -> dict[int, dic
             continue
         if record["header"] != header:
             found = differences(record["header"], header) or ["its ranges record another input"]
-            raise ValueError(f"--resume refused: {str(out)!r} holds ranges of a pack of other input or with other "
-                             f"options: {'; '.join(found)}. Resume with the same SRC and options, or pass "
-                             "--overwrite to start over")
+            raise ValueError(f"refused: {str(out)!r} holds ranges of a pack of other input or with other options: "
+                             f"{'; '.join(found)}. Pack with the same SRC and options, or into an empty folder")
         if load_record(out, r, header) is not None:  # shards intact too
             records[r] = record
     return records
