@@ -18,6 +18,7 @@ import numpy as np
 
 from fastdata import __version__
 from fastdata._fs import atomic_write_bytes
+from fastdata.formats.fields import encode_values, infer_types
 from fastdata.formats.files import crc32c_hex
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest, ShardInfo, SkippedFile
 from fastdata.formats.targets import encode_targets
@@ -171,6 +172,9 @@ def _pack_locked(
     """The pack itself, with ``out`` locked and checked."""
     recorded = options.recorded()
     recorded["source_files"] = source_digest(source.classes, rows, source.skipped)
+    types = infer_types(options.fields, (r.fields for r in rows), text=source.text) if options.fields else {}
+    if types:
+        recorded["field_types"] = types
     rows = [rows[i] for i in _source_order(len(rows), options.shuffle_seed)]
     journal = PackJournal(out)
     print_ = fingerprint([r.locator for r in rows], [r.label for r in rows], recorded)
@@ -186,7 +190,8 @@ def _pack_locked(
     start = entries[-1].next_source if entries else 0
     if entries:
         logger.info("resuming after %d complete shards (%d of %d images done)", len(entries), start, len(rows))
-    jobs = [Job(i, r.locator, r.label, source, options, r.fields, r.data, r.where) for i, r in enumerate(rows) if i >= start]
+    jobs = [Job(i, r.locator, r.label, source, options, encode_values(types, r.fields, text=source.text), r.data, r.where)
+            for i, r in enumerate(rows) if i >= start]
     writer = ShardWriter(
         out, format=options.format, shard_size=options.shard_size, samples_per_shard=options.samples_per_shard,
         first_shard=len(entries), on_shard=on_shard,
