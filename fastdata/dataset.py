@@ -17,6 +17,7 @@ from fastdata._malloc import pin_mmap_threshold
 from fastdata.batch import DecodedBatch, empty_tensor
 from fastdata.formats import get_format
 from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase
+from fastdata.formats.fields import decode_values, field_types
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.formats.packed import OpenedPack, open_pack
 from fastdata.formats.tfrecord import TFRecordShardReader, build_index, max_index_bytes, read_index, write_index
@@ -72,6 +73,8 @@ class ShardDataset(Dataset):
         cache_limit: byte budget of the cached shards (``"200GB"``, ``"512MiB"`` or an int; None: no
             limit). Shards nobody reads are evicted, the one needed furthest in the future first.
         prefetch: shards downloaded ahead of the reader, in the order the loader will read them.
+        fields: names of fields kept at pack time (``--fields``); ``ds[i]`` is then ``(image, label, {name: value})``,
+            typed as :mod:`fastdata.formats.fields` says. ``ValueError`` names the fields a pack has.
 
     A dataset at a URL needs a ``manifest.json`` (``fastdata pack SRC s3://bucket/x``). Each shard
     is downloaded once per node, checked against the manifest's size and CRC32C, and read from the
@@ -106,6 +109,7 @@ class ShardDataset(Dataset):
         cache_dir: str | os.PathLike | None = None,
         cache_limit: int | str | None = None,
         prefetch: int = 4,
+        fields: Sequence[str] | None = None,
     ) -> None:
         self.root = root
         self.transform = transform
@@ -124,6 +128,7 @@ class ShardDataset(Dataset):
             self._init_packed(Path(root))  # type: ignore[arg-type]
         else:
             self._init_tfrecords(_tfrecord_paths(root))
+        self.fields, self._field_types = field_types(self.manifest, fields)
 
     # -- construction -------------------------------------------------------------------------
     def _init_packed(self, root: Path, *, shards_here: bool = True) -> None:
@@ -176,7 +181,7 @@ class ShardDataset(Dataset):
                 image = self.transform(image)
         if self.target_transform is not None:
             label = self.target_transform(label)
-        return image, label
+        return (image, label, self.read_fields(index)) if self.fields else (image, label)
 
     def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, Any]]:
         """The samples of one batch; torch's fetcher calls this with the batch's indices.
@@ -189,7 +194,8 @@ class ShardDataset(Dataset):
         Otherwise it is ``[self[i] for i in indices]``.
         """
         size = getattr(self.transform, "output_size", None)
-        if size is None or self.target_transform is not None or not isinstance(self.transform, DecodeTransform):
+        if size is None or self.target_transform is not None or not isinstance(self.transform, DecodeTransform) \
+                or self.fields:
             return [self[i] for i in indices]
         images = empty_tensor((len(indices), size[0], size[1], 3), torch.uint8)
         labels = empty_tensor((len(indices),), torch.int64)
@@ -226,6 +232,13 @@ class ShardDataset(Dataset):
         except CorruptRecordError as exc:
             raise exc.with_hint(self._verify_hint(index)) from None
         return data, int(label)
+
+    def read_fields(self, index: int) -> dict[str, Any]:
+        """The fields (``fields=``) of sample ``index``, typed as the manifest records them (CRC-checked)."""
+        index = int(index) % len(self)
+        shard = int(np.searchsorted(self._starts, index, side="right")) - 1
+        feature = self._reader(shard).read_fields(int(self._positions[index]), int(self._sizes[index]))
+        return decode_values(self._field_types, self.fields, feature)
 
     def _checked_label(self, index: int, shard: int, position: int, label: int | None) -> int:
         """The label of a packed sample: ``targets.npy``'s, which must equal the record's own (when it has one)."""

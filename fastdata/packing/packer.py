@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fastdata.formats.fields import encode_values, infer_types
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest, ShardInfo
 from fastdata.packing.finish import TARGETS_NAME, NothingPackedError, finalize  # noqa: F401 - re-exported
 from fastdata.packing.journal import PackJournal, check_finished, fingerprint, journal_header
@@ -161,6 +162,9 @@ def _pack_locked(
     """The pack itself, with ``out`` locked and checked."""
     recorded = options.recorded()
     recorded["source_files"] = source_digest(source.classes, rows, source.skipped)
+    types = infer_types(options.fields, (r.fields for r in rows), text=source.text) if options.fields else {}
+    if types:
+        recorded["field_types"] = types
     rows = [rows[i] for i in source_order(len(rows), options.shuffle_seed)]
     journal = PackJournal(out)
     print_ = fingerprint([r.locator for r in rows], [r.label for r in rows], recorded)
@@ -176,7 +180,8 @@ def _pack_locked(
     start = entries[-1].next_source if entries else 0
     if entries:
         logger.info("resuming after %d complete shards (%d of %d images done)", len(entries), start, len(rows))
-    jobs = [Job(i, r.locator, r.label, source, options, r.fields, r.data, r.where) for i, r in enumerate(rows) if i >= start]
+    jobs = [Job(i, r.locator, r.label, source, options, encode_values(types, r.fields, text=source.text), r.data, r.where)
+            for i, r in enumerate(rows) if i >= start]
     writer = ShardWriter(
         out, format=options.format, shard_size=options.shard_size, samples_per_shard=options.samples_per_shard,
         first_shard=len(entries), on_shard=on_shard,

@@ -48,7 +48,7 @@ class Job:
         label: its class index.
         source: where its bytes come from (``source.open(rel)``, unless ``data`` holds them).
         options: the pack's options (``max_side``, ``quality``, ``max_pixels`` apply here).
-        fields: the row's extra values.
+        fields: the row's fields as feature lists (:func:`fastdata.formats.fields.encode_values`).
         data: the image bytes when the scan already had them.
         where: how a skipped-file entry names the row (its locator, and its row number in a list).
     """
@@ -102,7 +102,8 @@ def write_shards(jobs, writer, journal, classes, options, workers, total, start,
                 else:
                     name = classes[job.label] if job.label < len(classes) else ""
                     record = ImageRecord(
-                        loaded.data, job.label, name, job.rel, loaded.image_format, loaded.height, loaded.width
+                        loaded.data, job.label, name, job.rel, loaded.image_format, loaded.height, loaded.width,
+                        job.fields,
                     )
                     if writer.is_full_for(record):
                         entries.append(_journal_shard(

@@ -27,6 +27,7 @@ def make_samples(count: int = 24, seed: int = 3) -> list[tuple[bytes, int, dict]
             "score": round(float(rng.random()), 4), "count": int(k * 7), "caption": f"image {k} ü",
             "tags": [int(t) for t in rng.integers(0, 10, size=int(rng.integers(1, 4)))],
             "boxes": [b for box in boxes for b in box], "center": [float(h) / 2, float(w) / 2],
+            "extra": {"k": k, "odd": bool(k % 2)},
         }
         samples.append((data, k % len(CLASSES), fields))
     return samples

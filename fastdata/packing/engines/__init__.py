@@ -20,6 +20,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from fastdata.formats.fields import encode_values, infer_types
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest, ShardInfo
 from fastdata.packing.finish import NothingPackedError
 from fastdata.packing.journal import check_finished, differences, fingerprint, journal_header
@@ -68,6 +69,9 @@ def run_plan(source: Source, rows: list[Row], out: str | Path, options: PackOpti
     """Pack ``rows`` of ``source`` into ``out`` range by range with ``options.engine``; see :func:`fastdata.pack`."""
     recorded = options.recorded()
     recorded["source_files"] = source_digest(source.classes, rows, source.skipped)
+    types = infer_types(options.fields, (r.fields for r in rows), text=source.text) if options.fields else {}
+    if types:
+        recorded["field_types"] = types
     rows = [rows[i] for i in source_order(len(rows), options.shuffle_seed)]
     plan = options.plan(len(rows))
     files = len(rows) + len(source.skipped)
@@ -79,8 +83,8 @@ def run_plan(source: Source, rows: list[Row], out: str | Path, options: PackOpti
 
     def task(r: int, folder: Path | None, url: str | None) -> RangeTask:
         start, stop = plan.bounds(r)
-        jobs = tuple(Job(i, row.locator, row.label, source, options, row.fields, row.data, row.where)
-                     for i, row in enumerate(rows[start:stop], start))
+        jobs = tuple(Job(i, row.locator, row.label, source, options, encode_values(types, row.fields, text=source.text),
+                         row.data, row.where) for i, row in enumerate(rows[start:stop], start))
         return RangeTask(None if folder is None else str(folder), url, options, r, start, stop, plan.shard_prefix(r),
                          jobs, tuple(source.classes), header, tuple(source.skipped) if r == 0 else ())
 

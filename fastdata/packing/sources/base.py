@@ -55,6 +55,7 @@ class Source(abc.ABC):
     """
 
     name: str = ""
+    text: bool = False  # True when every value is text (CSV): types are inferred from what the text spells
 
     def __init__(self, src: str) -> None:
         self.src = src

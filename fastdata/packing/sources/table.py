@@ -45,6 +45,7 @@ class FileListSource(Source):
         if self.kind not in LIST_SUFFIXES:
             raise ValueError(f"{str(path)!r} is not a file list: expected a .csv, .jsonl or .parquet file")
         self.base = self.path.parent
+        self.text = self.kind == ".csv"
         columns = self._columns()
         self.image_column = image_column or next((c for c in PATH_COLUMNS if c in columns), None)
         if self.image_column is None or (columns and self.image_column not in columns):
