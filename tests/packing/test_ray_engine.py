@@ -1,6 +1,7 @@
 """``--engine ray`` on a local Ray cluster (2 CPUs, one per module): the same bytes as the local engine,
 in both formats, to a folder and to the S3 endpoint (moto) the storage tests use."""
 
+import os
 from pathlib import Path
 
 import boto3
@@ -9,6 +10,7 @@ import pytest
 from fastdata.packing.packer import pack
 from tests.storage.conftest import BUCKET, make_many_images, moto_server, s3, s3_session  # noqa: F401 - fixtures
 
+ROOT = Path(__file__).resolve().parents[2]
 OPTS = {"samples_per_shard": 3, "range_size": 6, "progress": False}
 
 
@@ -16,7 +18,9 @@ OPTS = {"samples_per_shard": 3, "range_size": 6, "progress": False}
 def ray_cluster(s3_session):  # noqa: F811 - after the S3 environment is set, so the Ray workers inherit it
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)  # workers import tests.*
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+             runtime_env={"env_vars": {"PYTHONPATH": path}})
     try:
         yield ray
     finally:
@@ -70,3 +74,23 @@ def test_ray_engine_resume_redoes_only_missing_ranges(ray_cluster, src, tmp_path
     pack(src, out, format="tfrecord", engine="ray", resume=True, **OPTS)
     assert files(out) == files(reference)
     assert {p.name: p.stat().st_ino for p in out.glob("shard-*") if p.name in kept} == kept
+
+
+@pytest.mark.slow
+def test_ray_retries_a_task_killed_mid_range(ray_cluster, src, tmp_path):
+    """The worker of range 2 is SIGKILLed half-way through it: Ray runs the task again and the pack is whole."""
+    from fastdata.packing.engines import run_plan
+    from fastdata.packing.options import PackOptions
+    from fastdata.packing.sources import ImageFolderSource
+    from tests.packing.ray_helpers import KillOnce
+
+    reference = tmp_path / "local"
+    pack(src, reference, format="lmdb", workers=0, **OPTS)
+    inner = ImageFolderSource(src)
+    rows = list(inner.scan())
+    marker = tmp_path / "killed"
+    source = KillOnce(inner, str(marker), at=rows[15].locator)  # range 2 holds rows 12..17: after one shard of 3
+    options = PackOptions(format="lmdb", engine="ray", workers=0, **OPTS)
+    run_plan(source, rows, tmp_path / "ray", options)
+    assert marker.exists() and int(marker.read_text()) != os.getpid()  # a Ray worker died there
+    assert files(tmp_path / "ray") == files(reference)
