@@ -172,3 +172,22 @@ def test_plan_ranges_and_parts():
     for bad in ("7/7", "1/0", "a/b", "-1/3"):
         with pytest.raises(ValueError, match="I/N"):
             parse_part(bad)
+
+
+@pytest.mark.parametrize("kind", ["csv", "parquet", "webdataset"])
+def test_parts_of_any_source_merge_to_the_local_pack(kind, tmp_path):
+    """The plan cuts any source's sample list: a CSV list with fields, Hugging Face Parquet, WebDataset tars."""
+    from tests.packing.sources_data import make_samples, write_csv, write_hf_parquet, write_webdataset
+
+    samples = make_samples(count=20)
+    src = {"csv": lambda: str(write_csv(tmp_path / "csv", samples)),
+           "parquet": lambda: str(write_hf_parquet(tmp_path / "hf", samples)),
+           "webdataset": lambda: write_webdataset(tmp_path / "wds", samples)}[kind]()
+    extra = {"fields": ("caption", "count")} if kind == "csv" else {}
+    opts = {"format": "lmdb", "samples_per_shard": 3, "range_size": 6, "workers": 0, "progress": False, **extra}
+    local = pack(src, tmp_path / "local", **opts)
+    assert len(local.shards) == 7  # ranges of 6, 6, 6 and 2 samples: 2 + 2 + 2 + 1 shards
+    for i in (2, 0, 1):
+        pack(src, tmp_path / "parts", part=(i, 3), **opts)
+    assert merge(tmp_path / "parts") == local
+    assert files(tmp_path / "parts") == files(tmp_path / "local")
