@@ -24,7 +24,7 @@ from fastdata.packing.scan import printable_name
 logger = logging.getLogger(__name__)
 
 OWN_NAME = re.compile(
-    r"(?:shard-\d{5,}\.(?:tfrecord|idx|lmdb)|targets\.npy|manifest\.json|\.pack-journal\.jsonl)(?:\.tmp)?"
+    r"(?:shard-\d{5,}\.(?:tfrecord|idx|lmdb)|targets(?:-\d+)?\.npy|manifest\.json|\.pack-journal\.jsonl)(?:\.tmp)?"
 )
 
 

@@ -22,6 +22,7 @@ from fastdata.formats.fields import encode_values, infer_types
 from fastdata.formats.files import crc32c_hex
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest, ShardInfo, SkippedFile
 from fastdata.formats.targets import encode_targets
+from fastdata.packing.append import append_locked
 from fastdata.packing.journal import PackJournal, check_finished, fingerprint, journal_header
 from fastdata.packing.lock import OutputLock
 from fastdata.packing.output import create_output, prepare_output, remove_own_files
@@ -149,9 +150,9 @@ def pack(
     options = options.with_(workers=cap_workers(options.workers))
     out = create_output(Path(out))
     with OutputLock(out):
-        prepare_output(out, resume=options.resume, overwrite=options.overwrite)
+        prepare_output(out, resume=options.resume or options.append, overwrite=options.overwrite)
         try:
-            return _pack_locked(source, rows, out, options, on_shard)
+            return (append_locked if options.append else _pack_locked)(source, rows, out, options, on_shard)
         except BaseException as exc:
             _remove_pieces(out)  # whatever stopped the pack (Ctrl-C, SIGTERM, a full disk), leave no .tmp behind
             if isinstance(exc, OSError) and not isinstance(exc, OutOfSpaceError) and is_out_of_space(exc, out):
