@@ -20,24 +20,23 @@ import numpy as np
 
 from fastdata import __version__
 from fastdata._fs import atomic_write_bytes
-from fastdata.formats.fields import encode_values, infer_types
 from fastdata.formats.files import crc32c_hex
 from fastdata.formats.manifest import Manifest, ShardInfo
 from fastdata.formats.packed import open_pack
 from fastdata.formats.targets import encode_targets
 from fastdata.packing.journal import PackJournal, journal_header
 from fastdata.packing.options import PackOptions
-from fastdata.packing.pipeline import Job, write_shards
-from fastdata.packing.sources.base import Row, Source, source_digest
+from fastdata.packing.pipeline import make_jobs, write_shards
+from fastdata.packing.sources.base import Source, source_digest
 from fastdata.packing.writer import ShardWriter
 
 _NUMBER = re.compile(r"shard-(\d+)\.")
 _TARGETS = re.compile(r"targets(?:-(\d+))?\.npy")
 
 
-def append_locked(source: Source, rows: list[Row], out: Path, options: PackOptions,
+def append_locked(source: Source, count: int, types: dict[str, dict], out: Path, options: PackOptions,
                   on_shard: Callable[[ShardInfo], None] | None) -> Manifest:
-    """Append ``rows`` of ``source`` to the finished pack in ``out`` (locked by the caller).
+    """Append the ``count`` rows of ``source`` (fields of ``types``) to the finished pack in ``out`` (locked by the caller).
 
     Raises:
         FileNotFoundError: ``out`` holds no finished pack.
@@ -51,22 +50,20 @@ def append_locked(source: Source, rows: list[Row], out: Path, options: PackOptio
     new_names = sorted(set(source.classes) - set(classes))
     classes += new_names
     remap = [classes.index(name) for name in source.classes]
-    types = infer_types(options.fields, (r.fields for r in rows), text=source.text) if options.fields else {}
     before = old.manifest.options.get("field_types") or {}
     if types != before:
         raise ValueError(f"--append refused: the new samples' fields {types or 'none'} differ from the pack's "
                          f"{before or 'none'}: pass the same --fields, with values of the same types")
     journal = PackJournal(out)
     journal.remove()  # what an interrupted append left: its shards are rewritten under the same numbers
-    digest = source_digest(source.classes, rows, source.skipped)
-    journal.start(journal_header(source.src, {"append": digest}, len(rows), digest))
+    digest = source_digest(source.classes, source.scan(), source.skipped)
+    journal.start(journal_header(source.src, {"append": digest}, count, digest))
     numbers = [int(m.group(1)) for s in old.manifest.shards if (m := _NUMBER.match(Path(s.path).name))]
     writer = ShardWriter(out, format=options.format, shard_size=options.shard_size,
                          samples_per_shard=options.samples_per_shard,
                          first_shard=max(numbers, default=-1) + 1, on_shard=on_shard)
-    jobs = [Job(i, r.locator, remap[r.label] if remap else r.label, source, options,
-                encode_values(types, r.fields, text=source.text), r.data, r.where) for i, r in enumerate(rows)]
-    entries = write_shards(jobs, writer, journal, classes, options, options.workers, len(rows), 0, list(source.skipped))
+    jobs = make_jobs(source, source.scan(), types, options, relabel=remap)
+    entries = write_shards(jobs, writer, journal, classes, options, options.workers, count, 0, list(source.skipped))
     targets = np.concatenate([old.targets, np.asarray([x for e in entries for x in e.labels], dtype=np.int64)])
     name = _next_targets(old.manifest.targets)
     data = encode_targets(targets)
