@@ -37,12 +37,10 @@ class JournalEntry:
     warnings: list[FileWarnings] = field(default_factory=list)
 
 
-def fingerprint(paths: list[str], labels: list[int], options: dict[str, Any]) -> str:
-    """A hash of the source list, labels and pack options; a resume must match it."""
-    digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
-    for path, label in zip(paths, labels):
-        digest.update(f"{label}\t{path}\n".encode())
-    return digest.hexdigest()
+def fingerprint(options: dict[str, Any]) -> str:
+    """A hash of the recorded pack options, ``source_files`` (the digest of the source's rows) included; a resume
+    must match it."""
+    return hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()
 
 
 def journal_header(src: str | os.PathLike, options: dict[str, Any], files: int, print_: str) -> dict[str, Any]:
@@ -53,7 +51,7 @@ def journal_header(src: str | os.PathLike, options: dict[str, Any], files: int, 
             path, so another spelling of the same folder matches, or a URL).
         options: the recorded pack options (:meth:`PackOptions.recorded`), ``source_files`` included.
         files: the number of source files (images found plus items the scan left out).
-        print_: :func:`fingerprint` of the source list, labels and options.
+        print_: :func:`fingerprint` of the options (and so of the source's rows).
 
     Returns:
         ``{"fingerprint", "src", "options", "files"}``.

@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 RANGE_STAGING = re.compile(r"\.range-\d{5,}\.tmp")  # a range task's unpublished shards (a folder)
 RANGE_LOCK = re.compile(r"\.range-\d{5,}\.lock")
 OWN_NAME = re.compile(
-    r"(?:shard-\d{5,}(?:-\d{5,})?\.(?:tfrecord|idx|lmdb)|targets\.npy|manifest\.json|\.pack-journal\.jsonl"
+    r"(?:shard-\d{5,}(?:-\d{5,})?\.(?:tfrecord|idx|lmdb)|targets(?:-\d+)?\.npy|manifest\.json|\.pack-journal\.jsonl"
     r"|\.range-\d{5,}\.json|part-\d{5,}-of-\d{5,}\.json)(?:\.tmp)?"
 )
 

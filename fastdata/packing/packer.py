@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fastdata.formats.fields import encode_values, infer_types
+from fastdata.formats.fields import infer_types
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest, ShardInfo
+from fastdata.packing.append import append_locked
 from fastdata.packing.finish import TARGETS_NAME, NothingPackedError, finalize  # noqa: F401 - re-exported
 from fastdata.packing.journal import PackJournal, check_finished, fingerprint, journal_header
 from fastdata.packing.lock import OutputLock
 from fastdata.packing.output import create_output, prepare_output, remove_own_files
 from fastdata.decode.base import image_format  # noqa: F401 - re-exported: fastdata.packing.packer.image_format
-from fastdata.packing.pipeline import BadImageError, Job, write_shards
-from fastdata.packing.plan import source_order
+from fastdata.packing.pipeline import BadImageError, make_jobs, write_shards
+from fastdata.packing.plan import ordered_rows
 from fastdata.packing.pool import cap_workers
 from fastdata.packing.options import PackOptions
 from fastdata.packing.sources import Row, Source, open_source, source_digest
@@ -123,30 +124,54 @@ def pack(
         return pack_to_url(src, out, resume=options.resume, overwrite=options.overwrite,
                            options=options.with_(resume=False, overwrite=False))
     source = open_source(src, options)
-    rows = list(source.scan())
+    count, types = _census(source, options)
     if options.strict and source.skipped:
         first = source.skipped[0]
         raise BadImageError(
             f"{len(source.skipped)} item(s) in SRC cannot be packed, e.g. {first.path}: {first.reason} "
             "(fix them, or pack without --strict to skip and report them)"
         )
-    if not rows and not source.skipped:
+    if not count and not source.skipped:
         raise FileNotFoundError(f"no samples in {src}: it holds no image or row to pack")
     options = options.with_(workers=cap_workers(options.workers))
-    if options.engine != "local" or options.part is not None or is_url(out) or len(options.plan(len(rows))) > 1:
+    if not options.append and (options.engine != "local" or options.part is not None or is_url(out)
+                               or len(options.plan(count)) > 1):
         from fastdata.packing.engines import run_plan
 
-        return run_plan(source, rows, out, options, on_shard=on_shard)
+        return run_plan(source, count, types, out, options, on_shard=on_shard)
     out = create_output(Path(out))
     with OutputLock(out):
-        prepare_output(out, resume=options.resume, overwrite=options.overwrite)
+        prepare_output(out, resume=options.resume or options.append, overwrite=options.overwrite)
         try:
-            return _pack_locked(source, rows, out, options, on_shard)
+            if options.append:
+                return append_locked(source, count, types, out, options, on_shard)
+            return _pack_locked(source, count, types, out, options, on_shard)
         except BaseException as exc:
             _remove_pieces(out)  # whatever stopped the pack (Ctrl-C, SIGTERM, a full disk), leave no .tmp behind
             if isinstance(exc, OSError) and not isinstance(exc, OutOfSpaceError) and is_out_of_space(exc, out):
-                raise out_of_space_error(out, PackJournal(out).progress(), len(rows)) from exc
+                raise out_of_space_error(out, PackJournal(out).progress(), count) from exc
             raise
+
+
+def _census(source: Source, options: PackOptions) -> tuple[int, dict[str, dict]]:
+    """One streamed pass over the source: its number of rows and the types of the fields kept.
+
+    Afterwards the source's classes and skipped rows are complete.
+    """
+    counted = [0]
+
+    def rows() -> Iterator[dict]:
+        for row in source.scan():
+            counted[0] += 1
+            yield row.fields
+
+    if options.fields:
+        types = infer_types(options.fields, rows(), text=source.text)
+    else:
+        types = {}
+        for _ in rows():
+            pass
+    return counted[0], types
 
 
 def _remove_pieces(out: Path) -> None:
@@ -157,18 +182,17 @@ def _remove_pieces(out: Path) -> None:
 
 
 def _pack_locked(
-    source: Source, rows: list[Row], out: Path, options: PackOptions, on_shard: Callable[[ShardInfo], None] | None,
+    source: Source, count: int, types: dict[str, dict], out: Path, options: PackOptions,
+    on_shard: Callable[[ShardInfo], None] | None,
 ) -> Manifest:
-    """The pack itself, with ``out`` locked and checked."""
+    """The pack itself, with ``out`` locked and checked; the rows are streamed from the source (held in
+    memory only for a shuffled pack)."""
     recorded = options.recorded()
-    recorded["source_files"] = source_digest(source.classes, rows, source.skipped)
-    types = infer_types(options.fields, (r.fields for r in rows), text=source.text) if options.fields else {}
+    recorded["source_files"] = source_digest(source.classes, source.scan(), source.skipped)
     if types:
         recorded["field_types"] = types
-    rows = [rows[i] for i in source_order(len(rows), options.shuffle_seed)]
     journal = PackJournal(out)
-    print_ = fingerprint([r.locator for r in rows], [r.label for r in rows], recorded)
-    header = journal_header(source.src, recorded, len(rows) + len(source.skipped), print_)
+    header = journal_header(source.src, recorded, count + len(source.skipped), fingerprint(recorded))
     if (out / MANIFEST_NAME).is_file():  # resume of a pack that had already finished
         manifest = Manifest.load(out)
         check_finished(out, manifest, header)
@@ -179,15 +203,14 @@ def _pack_locked(
         journal.start(header)
     start = entries[-1].next_source if entries else 0
     if entries:
-        logger.info("resuming after %d complete shards (%d of %d images done)", len(entries), start, len(rows))
-    jobs = [Job(i, r.locator, r.label, source, options, encode_values(types, r.fields, text=source.text), r.data, r.where)
-            for i, r in enumerate(rows) if i >= start]
+        logger.info("resuming after %d complete shards (%d of %d images done)", len(entries), start, count)
     writer = ShardWriter(
         out, format=options.format, shard_size=options.shard_size, samples_per_shard=options.samples_per_shard,
         first_shard=len(entries), on_shard=on_shard,
     )
     found = list(source.skipped) if start == 0 else []  # recorded with the first shard, so a resume has them too
-    entries += write_shards(jobs, writer, journal, source.classes, options, options.workers, len(rows), start, found)
+    jobs = make_jobs(source, ordered_rows(source, options.shuffle_seed), types, options, start)
+    entries += write_shards(jobs, writer, journal, source.classes, options, options.workers, count, start, found)
     if not options.allow_empty and not any(e.shard is not None for e in entries):
         remove_own_files(out)
         raise NothingPackedError([s for e in entries for s in e.skipped])

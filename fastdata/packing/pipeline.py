@@ -9,8 +9,10 @@ continues exactly where the last complete shard ended.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import cv2
@@ -21,15 +23,16 @@ from fastdata.decode import DecodeError, get_decoder, pixel_limit
 from fastdata.decode.base import image_format
 from fastdata.decode.capture import codec_messages
 from fastdata.formats.example import ImageRecord
+from fastdata.formats.fields import encode_values
 from fastdata.formats.manifest import FileWarnings, SkippedFile
 from fastdata.packing.journal import JournalEntry
 from fastdata.packing.options import PackOptions
 from fastdata.packing.pool import OrderedProcessMap
-from fastdata.packing.sources.base import Source
+from fastdata.packing.sources.base import Row, Source
 from fastdata.packing.space import is_out_of_space, out_of_space_error
 from fastdata.packing.writer import ShardWriter
 
-__all__ = ["BadImageError", "Job", "write_shards"]
+__all__ = ["BadImageError", "Job", "make_jobs", "write_shards"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +77,15 @@ class _Loaded:
     warnings: tuple[str, ...] = ()
 
 
+def make_jobs(source: Source, rows: Iterable[Row], types: dict[str, dict], options: PackOptions,
+              start: int = 0, relabel: list[int] | None = None) -> Iterator[Job]:
+    """The pipeline's jobs for ``rows`` from number ``start`` on, made as they are needed."""
+    for i, r in enumerate(itertools.islice(rows, start, None), start):
+        label = relabel[r.label] if relabel else r.label
+        yield Job(i, r.locator, label, source, options, encode_values(types, r.fields, text=source.text), r.data,
+                  r.where)
+
+
 def write_shards(jobs, writer, journal, classes, options, workers, total, start, found) -> list[JournalEntry]:
     """Load ``jobs`` in ``workers`` processes, in order, into ``writer``'s shards; journal each finished shard.
 
@@ -88,10 +100,12 @@ def write_shards(jobs, writer, journal, classes, options, workers, total, start,
     pending_warnings: list[FileWarnings] = []
     pending_labels: list[int] = []
     bar = tqdm(total=total, initial=start, unit="img", desc="pack", disable=not options.progress, smoothing=0.05)
-    written_bytes, last_postfix, started = 0, 0.0, time.monotonic()
+    written_bytes, last_postfix, started, processed = 0, 0.0, time.monotonic(), 0
     try:
-        with _results(jobs, workers) as results:
-            for job, loaded in zip(jobs, results):
+        results = _loaded(jobs, workers)
+        try:
+            for job, loaded in results:
+                processed += 1
                 if loaded.error:
                     pending_skipped.append(SkippedFile(job.where or job.rel, loaded.error))
                     if options.strict:
@@ -118,8 +132,10 @@ def write_shards(jobs, writer, journal, classes, options, workers, total, start,
                 if time.monotonic() - last_postfix > 1.0:
                     last_postfix = time.monotonic()
                     bar.set_postfix_str(f"{written_bytes / 1e6 / (last_postfix - started):.1f} MB/s", refresh=False)
+        finally:
+            results.close()  # stops the workers of an unfinished window at once
         entries.append(
-            _journal_shard(writer, journal, start + len(jobs), pending_skipped, pending_labels, pending_warnings)
+            _journal_shard(writer, journal, start + processed, pending_skipped, pending_labels, pending_warnings)
         )
     except BaseException as exc:
         full = is_out_of_space(exc, writer.out, writer.pending_bytes)  # before the abort frees the space
@@ -157,24 +173,23 @@ def _journal_shard(writer, journal, next_source, skipped, labels, warned) -> Jou
     return entry
 
 
-class _results:
-    """Ordered results of ``_load`` over the jobs, from worker processes (or inline for workers=0)."""
+WINDOW = 8192  # jobs held at a time: a source of any length is packed in bounded memory
 
-    def __init__(self, jobs: list[Job], workers: int) -> None:
-        self.jobs = jobs
-        self.workers = workers
-        self.pool: OrderedProcessMap | None = None
 
-    def __enter__(self):
-        if self.workers == 0 or len(self.jobs) < 2:
-            return map(_load, self.jobs)
-        chunk = max(1, min(32, len(self.jobs) // (self.workers * 8)))
-        self.pool = OrderedProcessMap(_load, self.jobs, workers=min(self.workers, len(self.jobs)), chunksize=chunk)
-        return self.pool.__enter__()
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if self.pool is not None:
-            self.pool.__exit__(exc_type, exc, tb)
+def _loaded(jobs: Iterable[Job], workers: int) -> Iterator[tuple[Job, _Loaded]]:
+    """``(job, _load(job))`` in order, from worker processes (or inline for workers=0), a window of jobs at a time."""
+    jobs = iter(jobs)
+    while True:
+        window = list(itertools.islice(jobs, WINDOW))
+        if not window:
+            return
+        if workers == 0 or len(window) < 2:
+            for job in window:
+                yield job, _load(job)
+            continue
+        chunk = max(1, min(32, len(window) // (workers * 8)))
+        with OrderedProcessMap(_load, window, workers=min(workers, len(window)), chunksize=chunk) as results:
+            yield from zip(window, results)
 
 
 def _load(job: Job) -> _Loaded:

@@ -15,9 +15,14 @@ order, so readers need no name rules).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from fastdata.packing.sources.base import Row, Source
 
 DEFAULT_RANGE_SIZE = 10_000
 
@@ -89,3 +94,11 @@ def source_order(n: int, shuffle_seed: int | None) -> np.ndarray:
     if shuffle_seed is None:
         return np.arange(n)
     return np.random.default_rng(shuffle_seed).permutation(n)
+
+
+def ordered_rows(source: Source, shuffle_seed: int | None) -> Iterator[Row]:
+    """``source``'s rows in pack order: as scanned (streamed), or a seeded shuffle (which holds them in memory)."""
+    if shuffle_seed is None:
+        return source.scan()
+    rows = list(source.scan())
+    return iter([rows[i] for i in source_order(len(rows), shuffle_seed)])

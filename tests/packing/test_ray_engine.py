@@ -91,6 +91,6 @@ def test_ray_retries_a_task_killed_mid_range(ray_cluster, src, tmp_path):
     marker = tmp_path / "killed"
     source = KillOnce(inner, str(marker), at=rows[15].locator)  # range 2 holds rows 12..17: after one shard of 3
     options = PackOptions(format="lmdb", engine="ray", workers=0, **OPTS)
-    run_plan(source, rows, tmp_path / "ray", options)
+    run_plan(source, len(rows), {}, tmp_path / "ray", options)
     assert marker.exists() and int(marker.read_text()) != os.getpid()  # a Ray worker died there
     assert files(tmp_path / "ray") == files(reference)

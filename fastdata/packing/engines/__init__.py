@@ -10,17 +10,18 @@ never depend on the engine or on the split.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from fastdata.formats.fields import encode_values, infer_types
+from fastdata.formats.fields import encode_values
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest, ShardInfo
 from fastdata.packing.finish import NothingPackedError
 from fastdata.packing.journal import check_finished, differences, fingerprint, journal_header
@@ -29,9 +30,9 @@ from fastdata.packing.merge import combine, part_name, write_part
 from fastdata.packing.output import create_output, prepare_output, remove_own_files
 from fastdata.packing.pipeline import Job
 from fastdata.packing.options import ENGINES, PackOptions
-from fastdata.packing.plan import source_order
+from fastdata.packing.plan import RangePlan, ordered_rows
 from fastdata.packing.ranges import RangeTask, load_record, record_entries, record_name
-from fastdata.packing.sources import Row, Source, source_digest
+from fastdata.packing.sources import Source, source_digest
 from fastdata.storage.urls import is_url
 
 __all__ = ["ENGINES", "PartResult", "get_engine", "run_plan"]
@@ -64,29 +65,38 @@ def get_engine(name: str, *, workers: int = 0, ray_address: str | None = None) -
     raise ValueError(f"unknown engine {name!r}: use one of {', '.join(ENGINES)}")
 
 
-def run_plan(source: Source, rows: list[Row], out: str | Path, options: PackOptions, *,
+def run_plan(source: Source, count: int, types: dict[str, dict], out: str | Path, options: PackOptions, *,
              on_shard: Callable[[ShardInfo], None] | None = None) -> Manifest | PartResult:
-    """Pack ``rows`` of ``source`` into ``out`` range by range with ``options.engine``; see :func:`fastdata.pack`."""
+    """Pack the ``count`` rows of ``source`` into ``out`` range by range with ``options.engine``.
+
+    ``types``: the kept fields' types (from the census pass). The rows are streamed from the source, one
+    range at a time (all of them only for a shuffled pack); see :func:`fastdata.pack` for the rest.
+    """
     recorded = options.recorded()
-    recorded["source_files"] = source_digest(source.classes, rows, source.skipped)
-    types = infer_types(options.fields, (r.fields for r in rows), text=source.text) if options.fields else {}
+    recorded["source_files"] = source_digest(source.classes, source.scan(), source.skipped)
     if types:
         recorded["field_types"] = types
-    rows = [rows[i] for i in source_order(len(rows), options.shuffle_seed)]
-    plan = options.plan(len(rows))
-    files = len(rows) + len(source.skipped)
-    print_ = fingerprint([r.locator for r in rows], [r.label for r in rows], recorded)
+    plan = options.plan(count)
+    files = count + len(source.skipped)
+    print_ = fingerprint(recorded)
     header = {"fingerprint": print_, "options": recorded, "files": files, "classes": list(source.classes),
               "ranges": len(plan)}
     resume, overwrite, progress, allow_empty, part = (options.resume, options.overwrite, options.progress,
                                                       options.allow_empty, options.part)
 
-    def task(r: int, folder: Path | None, url: str | None) -> RangeTask:
-        start, stop = plan.bounds(r)
-        jobs = tuple(Job(i, row.locator, row.label, source, options, encode_values(types, row.fields, text=source.text),
-                         row.data, row.where) for i, row in enumerate(rows[start:stop], start))
-        return RangeTask(None if folder is None else str(folder), url, options, r, start, stop, plan.shard_prefix(r),
-                         jobs, tuple(source.classes), header, tuple(source.skipped) if r == 0 else ())
+    def tasks(todo: list[int], folder: Path | None, url: str | None) -> Iterator[RangeTask]:
+        """The tasks of the ranges ``todo``, made as they are needed: one range's rows held at a time."""
+        wanted_now, rows = set(todo), ordered_rows(source, options.shuffle_seed)
+        for r in range(max(todo, default=-1) + 1):
+            start, stop = plan.bounds(r)
+            chunk = list(itertools.islice(rows, stop - start))
+            if r not in wanted_now:
+                continue
+            jobs = tuple(Job(i, row.locator, row.label, source, options, encode_values(types, row.fields,
+                             text=source.text), row.data, row.where) for i, row in enumerate(chunk, start))
+            yield RangeTask(None if folder is None else str(folder), url, options, r, start, stop,
+                            plan.shard_prefix(r), jobs, tuple(source.classes), header,
+                            tuple(source.skipped) if r == 0 else ())
 
     runner = get_engine(options.engine, workers=options.workers or 0, ray_address=options.ray_address)
     wanted = list(plan.part(*part)) if part else list(range(len(plan)))
@@ -94,11 +104,11 @@ def run_plan(source: Source, rows: list[Row], out: str | Path, options: PackOpti
         if resume or part:
             raise ValueError(f"--resume and --part need OUT to be a folder (shared by all tasks), not {out}: pack "
                              "into a shared folder and upload it, or pack to the URL again with --overwrite")
-        return _to_url(str(out), header, [task(r, None, str(out)) for r in wanted], runner, progress, overwrite,
-                       allow_empty)
+        return _to_url(str(out), header, _Tasks(tasks(wanted, None, str(out)), plan, wanted), runner, progress,
+                       overwrite, allow_empty)
     out = create_output(Path(out))
     if part:
-        return _part(out, header, part, wanted, task, runner, resume, overwrite, progress)
+        return _part(out, header, part, wanted, tasks, plan, runner, resume, overwrite, progress)
     with OutputLock(out):
         prepare_output(out, resume=resume, overwrite=overwrite)
         if (out / MANIFEST_NAME).is_file():  # resume of a pack that had already finished
@@ -109,8 +119,8 @@ def run_plan(source: Source, rows: list[Row], out: str | Path, options: PackOpti
         if records:
             logger.info("resuming: %d of %d ranges are complete, packing the other %d", len(records), len(plan),
                         len(plan) - len(records))
-        todo = [task(r, out, None) for r in wanted if r not in records]
-        for record in _run(runner, todo, header, progress):
+        todo = [r for r in wanted if r not in records]
+        for record in _run(runner, _Tasks(tasks(todo, out, None), plan, todo), progress):
             records[record["range"]] = record
             for entry in record_entries(record):
                 if entry.shard is not None and on_shard is not None:
@@ -141,7 +151,7 @@ def _done(out: Path, header: dict[str, Any], wanted: list[int]) -> dict[int, dic
     return records
 
 
-def _part(out, header, part, wanted, task, runner, resume, overwrite, progress) -> PartResult:
+def _part(out, header, part, wanted, tasks, plan, runner, resume, overwrite, progress) -> PartResult:
     index, parts = part
     if overwrite:
         raise ValueError("--overwrite cannot be used with --part (the other parts share OUT): empty OUT yourself, "
@@ -156,8 +166,8 @@ def _part(out, header, part, wanted, task, runner, resume, overwrite, progress) 
     if records and not resume:
         raise FileExistsError(f"range {min(records)} of part {index}/{parts} is already packed in {str(out)!r}: "
                               "pass --resume to finish the part")
-    todo = [task(r, out, None) for r in wanted if r not in records]
-    for record in _run(runner, todo, header, progress):
+    todo = [r for r in wanted if r not in records]
+    for record in _run(runner, _Tasks(tasks(todo, out, None), plan, todo), progress):
         records[record["range"]] = record
     path = write_part(out, index, parts, header, list(records.values()))
     entries = [e for rec in records.values() for e in record_entries(rec)]
@@ -172,7 +182,7 @@ def _to_url(url, header, tasks, runner, progress, overwrite, allow_empty) -> Man
 
     store = get_store(url)
     old = _take_down(store, overwrite)
-    records = list(_run(runner, tasks, header, progress))
+    records = list(_run(runner, tasks, progress))
     staging = Path(tempfile.mkdtemp(prefix="fastdata-pack-"))
     try:
         manifest = combine(staging, header, records, allow_empty=allow_empty)
@@ -187,10 +197,20 @@ def _to_url(url, header, tasks, runner, progress, overwrite, allow_empty) -> Man
     return manifest
 
 
-def _run(runner, tasks: list[RangeTask], header: dict[str, Any], progress: bool):
+class _Tasks:
+    """The range tasks still to run (an iterator that makes them as needed) and the samples they cover."""
+
+    def __init__(self, tasks: Iterator[RangeTask], plan: RangePlan, todo: list[int]) -> None:
+        self.tasks = tasks
+        self.samples = sum(plan.bounds(r)[1] - plan.bounds(r)[0] for r in todo)
+
+    def __iter__(self) -> Iterator[RangeTask]:
+        return self.tasks
+
+
+def _run(runner, tasks: _Tasks, progress: bool) -> Iterator[dict[str, Any]]:
     """The records of ``tasks`` from ``runner``, with a progress bar of images (updated as ranges finish)."""
-    total = sum(t.stop - t.start for t in tasks)
-    with tqdm(total=total, unit="img", desc=f"pack ({runner.name})", disable=not progress) as bar:
-        for record in runner.run(tasks):
+    with tqdm(total=tasks.samples, unit="img", desc=f"pack ({runner.name})", disable=not progress) as bar:
+        for record in runner.run(iter(tasks)):
             bar.update(record["stop"] - record["start"])
             yield record

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -17,7 +17,7 @@ class LocalEngine:
     def __init__(self, workers: int) -> None:
         self.workers = workers
 
-    def run(self, tasks: list[RangeTask]) -> Iterator[dict[str, Any]]:
+    def run(self, tasks: Iterable[RangeTask]) -> Iterator[dict[str, Any]]:
         """Pack ``tasks`` in order; yield each range's record as it is published."""
         for task in tasks:
             yield run_range(replace(task, workers=self.workers))

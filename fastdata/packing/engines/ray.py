@@ -9,7 +9,8 @@ an object-store URL (each task uploads its shards, the driver the manifest).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from fastdata.packing.ranges import RangeTask, run_range
@@ -33,16 +34,20 @@ class RayEngine:
     def __init__(self, address: str | None = None) -> None:
         self.address = address
 
-    def run(self, tasks: list[RangeTask]) -> Iterator[dict[str, Any]]:
-        """Submit every range at once; yield each range's record as its task finishes (in any order)."""
+    def run(self, tasks: Iterable[RangeTask]) -> Iterator[dict[str, Any]]:
+        """Keep twice the cluster's CPUs of tasks in flight; yield each range's record as its task finishes
+        (in any order). Tasks are taken from ``tasks`` only as they are submitted."""
         ray = _import_ray()
         if not ray.is_initialized():
             ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=False)
         remote = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(run_range)
-        pending = [remote.remote(task) for task in tasks]
+        window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))  # tasks in flight: the rest not made yet
+        tasks = iter(tasks)
+        pending = [remote.remote(task) for task in itertools.islice(tasks, window)]
         try:
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
+                pending += [remote.remote(task) for task in itertools.islice(tasks, 1)]
                 yield ray.get(done[0])
         finally:
             for ref in pending:  # an error or Ctrl-C in the driver: stop the other tasks too

@@ -80,6 +80,8 @@ class TFRecordSource(Source):
     def __init__(self, src: str | os.PathLike) -> None:
         self.files = tfrecord_files(src)
         super().__init__(os.fspath(src) if "*" in os.fspath(src) else str(Path(src).resolve()))
+        self._found: list[tuple[str, Any, str]] | None = None
+        self._file_skips: list[SkippedFile] = []
 
     def _records(self) -> Iterator[tuple[str, Any, str]]:
         from fastdata.formats.errors import CorruptRecordError
@@ -90,7 +92,7 @@ class TFRecordSource(Source):
             try:
                 index = build_index(path)
             except (CorruptRecordError, OSError) as exc:
-                self.skipped.append(SkippedFile(path.name, f"not a sound TFRecord file ({exc})"))
+                self._file_skips.append(SkippedFile(path.name, f"not a sound TFRecord file ({exc})"))
                 continue
             with open(path, "rb") as f:
                 for offset, size in index.tolist():
@@ -104,8 +106,10 @@ class TFRecordSource(Source):
                     yield locator, record.label, ""
 
     def scan(self) -> Iterator[Row]:
-        self.skipped = []
-        records = list(self._records())
+        if self._found is None:  # every record is read once, however often the rows are scanned
+            self._found = list(self._records())
+        self.skipped = list(self._file_skips)
+        records = self._found
         labels = Labels(label for _, label, error in records if not error)
         self.classes = labels.classes
         for number, (locator, label, error) in enumerate(records, 1):
@@ -116,6 +120,9 @@ class TFRecordSource(Source):
                 yield Row(locator, labels.index(label), row=number)
             except ValueError as exc:
                 self.skipped.append(SkippedFile(f"{locator} (record {number})", str(exc)))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return dict(self.__dict__, _found=None)
 
     def open(self, locator: str) -> bytes:
         from fastdata.formats.errors import CorruptRecordError

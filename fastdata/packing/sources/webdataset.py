@@ -122,7 +122,9 @@ class WebDatasetSource(Source):
 
     def scan(self) -> Iterator[Row]:
         self.skipped = []
-        samples = self._scan_tars()
+        if self._samples is None:  # the tar headers are read once, however often the rows are scanned
+            self._samples = self._scan_tars()
+        samples = self._samples
         raw = [s[1] for s in samples if s[0] and s[1] is not None]
         labels = Labels(raw, text=True) if raw else None
         self.classes = labels.classes if labels else []
@@ -137,6 +139,9 @@ class WebDatasetSource(Source):
                 self.skipped.append(SkippedFile(f"{where} (sample {number})", str(exc)))
                 continue
             yield Row(locator, index, fields, row=number)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return dict(self.__dict__, _samples=None)
 
     def open(self, locator: str) -> bytes:
         name, offset, size, _ = locator.split(":", 3)
