@@ -191,3 +191,21 @@ def test_parts_of_any_source_merge_to_the_local_pack(kind, tmp_path):
         pack(src, tmp_path / "parts", part=(i, 3), **opts)
     assert merge(tmp_path / "parts") == local
     assert files(tmp_path / "parts") == files(tmp_path / "local")
+
+
+def test_part_resume_redoes_only_its_missing_range(src, reference, tmp_path, monkeypatch):
+    import fastdata.packing.engines.local as local
+
+    out = tmp_path / "out"
+    pack(src, out, format="tfrecord", workers=0, progress=False, part=(0, 2), **OPTS)  # ranges 0, 1, 2
+    (out / "part-00000-of-00002.json").unlink()
+    (out / record_name(1)).unlink()  # as a task that died before its record leaves range 1
+    with pytest.raises(FileExistsError, match="--resume"):
+        pack(src, out, format="tfrecord", workers=0, progress=False, part=(0, 2), **OPTS)
+    ran, real = [], local.run_range
+    monkeypatch.setattr(local, "run_range", lambda task: ran.append(task.index) or real(task))
+    result = pack(src, out, format="tfrecord", workers=0, progress=False, part=(0, 2), resume=True, **OPTS)
+    assert ran == [1] and result.packed == 1 and result.ranges == [0, 1, 2]
+    pack(src, out, format="tfrecord", workers=0, progress=False, part=(1, 2), **OPTS)
+    merge(out)
+    assert files(out) == reference["tfrecord"]
