@@ -16,6 +16,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import google_crc32c
 import lmdb
@@ -23,7 +24,7 @@ import numpy as np
 
 from fastdata._fs import file_crc32c, publish, tmp_path
 from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase, ShardWriterBase, StorageFormat
-from fastdata.formats.example import ImageRecord
+from fastdata.formats.example import ImageRecord, encode_fields, parse_features
 from fastdata.formats.files import crc32c_hex, resolve_inside
 from fastdata.formats.lmdb_env import open_readonly, shared_env
 from fastdata.formats.manifest import ShardInfo
@@ -32,6 +33,7 @@ __all__ = ["LMDBFormat", "LMDBShardReader", "LMDBShardWriter", "META_KEY", "open
            "read_meta", "sample_key", "shared_env"]
 
 META_KEY = b"__meta__"
+FIELDS_SUFFIX = b".fields"  # sample j's fields (a serialized tf.train.Example) are under sample_key(j) + this
 # The writer's memory map starts small and grows with the data (reserving 1 TiB up front fails
 # under an address-space limit, `ulimit -v`, common on clusters). Growing means committing the
 # open transaction, so the map is doubled whenever a worst-case estimate of the bytes written
@@ -87,8 +89,17 @@ class LMDBShardWriter(ShardWriterBase):
         }
         for key, value in values.items():
             self._meta[key].append(value)
+        added = 0
+        if record.fields:  # the fields as an Example under their own key, checked by their own CRC32C
+            raw = encode_fields(record.fields)
+            key = sample_key(self.num_samples) + FIELDS_SUFFIX
+            self._make_room(key, raw)
+            if not self._txn.put(key, raw, append=True):
+                raise RuntimeError(f"could not append the fields of sample {self.num_samples} to {self._tmp}")
+            self._meta.setdefault("fields_crc32c", []).append(google_crc32c.value(raw))
+            added = len(raw) + 16
         self.num_samples += 1
-        return len(record.image) + 8
+        return len(record.image) + 8 + added
 
     def close(self, root: Path) -> ShardInfo:
         meta = dict(self._meta, num_samples=self.num_samples)
@@ -149,7 +160,7 @@ def parse_meta(raw: bytes, path: str | os.PathLike) -> dict:
     n = meta.get("num_samples") if isinstance(meta, dict) else None
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise CorruptRecordError(path, None, "its __meta__ record has no valid num_samples")
-    for key in ("labels", "crc32c") + tuple(k for k in _PER_RECORD if k in meta):
+    for key in ("labels", "crc32c") + tuple(k for k in _PER_RECORD + ("fields_crc32c",) if k in meta):
         if not isinstance(meta.get(key), list) or len(meta[key]) != n:
             raise CorruptRecordError(path, None, f"its __meta__ record's {key} is not a list of {n} entries")
     return meta
@@ -200,6 +211,8 @@ class LMDBShardReader(ShardReaderBase):
             )
         self._crc = _int_array(meta["crc32c"], np.uint32, self.path, "crc32c")
         self._labels = _int_array(meta["labels"], np.int64, self.path, "labels")
+        fields_crc = meta.get("fields_crc32c")
+        self._fields_crc = _int_array(fields_crc, np.uint32, self.path, "fields_crc32c") if fields_crc else None
 
     def read(self, position: int, size: int) -> tuple[bytes, int | None]:
         if not 0 <= position < len(self._crc):
@@ -215,6 +228,21 @@ class LMDBShardReader(ShardReaderBase):
             raise CorruptRecordError(self.path, position, "image bytes CRC32C mismatch")
         return value, int(self._labels[position])
 
+    def read_fields(self, position: int, size: int) -> Any:
+        if self._fields_crc is None or not 0 <= position < len(self._fields_crc):
+            raise CorruptRecordError(self.path, position, "the shard stores no fields for this record")
+        try:
+            with self._env.begin(buffers=False) as txn:
+                value = txn.get(sample_key(position) + FIELDS_SUFFIX)
+        except lmdb.Error as exc:
+            raise CorruptRecordError(self.path, position, f"its LMDB pages are damaged ({type(exc).__name__})") from None
+        if value is None or (self.check_crc and google_crc32c.value(value) != self._fields_crc[position]):
+            raise CorruptRecordError(self.path, position, "fields missing or CRC32C mismatch")
+        try:
+            return parse_features(value)
+        except ValueError as exc:
+            raise CorruptRecordError(self.path, position, str(exc)) from None
+
     def close(self) -> None:
         self._env = None  # shared in this process: it closes when its last reader lets go
 
@@ -226,6 +254,7 @@ def _check_records(
     problems = []
     n = meta["num_samples"]
     texts, names = meta.get("class_names") or [""] * n, meta.get("filenames") or [""] * n
+    fields_crc = meta.get("fields_crc32c")
     try:
         with env.begin(buffers=True) as txn:
             for j, (expected, label) in enumerate(zip(meta["crc32c"], meta["labels"])):
@@ -234,6 +263,8 @@ def _check_records(
                     problems.append(f"record {j}: {CorruptRecordError(path, j, 'key is missing')}")
                 elif google_crc32c.value(bytes(value)) != expected:
                     problems.append(f"record {j}: {CorruptRecordError(path, j, 'image bytes CRC32C mismatch')}")
+                elif fields_crc and google_crc32c.value(bytes(txn.get(sample_key(j) + FIELDS_SUFFIX) or b"")) != fields_crc[j]:
+                    problems.append(f"record {j}: {CorruptRecordError(path, j, 'fields missing or CRC32C mismatch')}")
                 elif on_record is not None:
                     on_record(j, ImageRecord(bytes(value), label, _text(texts[j]), _text(names[j])))
     except lmdb.Error as exc:
@@ -276,7 +307,7 @@ class LMDBFormat(StorageFormat):
             problems.append(f"{shard.path}: its __meta__ record does not match the manifest's checksum")
         try:
             with env.begin() as txn:
-                count = txn.stat()["entries"] - 1
+                count = (txn.stat()["entries"] - 1) // (2 if "fields_crc32c" in meta else 1)
         except lmdb.Error as exc:
             return problems + [f"{shard.path}: its LMDB pages are damaged ({type(exc).__name__})"]
         if meta["num_samples"] != shard.num_samples or count != shard.num_samples:
