@@ -18,7 +18,7 @@ from fastdata.decode import get_decoder
 from fastdata.formats import CorruptRecordError, DatasetChangedError, Manifest
 from fastdata.loader import DataLoaderX, DataPrefetcher, NormalizeCollate, fast_collate
 from fastdata.packing import ShardWriter, pack, verify
-from fastdata.sampler import DistributedSampler
+from fastdata.sampler import DistributedSampler, EvalSampler
 
 __all__ = [
     "CorruptRecordError",
@@ -26,6 +26,7 @@ __all__ = [
     "DataPrefetcher",
     "DatasetChangedError",
     "DistributedSampler",
+    "EvalSampler",
     "Manifest",
     "NormalizeCollate",
     "ShardDataset",
