@@ -17,8 +17,9 @@ from fastdata.dataset import ShardDataset
 from fastdata.decode import get_decoder
 from fastdata.formats import CorruptRecordError, DatasetChangedError, Manifest
 from fastdata.loader import DataLoaderX, DataPrefetcher, NormalizeCollate, fast_collate
+from fastdata.mixing import MixedDataset
 from fastdata.packing import ShardWriter, pack, verify
-from fastdata.sampler import DistributedSampler, EvalSampler
+from fastdata.sampler import DistributedSampler, EvalSampler, MixedSampler
 
 __all__ = [
     "CorruptRecordError",
@@ -28,6 +29,8 @@ __all__ = [
     "DistributedSampler",
     "EvalSampler",
     "Manifest",
+    "MixedDataset",
+    "MixedSampler",
     "NormalizeCollate",
     "ShardDataset",
     "ShardWriter",
