@@ -20,6 +20,7 @@ from fastdata.formats.base import CorruptRecordError, DatasetChangedError, Shard
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.formats.packed import OpenedPack, open_pack
 from fastdata.formats.tfrecord import TFRecordShardReader, build_index, max_index_bytes, read_index, write_index
+from fastdata.resolution import transform_for
 from fastdata.seeding import sample_generator
 from fastdata.storage.shards import RemoteShards
 from fastdata.storage.urls import is_url
@@ -188,16 +189,16 @@ class ShardDataset(Dataset):
         copy and which any other collate function sees as the usual list of ``(image, label)`` pairs.
         Otherwise it is ``[self[i] for i in indices]``.
         """
-        size = getattr(self.transform, "output_size", None)
-        if size is None or self.target_transform is not None or not isinstance(self.transform, DecodeTransform):
+        transform = transform_for(self.transform, indices)  # at the loader's resolution (fastdata.resolution)
+        size = getattr(transform, "output_size", None)
+        if size is None or self.target_transform is not None or not isinstance(transform, DecodeTransform):
             return [self[i] for i in indices]
         images = empty_tensor((len(indices), size[0], size[1], 3), torch.uint8)
         labels = empty_tensor((len(indices),), torch.int64)
         slots, label_view = images.numpy(), labels.numpy()
-        uses_rng = self.transform.uses_rng
         for slot, index in enumerate(indices):
             data, label_view[slot] = self.read(index)
-            self.transform.decode_into(data, slots[slot], rng=sample_generator(index) if uses_rng else None)
+            transform.decode_into(data, slots[slot], rng=sample_generator(index) if transform.uses_rng else None)
         return DecodedBatch(images, labels)
 
     def read(self, index: int) -> tuple[bytes, int]:

@@ -21,6 +21,7 @@ import torch
 from torch.utils.data import Dataset
 
 from fastdata.batch import DecodedBatch, empty_tensor
+from fastdata.resolution import transform_for
 from fastdata.seeding import SampleIndex, sample_generator
 from fastdata.transforms import DecodeTransform
 
@@ -131,7 +132,8 @@ class MixedDataset(Dataset):
         That is when each source has ``read()`` and a fixed-size decode-time transform of one size and no
         ``target_transform`` (``ShardDataset``s with ``RandomResizedCrop(224)``); otherwise ``[self[i] ...]``.
         """
-        size = self._common_size()
+        transforms = [transform_for(getattr(d, "transform", None), indices) for d in self.datasets]  # the loader's size
+        size = self._common_size(transforms)
         if size is None:
             return [self[i] for i in indices]
         images = empty_tensor((len(indices), size[0], size[1], 3), torch.uint8)
@@ -141,14 +143,13 @@ class MixedDataset(Dataset):
             source, local = self.locate(index)
             dataset = self.datasets[source]
             data, label_view[slot] = dataset.read(local)
-            rng = sample_generator(local) if dataset.transform.uses_rng else None
-            dataset.transform.decode_into(data, slots[slot], rng=rng)
+            transform = transforms[source]
+            transform.decode_into(data, slots[slot], rng=sample_generator(local) if transform.uses_rng else None)
         return DecodedBatch(images, labels)
 
-    def _common_size(self) -> tuple[int, int] | None:
+    def _common_size(self, transforms: list[Any]) -> tuple[int, int] | None:
         sizes = set()
-        for dataset in self.datasets:
-            transform = getattr(dataset, "transform", None)
+        for dataset, transform in zip(self.datasets, transforms):
             if (not isinstance(transform, DecodeTransform) or getattr(dataset, "target_transform", None) is not None
                     or not callable(getattr(dataset, "read", None))):
                 return None
