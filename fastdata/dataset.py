@@ -190,6 +190,8 @@ class ShardDataset(Dataset):
         Otherwise it is ``[self[i] for i in indices]``.
         """
         transform = transform_for(self.transform, indices)  # at the loader's resolution (fastdata.resolution)
+        if callable(getattr(transform, "decode_batch", None)) and self.target_transform is None:
+            return transform.decode_batch(self, indices)  # a transform with several outputs (MultiCrop)
         size = getattr(transform, "output_size", None)
         if size is None or self.target_transform is not None or not isinstance(transform, DecodeTransform):
             return [self[i] for i in indices]

@@ -10,8 +10,10 @@ would decode at a coarser scale is cut from the finer decode instead (more detai
 bytes). ``one_decode=False`` decodes once per distinct scale instead (at most four), so that every
 crop is always the one its ``RandomResizedCrop`` gives.
 
-The sample is ``([crop_0, ..., crop_k-1], label)``; :func:`fastdata.fast_collate` makes a list of k
-uint8 batches from it, and :class:`fastdata.DataPrefetcher` carries the list to the device.
+The sample is ``([crop_0, ..., crop_k-1], label)``. A :class:`~fastdata.ShardDataset` batch is decoded in
+place into k uint8 batch tensors (:meth:`MultiCrop.decode_batch`, in shared memory inside a worker);
+:func:`fastdata.fast_collate` hands them on as a list of k batches (it stacks lists of crops from any other
+dataset), and :class:`fastdata.DataPrefetcher` carries the list to the device.
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
+from fastdata.batch import MultiDecodedBatch, empty_tensor
 from fastdata.decode import native
 from fastdata.decode.base import Box, Decoder, choose_scale, is_jpeg, resize_into, scaled_box, scaled_size
+from fastdata.seeding import sample_generator
 from fastdata.transforms import DecodeTransform, RandomResizedCrop
 
 __all__ = ["MultiCrop", "decode_region"]
@@ -149,6 +154,20 @@ class MultiCrop(DecodeTransform):
             for k in members:
                 a0, a1, b0, b1 = scaled_box(boxes[k], scale, shape)
                 resize_into(region[a0 - y0: a1 - y0, b0 - x0: b1 - x0], outs[k], self.crops[k].antialias)
+
+    def decode_batch(self, dataset: Any, indices: Sequence[int]) -> MultiDecodedBatch:
+        """A batch of ``dataset`` (with ``read()``) decoded in place into k uint8 ``[N, h, w, 3]`` tensors.
+
+        :meth:`fastdata.ShardDataset.__getitems__` calls it; the tensors are in shared memory inside a worker
+        and :func:`fastdata.fast_collate` hands them on without a copy.
+        """
+        images = [empty_tensor((len(indices), *c.size, 3), torch.uint8) for c in self.crops]
+        labels = empty_tensor((len(indices),), torch.int64)
+        arrays, label_view = [i.numpy() for i in images], labels.numpy()
+        for slot, index in enumerate(indices):
+            data, label_view[slot] = dataset.read(index)
+            self.decode_into_all(data, [a[slot] for a in arrays], rng=sample_generator(index))
+        return MultiDecodedBatch(images, labels)
 
     def _extra_repr(self) -> str:
         return f"crops={self.crops!r}, one_decode={self.one_decode}"

@@ -127,3 +127,24 @@ def test_loader_collate_and_prefetcher_carry_a_list(tmp_path):
     images, labels = next(iter(DataPrefetcher(loader, device="cpu")))
     assert isinstance(images, list) and len(images) == 5
     assert all(i.dtype == torch.float32 and i.max() <= 1.0 for i in images) and labels.shape == (4,)
+
+
+def test_shard_dataset_decodes_a_multicrop_batch_in_place(tmp_path):
+    from fastdata.batch import MultiDecodedBatch
+    from fastdata.seeding import SampleIndex
+    from tests.packs import make_distinct_folder, pack_quietly
+
+    make_distinct_folder(tmp_path / "src", per_class=2, size=(120, 160))
+    pack_quietly(tmp_path / "src", tmp_path / "pack", "lmdb")
+    small = [RandomResizedCrop(32, scale=(0.4, 1.0))] * 2 + [RandomResizedCrop(16, scale=(0.05, 0.4))] * 3
+    dataset = ShardDataset(tmp_path / "pack", transform=MultiCrop(small))
+    indices = [SampleIndex(i, pass_key=5, position=p) for p, i in enumerate([3, 0, 2])]
+    batch = dataset.__getitems__(indices)
+    assert isinstance(batch, MultiDecodedBatch)
+    crops, labels = fast_collate(batch)
+    assert [tuple(c.shape) for c in crops] == [(3, 3, 32, 32)] * 2 + [(3, 3, 16, 16)] * 3
+    for n, index in enumerate(indices):
+        alone, label = dataset[index]
+        assert label == labels[n]
+        for k in range(5):
+            assert np.array_equal(crops[k][n].permute(1, 2, 0).numpy(), alone[k])

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from fastdata._optional import native_disabled
-from fastdata.batch import DecodedBatch, empty_tensor
+from fastdata.batch import DecodedBatch, MultiDecodedBatch, empty_tensor
 from fastdata.gpu_transforms.colour import IMAGENET_MEAN, IMAGENET_STD
 from fastdata.shared_ring import free_in_worker
 
@@ -59,7 +59,7 @@ def fast_collate(batch: Sequence[tuple[Any, Any]]) -> tuple[Any, torch.Tensor]:
             2-D/3-D, or the images do not all have the same shape.
         TypeError: If an image is neither an array nor a tensor, or a label is not an integer.
     """
-    if isinstance(batch, DecodedBatch):  # decoded in place by ShardDataset.__getitems__: no copy
+    if isinstance(batch, (DecodedBatch, MultiDecodedBatch)):  # decoded in place by ShardDataset.__getitems__: no copy
         return batch.nchw()
     if len(batch) == 0:
         raise ValueError("fast_collate got batch=[] (no samples); pass at least one (image, label) pair")
