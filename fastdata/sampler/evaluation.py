@@ -60,7 +60,7 @@ class EvalSampler(Sampler[int]):
 
         sampler = EvalSampler(val_set)
         loader = DataLoaderX(val_set, batch_size=250, sampler=sampler, collate_fn=fast_collate)
-        correct = torch.cat([(model(x).argmax(1) == y).cpu() for x, y in prefetcher(loader)])
+        correct = torch.cat([(model(x).argmax(1) == y).cpu() for x, y in DataPrefetcher(loader)])
         accuracy = gather_in_order(correct, sampler).float().mean()   # the accuracy over the whole set
     """
 
