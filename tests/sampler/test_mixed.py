@@ -179,3 +179,15 @@ def test_batch_decoded_in_place_equals_per_sample(two_packs):
     for (image, label), index in zip(batch, indices):
         expected, expected_label = ds[index]
         assert label == expected_label and np.array_equal(image, expected)
+
+
+def test_mixed_batches_follow_the_loader_resolution(two_packs):
+    from fastdata import ShardDataset, fast_collate
+    from fastdata.transforms import RandomResizedCrop
+
+    ds = MixedDataset([(ShardDataset(r, transform=RandomResizedCrop(16)), 1.0) for r in two_packs])
+    loader = DataLoaderX(ds, batch_size=4, sampler=MixedSampler(ds, num_replicas=1, rank=0, seed=1),
+                         collate_fn=fast_collate, pin_memory=False)
+    loader.set_resolution((24, 20))
+    images, labels = next(iter(loader))
+    assert tuple(images.shape) == (4, 3, 24, 20) and labels.shape == (4,)
