@@ -127,21 +127,25 @@ def interleave(parts: Sequence[Any], length: int | None = None) -> torch.Tensor:
     return out
 
 
-def gather_in_order(values: torch.Tensor, sampler: EvalSampler, *, group: Any = None) -> torch.Tensor:
+def gather_in_order(values: Any, sampler: EvalSampler, *, group: Any = None) -> Any:
     """All ranks' per-sample results, in dataset order, on every rank (``all_gather``; gloo or NCCL).
 
     Args:
         values: this rank's results, one row per sample of ``sampler``'s order (``len(sampler)`` rows),
-            on the device the process group's backend works on (CPU for gloo, CUDA for NCCL).
+            on the device the process group's backend works on (CPU for gloo, CUDA for NCCL); or a
+            Python list of one picklable object per sample (gathered with ``all_gather_object``).
         sampler: this rank's :class:`EvalSampler`.
         group: the process group (default: the world).
 
     Returns:
-        ``len(sampler.dataset)`` rows, sample ``k``'s at row ``k`` (``values`` itself on one rank).
+        ``len(sampler.dataset)`` rows, sample ``k``'s at row ``k`` (``values`` itself on one rank); a list
+        for a list.
 
     Raises:
         ValueError: ``values`` does not hold one row per sample of this rank.
     """
+    if isinstance(values, list):  # Python objects (file names, strings, dicts): pickled through all_gather_object
+        return _gather_objects(values, sampler, group)
     values = torch.as_tensor(values)
     if len(values) != len(sampler):
         raise ValueError(f"values has {len(values)} rows, this rank evaluated {len(sampler)} samples; "
@@ -155,3 +159,17 @@ def gather_in_order(values: torch.Tensor, sampler: EvalSampler, *, group: Any = 
     dist.all_gather(gathered, padded.contiguous(), group=group)
     parts = [g[: share(sampler.length, sampler.num_replicas, r)] for r, g in enumerate(gathered)]
     return interleave(parts, sampler.length)
+
+
+def _gather_objects(values: list[Any], sampler: EvalSampler, group: Any) -> list[Any]:
+    if len(values) != len(sampler):
+        raise ValueError(f"values has {len(values)} items, this rank evaluated {len(sampler)} samples; "
+                         "pass one result per sample, in the order the sampler gave them")
+    if sampler.num_replicas == 1:
+        return list(values)
+    parts: list[Any] = [None] * sampler.num_replicas
+    dist.all_gather_object(parts, values, group=group)
+    merged: list[Any] = [None] * sampler.length
+    for r, part in enumerate(parts):
+        merged[r::sampler.num_replicas] = part
+    return merged

@@ -66,6 +66,8 @@ def _rank_main(rank: int, world: int, port: int, out: str) -> None:
         mine = torch.tensor(list(sampler))
         logits = torch.nn.functional.one_hot(predictions[mine], 10).float()  # per-sample rows, 2-D
         gathered = gather_in_order(logits, sampler)
+        names = gather_in_order([f"sample-{i}" for i in sampler], sampler)  # Python objects too
+        assert names == [f"sample-{i}" for i in range(N)]
         if rank == 0:
             torch.save(gathered, out)
     finally:
