@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import Any
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -28,7 +29,7 @@ from fastdata.decode import native
 from fastdata.decode.base import DecodeError, choose_scale, is_jpeg, resize_into, scaled_box, scaled_size
 from fastdata.transforms import RandomResizedCrop
 
-__all__ = ["batch_capable", "decode_batch_into"]
+__all__ = ["batch_capable", "decode_all_into", "decode_batch_into"]
 
 _local = threading.local()
 
@@ -141,3 +142,14 @@ def _decode_chunk(transform: RandomResizedCrop, decoder, jobs: list[list], plans
     else:
         for _ in _executor(threads).map(finish, range(len(jobs))):  # cv2.resize releases the GIL
             pass
+
+
+def decode_all_into(transform: Any, datas: Sequence[bytes], slots: np.ndarray, rngs: Sequence[Any], *,
+                    threads: int = 1) -> None:
+    """Decode a batch's records into ``slots``: in one native call when the transform allows it
+    (:func:`batch_capable`), else one ``transform.decode_into`` per record."""
+    if batch_capable(transform):
+        decode_batch_into(transform, datas, slots, rngs, threads=threads)
+    else:
+        for slot, (data, rng) in enumerate(zip(datas, rngs)):
+            transform.decode_into(data, slots[slot], rng=rng)

@@ -15,13 +15,14 @@ from torch.utils.data import Dataset
 
 from fastdata._malloc import pin_mmap_threshold
 from fastdata.batch import DecodedBatch, empty_tensor
-from fastdata.batch_decode import batch_capable, decode_batch_into
+from fastdata.batch_decode import decode_all_into
 from fastdata.formats import get_format
 from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase
 from fastdata.formats.fields import decode_values, field_types
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.formats.packed import OpenedPack, open_pack
 from fastdata.formats.tfrecord import TFRecordShardReader, build_index, max_index_bytes, read_index, write_index
+from fastdata.resolution import transform_for
 from fastdata.seeding import sample_generator
 from fastdata.storage.shards import RemoteShards
 from fastdata.storage.urls import is_url
@@ -190,22 +191,21 @@ class ShardDataset(Dataset):
         :func:`fastdata.fast_collate` passes on without a copy and other collate functions see as the
         usual list of ``(image, label)`` pairs. Otherwise it is ``[self[i] for i in indices]``.
         """
-        size = getattr(self.transform, "output_size", None)
-        if size is None or self.target_transform or not isinstance(self.transform, DecodeTransform) or self.fields:
+        transform = transform_for(self.transform, indices)  # at the loader's resolution (fastdata.resolution)
+        if callable(getattr(transform, "decode_batch", None)) and self.target_transform is None and not self.fields:
+            return transform.decode_batch(self, indices)  # a transform with several outputs (MultiCrop)
+        size = getattr(transform, "output_size", None)
+        if size is None or self.target_transform or not isinstance(transform, DecodeTransform) or self.fields:
             return [self[i] for i in indices]
         images = empty_tensor((len(indices), size[0], size[1], 3), torch.uint8)
         labels = empty_tensor((len(indices),), torch.int64)
         slots, label_view = images.numpy(), labels.numpy()
-        uses_rng, datas, rngs = self.transform.uses_rng, [], []
+        uses_rng, datas, rngs = transform.uses_rng, [], []
         for slot, index in enumerate(indices):
             data, label_view[slot] = self.read(index)
             datas.append(data)
             rngs.append(sample_generator(index) if uses_rng else None)
-        if batch_capable(self.transform):  # one native call for the batch's JPEGs
-            decode_batch_into(self.transform, datas, slots, rngs, threads=self.decode_threads)
-        else:
-            for slot, (data, rng) in enumerate(zip(datas, rngs)):
-                self.transform.decode_into(data, slots[slot], rng=rng)
+        decode_all_into(transform, datas, slots, rngs, threads=self.decode_threads)
         return DecodedBatch(images, labels)
 
     def read(self, index: int) -> tuple[bytes, int]:
