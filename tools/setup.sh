@@ -15,6 +15,7 @@ need=()
 ldconfig -p 2>/dev/null | grep -q 'libturbojpeg\.so' || need+=(libturbojpeg0)
 [ -f /usr/include/jpeglib.h ] || [ -f "/usr/include/$(uname -m)-linux-gnu/jpeglib.h" ] || need+=(libjpeg-dev)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
+command -v taskset >/dev/null 2>&1 || need+=(util-linux)  # taskset: the CPU-budget tests pin a process
 if [ "${#need[@]}" -gt 0 ]; then
   echo "==> installing ${need[*]} (apt-get)"
   as_root apt-get update -qq

@@ -19,6 +19,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import google_crc32c
 import lmdb
@@ -26,7 +27,7 @@ import numpy as np
 
 from fastdata._fs import file_crc32c, publish, tmp_path
 from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase, ShardWriterBase, StorageFormat
-from fastdata.formats.example import ImageRecord
+from fastdata.formats.example import ImageRecord, encode_fields, parse_features
 from fastdata.formats.files import FileIdentity, crc32c_hex, open_regular, resolve_inside
 from fastdata.formats.lmdb_env import open_readonly, shared_env
 from fastdata.formats.lmdb_pages import LMDBIndex, index_values
@@ -36,6 +37,7 @@ __all__ = ["LMDBFormat", "LMDBShardReader", "LMDBShardWriter", "META_KEY", "open
            "read_meta", "sample_key", "shared_env"]
 
 META_KEY = b"__meta__"
+FIELDS_SUFFIX = b".fields"  # sample j's fields (a serialized tf.train.Example) are under sample_key(j) + this
 # The writer's memory map starts small and grows with the data (reserving 1 TiB up front fails
 # under an address-space limit, `ulimit -v`, common on clusters). Growing means committing the
 # open transaction, so the map is doubled whenever a worst-case estimate of the bytes written
@@ -91,8 +93,17 @@ class LMDBShardWriter(ShardWriterBase):
         }
         for key, value in values.items():
             self._meta[key].append(value)
+        added = 0
+        if record.fields:  # the fields as an Example under their own key, checked by their own CRC32C
+            raw = encode_fields(record.fields)
+            key = sample_key(self.num_samples) + FIELDS_SUFFIX
+            self._make_room(key, raw)
+            if not self._txn.put(key, raw, append=True):
+                raise RuntimeError(f"could not append the fields of sample {self.num_samples} to {self._tmp}")
+            self._meta.setdefault("fields_crc32c", []).append(google_crc32c.value(raw))
+            added = len(raw) + 16
         self.num_samples += 1
-        return len(record.image) + 8
+        return len(record.image) + 8 + added
 
     def close(self, root: Path) -> ShardInfo:
         meta = dict(self._meta, num_samples=self.num_samples)
@@ -153,7 +164,7 @@ def parse_meta(raw: bytes, path: str | os.PathLike) -> dict:
     n = meta.get("num_samples") if isinstance(meta, dict) else None
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise CorruptRecordError(path, None, "its __meta__ record has no valid num_samples")
-    for key in ("labels", "crc32c") + tuple(k for k in _PER_RECORD if k in meta):
+    for key in ("labels", "crc32c") + tuple(k for k in _PER_RECORD + ("fields_crc32c",) if k in meta):
         if not isinstance(meta.get(key), list) or len(meta[key]) != n:
             raise CorruptRecordError(path, None, f"its __meta__ record's {key} is not a list of {n} entries")
     return meta
@@ -208,6 +219,8 @@ class LMDBShardReader(ShardReaderBase):
             )
         self._crc = _int_array(meta["crc32c"], np.uint32, self.path, "crc32c")
         self._labels = _int_array(meta["labels"], np.int64, self.path, "labels")
+        fields_crc = meta.get("fields_crc32c")
+        self._fields_crc = _int_array(fields_crc, np.uint32, self.path, "fields_crc32c") if fields_crc else None
 
     def read(self, position: int, size: int) -> tuple[bytes, int | None]:
         if not 0 <= position < len(self._crc):
@@ -218,6 +231,17 @@ class LMDBShardReader(ShardReaderBase):
         if self.check_crc and google_crc32c.value(value) != self._crc[position]:
             raise CorruptRecordError(self.path, position, "image bytes CRC32C mismatch")
         return value, int(self._labels[position])
+
+    def read_fields(self, position: int, size: int) -> Any:
+        if self._fields_crc is None or not 0 <= position < len(self._fields_crc):
+            raise CorruptRecordError(self.path, position, "the shard stores no fields for this record")
+        value = self._index.read(self._fd, sample_key(position) + FIELDS_SUFFIX, self.path)
+        if value is None or (self.check_crc and google_crc32c.value(value) != self._fields_crc[position]):
+            raise CorruptRecordError(self.path, position, "fields missing or CRC32C mismatch")
+        try:
+            return parse_features(value)
+        except ValueError as exc:
+            raise CorruptRecordError(self.path, position, str(exc)) from None
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -243,9 +267,11 @@ def _check_records(
     problems = []
     n = meta["num_samples"]
     texts, names = meta.get("class_names") or [""] * n, meta.get("filenames") or [""] * n
+    fields_crc = meta.get("fields_crc32c")
     for j, (expected, label) in enumerate(zip(meta["crc32c"], meta["labels"])):
         try:
             value = index.read(fd, sample_key(j), path)
+            fields = index.read(fd, sample_key(j) + FIELDS_SUFFIX, path) if fields_crc else None
         except CorruptRecordError as exc:
             problems.append(f"record {j}: {exc}")
             continue
@@ -253,6 +279,8 @@ def _check_records(
             problems.append(f"record {j}: {CorruptRecordError(path, j, 'key is missing')}")
         elif google_crc32c.value(value) != expected:
             problems.append(f"record {j}: {CorruptRecordError(path, j, 'image bytes CRC32C mismatch')}")
+        elif fields_crc and google_crc32c.value(fields or b"") != fields_crc[j]:
+            problems.append(f"record {j}: {CorruptRecordError(path, j, 'fields missing or CRC32C mismatch')}")
         elif on_record is not None:
             on_record(j, ImageRecord(value, label, _text(texts[j]), _text(names[j])))
     return problems
@@ -291,7 +319,7 @@ class LMDBFormat(StorageFormat):
             problems: list[str] = []
             if shard.meta_crc32c is not None and crc32c_hex(raw) != shard.meta_crc32c:
                 problems.append(f"{shard.path}: its __meta__ record does not match the manifest's checksum")
-            count = len(index.values) - 1
+            count = (len(index.values) - 1) // (2 if "fields_crc32c" in meta else 1)
             if meta["num_samples"] != shard.num_samples or count != shard.num_samples:
                 problems.append(f"{shard.path}: holds {count} records, the manifest says {shard.num_samples}")
             return problems + [f"{shard.path}: {p}" for p in _check_records(index, fd, path, meta, on_record)]

@@ -12,6 +12,7 @@ import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import google_crc32c
 import numpy as np
@@ -20,7 +21,7 @@ from fastdata._fs import publish, tmp_path
 from fastdata.formats.base import CorruptRecordError, ShardReaderBase, ShardWriterBase, StorageFormat
 from fastdata.formats.errors import DatasetChangedError
 from fastdata.formats.files import FileIdentity, check_crc32c, crc32c_hex, open_regular, read_regular, resolve_inside
-from fastdata.formats.example import ImageRecord, decode_example, encode_example
+from fastdata.formats.example import ImageRecord, decode_example, encode_example, parse_features
 from fastdata.formats.manifest import ShardInfo
 
 _LEN = struct.Struct("<Q")
@@ -232,6 +233,12 @@ class TFRecordShardReader(ShardReaderBase):
         except ValueError as exc:
             raise CorruptRecordError(self.path, position, str(exc)) from exc
         return record.image, record.label
+
+    def read_fields(self, position: int, size: int) -> Any:
+        try:
+            return parse_features(self.read_payload(position, size))
+        except ValueError as exc:
+            raise CorruptRecordError(self.path, position, str(exc)) from exc
 
     def close(self) -> None:
         if self._fd >= 0:
