@@ -198,7 +198,7 @@ def rand_augment(config: str, **kwargs) -> RandAugment:
 
 def _bins(name: str, num_bins: int, height: int, width: int, wide: bool) -> torch.Tensor | None:
     """torchvision's magnitude bins of op ``name`` (AutoAugment's, or TrivialAugmentWide's when ``wide``)."""
-    lin = lambda hi, lo=0.0: torch.linspace(lo, hi, num_bins, dtype=torch.float64)  # noqa: E731
+    lin = lambda hi, lo=0.0: torch.linspace(lo, hi, num_bins).double()  # noqa: E731 - float32 bins, as torchvision
     if name in ("shear_x", "shear_y"):
         return lin(0.99 if wide else 0.3)
     if name in ("translate_x", "translate_y"):
