@@ -89,24 +89,27 @@ class RandomErasing(BatchTransform):
         if not bool(used.any()):
             return images, labels
         device = images.device
-        boxes_d, used_d = to_device(boxes, device), to_device(used, device)
+        chosen = used.any(dim=1).nonzero().flatten()  # host-known: only the erased images are touched
+        m = len(chosen)
+        chosen_d = to_device(chosen, device)
+        boxes_d, used_d = to_device(boxes[chosen], device), to_device(used[chosen], device)
         rows = torch.arange(height, device=device).view(1, 1, height)
         cols = torch.arange(width, device=device).view(1, 1, width)
         top, left, h, w = (v.unsqueeze(-1) for v in boxes_d.unbind(-1))
-        in_rows = (rows >= top) & (rows < top + h) & used_d.unsqueeze(-1)  # [n, k, H]
-        in_cols = (cols >= left) & (cols < left + w)  # [n, k, W]
+        in_rows = (rows >= top) & (rows < top + h) & used_d.unsqueeze(-1)  # [m, k, H]
+        in_cols = (cols >= left) & (cols < left + w)  # [m, k, W]
         noise_gen = torch.Generator(device=device).manual_seed(seed) if self.mode != "const" else None
-        out = images.clone()
+        sub = images.index_select(0, chosen_d)
         for j in range(self.max_count):  # a few box slots, not the images; a later box is drawn over an earlier one
-            mask = (in_rows[:, j, :, None] & in_cols[:, j, None, :]).unsqueeze(1)  # [n, 1, H, W]
+            mask = (in_rows[:, j, :, None] & in_cols[:, j, None, :]).unsqueeze(1)  # [m, 1, H, W]
             if self.mode == "const":
                 fill = torch.zeros((), dtype=images.dtype, device=device)
             elif self.mode == "rand":
-                fill = torch.randn(n, c, 1, 1, generator=noise_gen, device=device, dtype=images.dtype)
+                fill = torch.randn(m, c, 1, 1, generator=noise_gen, device=device, dtype=images.dtype)
             else:
-                fill = torch.randn(n, c, height, width, generator=noise_gen, device=device, dtype=images.dtype)
-            out = torch.where(mask, fill, out)
-        return out, labels
+                fill = torch.randn(m, c, height, width, generator=noise_gen, device=device, dtype=images.dtype)
+            sub = torch.where(mask, fill, sub)
+        return images.index_copy(0, chosen_d, sub), labels
 
     def extra_repr(self) -> str:
         return (f"p={self.p}, scale={self.scale}, ratio={tuple(round(r, 4) for r in self.ratio)}, mode={self.mode!r}, "

@@ -55,8 +55,9 @@ def _gray(x: torch.Tensor) -> torch.Tensor:
 
 def _blend(x: torch.Tensor, other: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
     f = _per_image(factor, x)
+    one_minus = _per_image(1.0 - factor.double(), x)  # 1 - factor rounded once, as torchvision's alpha
     xf = x if x.is_floating_point() else x.float()
-    return _finish(torch.addcmul(xf * f, other, 1.0 - f), x)
+    return _finish(torch.addcmul(xf * f, other, one_minus), x)
 
 
 def adjust_brightness(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
@@ -81,10 +82,12 @@ def adjust_sharpness(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
     if h <= 2 or w <= 2:
         return x.clone()
     work = x.dtype if x.is_floating_point() else torch.float32
-    kernel = torch.full((3, 3), 1.0 / 13.0, dtype=work, device=x.device)
-    kernel[1, 1] = 5.0 / 13.0
     out = x.to(work, copy=True)
-    blurred = F.conv2d(out, kernel.expand(c, 1, 3, 3), groups=c)
+    # PIL's SMOOTH kernel (1s around a 5, / 13) as a separable 3x3 box sum plus 4x the centre: sums of integers
+    # are exact, and their / 13 never lands near a .5, so uint8 rounds exactly as torchvision's conv2d does
+    rows = out[:, :, :-2] + out[:, :, 1:-1] + out[:, :, 2:]
+    box = rows[..., :-2] + rows[..., 1:-1] + rows[..., 2:]
+    blurred = box.add_(out[..., 1:-1, 1:-1], alpha=4.0).div_(13.0)
     if not x.is_floating_point():
         blurred = blurred.round_()
     inner = out[..., 1:-1, 1:-1]
@@ -109,15 +112,20 @@ def invert(x: torch.Tensor) -> torch.Tensor:
 
 def solarize(x: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
     """Invert the values ``>= threshold`` (in the image's units: 0..255 for uint8, 0..1 for float)."""
+    if x.dtype == torch.uint8:  # integer compare: a uint8 value v >= t exactly when v >= ceil(t); t > 255: none
+        t = threshold.to(x.device).float().double().ceil()  # torchvision compares in float32
+        mask = (x >= t.clamp(0, 255).to(torch.uint8).view(-1, 1, 1, 1)) & (t <= 255).view(-1, 1, 1, 1)
+        return torch.where(mask, invert(x), x)
     return torch.where(x >= _per_image(threshold, x), invert(x), x)
 
 
 def solarize_add(x: torch.Tensor, add: torch.Tensor, threshold: float = 128.0) -> torch.Tensor:
     """Add ``add`` to the values below ``threshold`` (clipped to white), as timm's SolarizeAdd (image units)."""
-    xf = x if x.is_floating_point() else x.float()
-    added = (xf + _per_image(add, x)).clamp_(max=max_value(x))
-    out = torch.where(xf < threshold, added, xf)
-    return out if x.is_floating_point() else out.to(x.dtype)
+    if x.dtype == torch.uint8:  # saturating uint8 add: x + min(add, 255 - x)
+        a = add.to(x.device).round().clamp(0, 255).to(torch.uint8).view(-1, 1, 1, 1)
+        return torch.where(x < threshold, x + torch.minimum(a, 255 - x), x)
+    added = (x + _per_image(add, x)).clamp_(max=1.0)
+    return torch.where(x < threshold, added, x)
 
 
 def autocontrast(x: torch.Tensor) -> torch.Tensor:
