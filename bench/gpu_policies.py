@@ -54,8 +54,8 @@ def policies(seed: int) -> dict:
         "trivial-augment-wide": (G.TrivialAugmentWide(generator=g), v2.TrivialAugmentWide(), "uint8"),
         "auto-augment-imagenet": (G.AutoAugment(generator=g), v2.AutoAugment(), "uint8"),
         "three-augment": (G.ThreeAugment(0.3, generator=g), three_ref, "uint8"),
-        "random-erasing-0.25": (G.RandomErasing(0.25, mode="pixel", generator=g), v2.RandomErasing(0.25, value="random"),
-                                "float"),
+        "random-erasing-0.25": (G.RandomErasing(0.25, mode="pixel", generator=g),
+                                v2.RandomErasing(0.25, value="random"), "float"),
         "mixup-cutmix-elem": (G.MixupCutmix(0.8, 1.0, mode="elem", num_classes=1000, generator=g),
                               lambda x, y: timm_mix(x, y), "float-batch"),
     }

@@ -45,10 +45,9 @@ def _finish(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 def _gray(x: torch.Tensor) -> torch.Tensor:
     """Float luma ``[n, 1, H, W]`` (floored for uint8 like torchvision), the image itself for 1 channel."""
-    xf = x if x.is_floating_point() else x.float()
     if x.shape[1] == 1:
-        return xf
-    r, g, b = xf.unbind(1)
+        return x if x.is_floating_point() else x.float()
+    r, g, b = x.unbind(1)  # uint8 * float promotes to float32 inside each kernel: no converted copy
     gray = r.mul(_GRAY[0]).add_(g, alpha=_GRAY[1]).add_(b, alpha=_GRAY[2]).unsqueeze(1)
     return gray if x.is_floating_point() else gray.floor_()
 
@@ -56,14 +55,12 @@ def _gray(x: torch.Tensor) -> torch.Tensor:
 def _blend(x: torch.Tensor, other: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
     f = _per_image(factor, x)
     one_minus = _per_image(1.0 - factor.double(), x)  # 1 - factor rounded once, as torchvision's alpha
-    xf = x if x.is_floating_point() else x.float()
-    return _finish(torch.addcmul(xf * f, other, one_minus), x)
+    return _finish(torch.addcmul(x * f, other, one_minus), x)
 
 
 def adjust_brightness(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
     """``x * factor`` per image (factor >= 0)."""
-    xf = x if x.is_floating_point() else x.float()
-    return _finish(xf * _per_image(factor, x), x)
+    return _finish(x * _per_image(factor, x), x)
 
 
 def adjust_saturation(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:

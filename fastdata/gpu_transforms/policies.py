@@ -343,7 +343,8 @@ class ThreeAugment(_PlanPolicy):
         if isinstance(blur_kernel, bool) or not isinstance(blur_kernel, int) or blur_kernel < 1 or blur_kernel % 2 == 0:
             raise ValueError(f"blur_kernel must be a positive odd int, got {blur_kernel!r}")
         self.blur_sigma, self.blur_kernel, self.color_jitter = (lo, hi), blur_kernel, float(color_jitter)
-        self.jitter = ColorJitter(color_jitter, color_jitter, color_jitter, generator=generator) if color_jitter else None
+        self.jitter = (ColorJitter(color_jitter, color_jitter, color_jitter, generator=generator)
+                       if color_jitter else None)
 
     def get_plan(self, batch_size: int, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
         choice = torch.randint(3, (1, batch_size), generator=self.generator)

@@ -69,7 +69,9 @@ def test_solarize_and_invert(dtype):
 def test_solarize_add_follows_timms_lookup_table():
     x = batch(torch.uint8)
     add = torch.tensor([0, 10, 50, 110, 128, 3])
-    lut = lambda a: torch.tensor([min(255, i + a) if i < 128 else i for i in range(256)], dtype=torch.uint8)  # noqa: E731
+    def lut(a):
+        return torch.tensor([min(255, i + a) if i < 128 else i for i in range(256)], dtype=torch.uint8)
+
     ref = torch.stack([lut(a)[img.long()] for img, a in zip(x, add.tolist())])
     assert torch.equal(ops.solarize_add(x, add), ref)
     xf = x.float() / 255
