@@ -15,7 +15,6 @@ from collections.abc import Sequence
 import torch
 
 from fastdata.gpu_transforms.base import BatchTransform, Labels, check_generator, check_images, gen_repr
-from fastdata.gpu_transforms.colour import ColorJitter
 from fastdata.gpu_transforms.plan import OP_NAMES, apply_plan, op_index, signed
 
 __all__ = ["AutoAugment", "RandAugment", "ThreeAugment", "TrivialAugmentWide", "rand_augment"]
@@ -323,7 +322,9 @@ class AutoAugment(_PlanPolicy):
 
 class ThreeAugment(_PlanPolicy):
     """DeiT III's 3-Augment per image: one of grayscale, solarize (threshold 128) or Gaussian blur (sigma uniform
-    in ``blur_sigma``), uniformly, then a per-image colour jitter of strength ``color_jitter`` (0: none).
+    in ``blur_sigma``), uniformly, then a per-image colour jitter of strength ``color_jitter`` (0: none) as
+    torchvision's ``ColorJitter(x, x, x)``: brightness, contrast and saturation factors uniform in
+    ``[max(0, 1 - x), 1 + x]``, applied in a random order drawn per image.
 
     Args:
         color_jitter: Brightness/contrast/saturation jitter strength after the choice (DeiT III: 0.3).
@@ -342,20 +343,22 @@ class ThreeAugment(_PlanPolicy):
             raise ValueError(f"blur_sigma must satisfy 0 < low <= high, got {blur_sigma!r}")
         if isinstance(blur_kernel, bool) or not isinstance(blur_kernel, int) or blur_kernel < 1 or blur_kernel % 2 == 0:
             raise ValueError(f"blur_kernel must be a positive odd int, got {blur_kernel!r}")
+        if not 0 <= color_jitter:
+            raise ValueError(f"color_jitter must be >= 0 (0: none), got {color_jitter!r}")
         self.blur_sigma, self.blur_kernel, self.color_jitter = (lo, hi), blur_kernel, float(color_jitter)
-        self.jitter = (ColorJitter(color_jitter, color_jitter, color_jitter, generator=generator)
-                       if color_jitter else None)
 
     def get_plan(self, batch_size: int, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
         choice = torch.randint(3, (1, batch_size), generator=self.generator)
         sigma = self.blur_sigma[0] + (self.blur_sigma[1] - self.blur_sigma[0]) * self._rand(1, batch_size)
         ids = torch.tensor([op_index(name) for name in self.OPS])
-        arg = torch.where(choice == 1, 128.0, torch.where(choice == 2, sigma, 0.0))
-        return ids[choice], arg
-
-    def __call__(self, images: torch.Tensor, labels: Labels = None) -> tuple[torch.Tensor, Labels]:
-        images, labels = super().__call__(images, labels)
-        return self.jitter(images, labels) if self.jitter is not None else (images, labels)
+        op, arg = ids[choice], torch.where(choice == 1, 128.0, torch.where(choice == 2, sigma, 0.0))
+        if not self.color_jitter:
+            return op, arg
+        lo, hi = max(0.0, 1.0 - self.color_jitter), 1.0 + self.color_jitter
+        factors = lo + (hi - lo) * self._rand(3, batch_size)  # brightness, contrast, saturation
+        order = torch.argsort(self._rand(batch_size, 3), dim=1).T  # [3 slots, n]: a random order per image
+        jitter_ids = torch.tensor([op_index(name) for name in ("brightness", "contrast", "color")])
+        return torch.cat([op, jitter_ids[order]]), torch.cat([arg, factors.gather(0, order)])
 
     def extra_repr(self) -> str:
         return f"color_jitter={self.color_jitter}, blur_sigma={self.blur_sigma}{gen_repr(self.generator)}"

@@ -138,8 +138,15 @@ def test_three_augment_picks_one_of_three():
     expected = torch.zeros(len(OP_NAMES) + 1)
     for name in ThreeAugment.OPS:
         expected[op_index(name) + 1] = 1
-    assert chi_square_ok(counts(op), expected)
-    sigma = arg[op == op_index("gaussian_blur")]
+    assert chi_square_ok(counts(op[0]), expected)
+    jitter = torch.zeros(len(OP_NAMES) + 1)
+    for name in ("brightness", "contrast", "color"):
+        jitter[op_index(name) + 1] = 1
+    for slot in (1, 2, 3):  # the colour jitter, in a random order per image, factors uniform in [0.7, 1.3]
+        assert chi_square_ok(counts(op[slot]), jitter)
+        assert chi_square_ok(torch.histogram(arg[slot].float(), bins=6, range=(0.7, 1.3))[0], torch.ones(6))
+    assert (op[1:].sort(dim=0).values == op[1:, :1].sort(dim=0).values).all()  # each op once per image
+    sigma = arg[0][op[0] == op_index("gaussian_blur")]
     assert chi_square_ok(torch.histogram(sigma.float(), bins=10, range=(0.1, 2.0))[0], torch.ones(10))
 
 
@@ -177,8 +184,6 @@ def _torchvision_op(img: torch.Tensor, name: str, arg: float, interpolation, fil
 @pytest.mark.parametrize("policy", ["trivial", "auto", "three", "rand"])
 def test_each_image_is_torchvisions_ops_with_its_draw(policy, dtype):
     make = POLICIES[policy]
-    if policy == "three":
-        make = lambda g: ThreeAugment(0.0, generator=g)  # noqa: E731 - the jitter is ColorJitter's, tested elsewhere
     x = images(64, dtype)
     out, _ = make(gen(3))(x, None)
     op, arg = make(gen(3)).get_plan(*x.shape[:1], *x.shape[2:])
