@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import timm.data.mixup as timm_mixup  # the test set-up installs timm (tools/setup.sh test)
+import timm.data.random_erasing as timm_re
 from scipy import stats
 
 from fastdata.gpu_transforms import MixupCutmix, RandomErasing
@@ -24,7 +26,6 @@ def erased_fraction(out: torch.Tensor, x: torch.Tensor) -> np.ndarray:
 
 @pytest.mark.parametrize("counts", [(1, None), (1, 3)])
 def test_erasing_areas_follow_timm(counts):
-    timm_re = pytest.importorskip("timm.data.random_erasing")
     n, size = 3000, 40
     x = torch.rand(n, 3, size, size) + 1.0  # never 0, so erased pixels show
     ours, _ = RandomErasing(0.6, min_count=counts[0], max_count=counts[1], generator=gen())(x, None)
@@ -122,7 +123,6 @@ class ScriptedNumpyRandom:
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("alphas", ALPHAS)
 def test_equal_to_timms_mixup_for_the_same_draws(mode, alphas, monkeypatch):
-    timm_mixup = pytest.importorskip("timm.data.mixup")
     n, h, w = 16, 20, 24
     for seed in range(6):
         mix = MixupCutmix(*alphas, prob=0.8, switch_prob=0.5, mode=mode, label_smoothing=0.1, num_classes=5,

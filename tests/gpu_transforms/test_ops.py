@@ -7,9 +7,10 @@ import math
 import pytest
 import torch
 
+from torchvision.transforms.v2 import functional as TF  # the test set-up installs it (tools/setup.sh test)
+
 from fastdata.gpu_transforms import ops
 
-TF = pytest.importorskip("torchvision.transforms.v2.functional")  # installed by the test set-up (tools/setup.sh)
 
 
 def batch(dtype: torch.dtype, n: int = 6, c: int = 3, h: int = 23, w: int = 31) -> torch.Tensor:

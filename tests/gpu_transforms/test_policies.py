@@ -7,12 +7,13 @@ import math
 
 import pytest
 import torch
+import timm.data.auto_augment as timm_aa  # the test set-up installs torchvision and timm (tools/setup.sh test)
 from scipy import stats
+from torchvision.transforms.v2 import functional as TF
 
 from fastdata.gpu_transforms import AutoAugment, RandAugment, ThreeAugment, TrivialAugmentWide, rand_augment
 from fastdata.gpu_transforms.plan import OP_NAMES, op_index
 
-TF = pytest.importorskip("torchvision.transforms.v2.functional")  # installed by the test set-up (tools/setup.sh)
 N = 10_000
 ALPHA = 1e-4  # a correct sampler fails a test with this probability
 
@@ -81,7 +82,7 @@ def test_rand_augment_magnitudes_follow_the_clipped_normal():
 
 @pytest.mark.parametrize("increasing", [False, True])
 def test_rand_augment_arguments_equal_timms_level_functions(increasing, monkeypatch):
-    aa = pytest.importorskip("timm.data.auto_augment")
+    aa = timm_aa
     for magnitude in (0, 3, 5.5, 9, 10):
         ra = RandAugment(1, magnitude, 0.0, increasing, prob=1.0, generator=gen())
         op, arg = ra.get_plan(2000, 40, 50)
