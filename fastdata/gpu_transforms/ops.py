@@ -17,6 +17,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from fastdata.gpu_transforms.base import to_device
+
 __all__ = [
     "adjust_brightness", "adjust_contrast", "adjust_saturation", "adjust_sharpness", "affine_matrix", "autocontrast",
     "equalize", "gaussian_blur", "grayscale", "invert", "max_value", "posterize", "solarize", "solarize_add",
@@ -24,6 +26,11 @@ __all__ = [
 ]
 
 _GRAY = (0.2989, 0.587, 0.114)  # torchvision's rgb_to_grayscale weights
+
+
+def _to(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``t`` on ``device``: as it is when already there, else copied without blocking (pinned) from the CPU."""
+    return t if t.device == device else to_device(t, device)
 
 
 def max_value(x: torch.Tensor) -> float:
@@ -34,7 +41,7 @@ def max_value(x: torch.Tensor) -> float:
 def _per_image(v: torch.Tensor, x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
     """``[n]`` parameters as ``[n, 1, 1, 1]`` on ``x``'s device (float32 for uint8 input, else x's dtype)."""
     work = dtype or (torch.float32 if x.dtype == torch.uint8 else x.dtype)
-    return v.to(device=x.device, dtype=work).view(-1, 1, 1, 1)
+    return _to(v.to(work), x.device).view(-1, 1, 1, 1)
 
 
 def _finish(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -97,7 +104,7 @@ def posterize(x: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
     if x.is_floating_point():
         levels = torch.pow(2.0, _per_image(bits, x))
         return torch.minimum(torch.floor(x * levels), levels - 1).clamp_(min=0).div_(levels)
-    shift = (8 - bits.to(device=x.device, dtype=torch.int64)).clamp(0, 8)
+    shift = (8 - _to(bits, x.device).long()).clamp(0, 8)
     mask = ((255 << shift) & 255).to(torch.uint8).view(-1, 1, 1, 1)
     return x & mask
 
@@ -110,7 +117,7 @@ def invert(x: torch.Tensor) -> torch.Tensor:
 def solarize(x: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
     """Invert the values ``>= threshold`` (in the image's units: 0..255 for uint8, 0..1 for float)."""
     if x.dtype == torch.uint8:  # integer compare: a uint8 value v >= t exactly when v >= ceil(t); t > 255: none
-        t = threshold.to(x.device).float().double().ceil()  # torchvision compares in float32
+        t = _to(threshold, x.device).float().double().ceil()  # torchvision compares in float32
         mask = (x >= t.clamp(0, 255).to(torch.uint8).view(-1, 1, 1, 1)) & (t <= 255).view(-1, 1, 1, 1)
         return torch.where(mask, invert(x), x)
     return torch.where(x >= _per_image(threshold, x), invert(x), x)
@@ -119,7 +126,7 @@ def solarize(x: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
 def solarize_add(x: torch.Tensor, add: torch.Tensor, threshold: float = 128.0) -> torch.Tensor:
     """Add ``add`` to the values below ``threshold`` (clipped to white), as timm's SolarizeAdd (image units)."""
     if x.dtype == torch.uint8:  # saturating uint8 add: x + min(add, 255 - x)
-        a = add.to(x.device).round().clamp(0, 255).to(torch.uint8).view(-1, 1, 1, 1)
+        a = _to(add, x.device).round().clamp(0, 255).to(torch.uint8).view(-1, 1, 1, 1)
         return torch.where(x < threshold, x + torch.minimum(a, 255 - x), x)
     added = (x + _per_image(add, x)).clamp_(max=1.0)
     return torch.where(x < threshold, added, x)
@@ -171,7 +178,7 @@ def gaussian_blur(x: torch.Tensor, sigma: torch.Tensor, kernel_size: int) -> tor
     work = x.dtype if x.is_floating_point() else torch.float32
     lim = (kernel_size - 1) / (2.0 * math.sqrt(2.0))
     pos = torch.linspace(-lim, lim, kernel_size, dtype=work, device=x.device)
-    s = sigma.to(device=x.device, dtype=work).view(-1, 1)
+    s = _to(sigma, x.device).to(work).view(-1, 1)
     k1 = torch.softmax(-(pos / s).pow(2), dim=1).repeat_interleave(c, dim=0)  # [n*c, k]
     pad = kernel_size // 2
     y = F.pad(x.to(work).reshape(1, n * c, h, w), [pad, pad, pad, pad], mode="reflect")
@@ -210,20 +217,22 @@ def warp_affine(x: torch.Tensor, matrix: torch.Tensor, fill: torch.Tensor | None
         raise ValueError(f"interpolation must be 'nearest' or 'bilinear', got {interpolation!r}")
     n, c, h, w = x.shape
     work = x.dtype if x.is_floating_point() else torch.float32
-    theta = matrix.to(device=x.device, dtype=work).view(n, 2, 3)
+    theta = _to(matrix.to(work), x.device).view(n, 2, 3)  # pinned, non-blocking from the CPU
     xs = torch.linspace((1.0 - w) * 0.5, (w - 1.0) * 0.5, w, dtype=work, device=x.device)
     ys = torch.linspace((1.0 - h) * 0.5, (h - 1.0) * 0.5, h, dtype=work, device=x.device)
     base = torch.stack([xs.expand(h, w), ys.view(h, 1).expand(h, w), torch.ones(h, w, dtype=work, device=x.device)],
                        dim=-1).view(1, h * w, 3)
-    scale = torch.tensor([0.5 * w, 0.5 * h], dtype=work).to(x.device)
-    grid = torch.matmul(base, theta.transpose(1, 2) / scale).view(n, h, w, 2)
+    rescaled = theta.transpose(1, 2).clone()  # [n, 3, 2]: x by w / 2, y by h / 2 (no host tensor to copy)
+    rescaled[..., 0] /= 0.5 * w
+    rescaled[..., 1] /= 0.5 * h
+    grid = torch.matmul(base, rescaled).view(n, h, w, 2)
     src = x.to(work)
     if fill is not None:
         src = torch.cat([src, torch.ones(n, 1, h, w, dtype=work, device=x.device)], dim=1)
     out = F.grid_sample(src, grid, mode=interpolation, padding_mode="zeros", align_corners=False)
     if fill is not None:
         out, mask = out[:, :c], out[:, c:]
-        fill_img = fill.to(device=x.device, dtype=work).view(1, -1, 1, 1)
+        fill_img = _to(fill.to(work), x.device).view(1, -1, 1, 1)
         if interpolation == "nearest":
             out = torch.where(mask < 0.5, fill_img.expand_as(out), out)
         else:

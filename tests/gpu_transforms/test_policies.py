@@ -252,3 +252,21 @@ def test_cuda_matches_cpu_with_the_same_seed():
         cpu, _ = make(gen())(x, None)
         cuda, _ = make(gen())(x.cuda(), None)
         assert (cuda.cpu().double() - cpu.double()).abs().mean() <= 0.5
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_policies_do_not_sync_with_the_host():
+    from fastdata.gpu_transforms import Compose, MixupCutmix, RandomErasing, ToFloat
+
+    x, labels = images(16).cuda(), torch.arange(16).cuda()
+    for make in POLICIES.values():
+        t = Compose([make(gen()), ToFloat(), RandomErasing(0.5, mode="pixel", generator=gen()),
+                     MixupCutmix(0.8, 1.0, mode="elem", num_classes=16, generator=gen())])
+        t(x, labels)  # warm-up
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            out, targets = t(x, labels)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        assert out.shape == x.shape and tuple(targets.shape) == (16, 16)
