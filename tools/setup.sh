@@ -34,6 +34,16 @@ spec="."
 [ -n "$extras" ] && spec=".[$extras]"
 echo "==> installing fastdata ${spec}"
 "$PY" -m pip install -q --disable-pip-version-check -e "$spec"
+# 4. With the test extra: torchvision and timm, the references the batched policies are tested against. Both pin an
+#    exact torch, so they go in --no-deps beside the installed one: torchvision's release matching torch's minor
+#    (torch 2.x -> torchvision 0.(x+15)); tests/torchvision_shim.py lets it import when its compiled ops do not load.
+if [[ ",$extras," == *",test,"* ]]; then
+  tv="$("$PY" -c 'import torch; major, minor = torch.__version__.split(".")[:2]; print(f"0.{int(minor) + 15}.0" if major == "2" else "")')"
+  if [ -n "$tv" ]; then
+    echo "==> installing torchvision==${tv} and timm (--no-deps, keeping torch $("$PY" -c 'import torch; print(torch.__version__)'))"
+    "$PY" -m pip install -q --disable-pip-version-check --no-deps "torchvision==${tv}" timm
+  fi
+fi
 "$PY" - <<'PYEOF'
 import torch, fastdata
 import warnings
