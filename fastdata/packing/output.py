@@ -1,7 +1,8 @@
 """A pack's output folder: created, checked, and cleaned of fastdata's own files only.
 
 fastdata never deletes or replaces a file it did not write. Its own files are recognised by
-name, and only in a folder that holds a fastdata ``manifest.json`` or resume journal:
+name, and only in a folder that holds a ``manifest.json`` fastdata wrote (:func:`is_fastdata_manifest`:
+its ``created_by``, ``format``, ``version`` and ``shards``) or a resume journal:
 ``shard-NNNNN.tfrecord``, ``shard-NNNNN.idx``, ``shard-NNNNN.lmdb``, ``targets.npy``,
 ``manifest.json``, ``.pack-journal.jsonl``, a range plan's ``shard-RRRRR-JJJJJ.*``, range records
 ``.range-RRRRR.json`` and part manifests ``part-IIIII-of-NNNNN.json``, the ``.tmp`` pieces of each, and
@@ -13,12 +14,16 @@ refused rather than replaced, because fastdata did not write it.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 import shutil
 from pathlib import Path
 
+from fastdata.formats import FORMATS
+from fastdata.formats.errors import CorruptRecordError
+from fastdata.formats.files import read_regular
 from fastdata.formats.manifest import MANIFEST_NAME
 from fastdata.packing.journal import PackJournal
 from fastdata.packing.lock import LOCK_NAME
@@ -39,9 +44,23 @@ def is_own_name(name: str) -> bool:
     return OWN_NAME.fullmatch(name) is not None
 
 
+def is_fastdata_manifest(path: Path) -> bool:
+    """True when ``path`` is a ``manifest.json`` that fastdata wrote: a regular file of at most 256 MiB holding a
+    JSON object whose ``created_by`` is ``"fastdata ..."``, with a known ``format``, an integer ``version`` and a
+    list of ``shards``. Anyone's ``manifest.json`` (a web app's, another tool's) is not, and is never deleted."""
+    try:
+        data = read_regular(path, max_bytes=256 << 20)
+        manifest = json.loads(data.decode("utf-8"))
+    except (OSError, CorruptRecordError, UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return (isinstance(manifest, dict) and isinstance(manifest.get("created_by"), str)
+            and manifest["created_by"].startswith("fastdata ") and manifest.get("format") in FORMATS
+            and type(manifest.get("version")) is int and isinstance(manifest.get("shards"), list))
+
+
 def holds_pack(out: Path) -> bool:
     """True when ``out`` holds a fastdata dataset or an unfinished pack (journal, range records or parts)."""
-    if (out / MANIFEST_NAME).is_file() or PackJournal(out).exists():
+    if is_fastdata_manifest(out / MANIFEST_NAME) or PackJournal(out).exists():
         return True
     with os.scandir(out) as entries:
         return any(OWN_NAME.fullmatch(e.name) and e.name.endswith(".json") and e.name != MANIFEST_NAME

@@ -44,7 +44,8 @@ def pack(
     on_shard: Callable[[ShardInfo], None] | None = None,
     **keywords: Any,
 ) -> Manifest | PartResult:
-    """Pack the ImageFolder tree ``src`` into ``format`` shards in ``out`` (a folder or a URL).
+    """Pack ``src`` (an ImageFolder tree, a file list, Parquet, WebDataset tars, a pack or TFRecords) into
+    ``format`` shards in ``out`` (a folder or a URL).
 
     The options are given as keywords (below), or as one :class:`~fastdata.packing.options.PackOptions`
     (``options=``), not both.
@@ -53,7 +54,8 @@ def pack(
     and a pack never deletes or replaces a file it did not write (see :mod:`fastdata.packing.output`).
 
     Args:
-        src: folder with one subfolder per class (torchvision ImageFolder semantics).
+        src: a folder with one subfolder per class (torchvision ImageFolder semantics), or any source of
+            :mod:`fastdata.packing.sources` (told from what ``src`` is unless ``source`` says).
         out: output folder (created if missing); must be empty, or hold a fastdata dataset or
             unfinished pack, unless ``overwrite`` is set. Or a URL such as ``s3://bucket/dataset``:
             shards are then written to a local staging folder and uploaded as they complete,
@@ -80,6 +82,13 @@ def pack(
             0 or None packs images of any size.
         allow_empty: write a dataset even when every image was skipped (``len(ds) == 0``);
             by default that raises :class:`NothingPackedError`.
+        source: ``"auto"`` (default), ``"imagefolder"``, ``"list"``, ``"parquet"``, ``"webdataset"``, ``"pack"`` or ``"tfrecord"``.
+        label_column: the label column or ``.json`` key (default ``label``): class names map to indices in
+            sorted order, integers are kept.
+        image_column: the image path/URL column of a list, or the ``{bytes, path}`` column of Parquet.
+        fields: columns (or ``.json`` keys) kept with each sample, types inferred (:mod:`fastdata.formats.fields`).
+        append: add the samples to the finished pack in ``out`` as new shards (:mod:`fastdata.packing.append`).
+        options: all of the above as one :class:`~fastdata.packing.options.PackOptions` instead of keywords.
         on_shard: called with each shard's manifest entry as soon as the shard is published.
         range_size: samples per range of the plan (default 10000, rounded up to a multiple of
             ``samples_per_shard``): a shard never crosses a range boundary, and each range is one

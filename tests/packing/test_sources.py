@@ -89,3 +89,25 @@ def test_brace_expansion_as_webdataset_writes_it():
     assert expand_braces("s-{000008..000011}.tar") == ["s-000008.tar", "s-000009.tar", "s-000010.tar", "s-000011.tar"]
     assert expand_braces("{a,b}/x-{1..2}.tar") == ["a/x-1.tar", "a/x-2.tar", "b/x-1.tar", "b/x-2.tar"]
     assert expand_braces("plain.tar") == ["plain.tar"]
+
+
+@pytest.mark.parametrize("kind", ["csv", "webdataset", "parquet"])
+def test_an_interrupted_pack_of_a_source_resumes_byte_identical(kind, sources, tmp_path, monkeypatch):
+    import fastdata.packing.pipeline as pipeline
+
+    src = sources[kind][0]
+    pack(src, tmp_path / "whole", format="lmdb", samples_per_shard=4, workers=0, progress=False)
+    real, calls = pipeline._load, []
+
+    def load(job):
+        calls.append(job)
+        if len(calls) > 10:
+            raise KeyboardInterrupt
+        return real(job)
+
+    monkeypatch.setattr(pipeline, "_load", load)
+    with pytest.raises(KeyboardInterrupt):
+        pack(src, tmp_path / "out", format="lmdb", samples_per_shard=4, workers=0, progress=False)
+    monkeypatch.setattr(pipeline, "_load", real)
+    pack(src, tmp_path / "out", format="lmdb", samples_per_shard=4, workers=0, progress=False, resume=True)
+    assert shard_bytes(tmp_path / "out") == shard_bytes(tmp_path / "whole")

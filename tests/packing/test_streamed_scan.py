@@ -40,4 +40,5 @@ def test_a_million_row_csv_packs_with_peak_rss_under_500_mb(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     samples, classes, peak_mb = map(int, done.stdout.split())
     assert samples == ROWS and classes == 10
+    print(f"peak RSS {peak_mb} MB")  # shown with -s
     assert peak_mb < LIMIT_MB, f"peak RSS {peak_mb} MB"

@@ -18,7 +18,7 @@ from pathlib import Path
 from fastdata.formats.manifest import MANIFEST_NAME
 
 from fastdata.packing.options import PackOptions
-from fastdata.packing.sources.base import Row, Source, source_digest
+from fastdata.packing.sources.base import Row, Source, max_file_bytes, source_digest
 from fastdata.packing.sources.image_folder import ImageFolderSource
 from fastdata.packing.sources.parquet import ParquetSource, image_column_of, parquet_files
 from fastdata.packing.sources.shards import PackSource, TFRecordSource
@@ -32,12 +32,19 @@ __all__ = [
 
 
 def open_source(src: str | os.PathLike, options: PackOptions) -> Source:
-    """The source for ``src``: chosen by ``options.source``, or (``"auto"``) by what ``src`` is (:func:`source_kind`).
+    """The source for ``src``: chosen by ``options.source``, or (``"auto"``) by what ``src`` is (:func:`source_kind`);
+    it reads no source file larger than the pixel limit allows (:func:`~fastdata.packing.sources.base.max_file_bytes`).
 
     Raises:
         FileNotFoundError: ``src`` does not exist or holds no sample.
         ValueError: ``src`` is of no known kind, or a column named by the options is missing.
     """
+    source = _open(src, options)
+    source.max_bytes = max_file_bytes(options.max_pixels)
+    return source
+
+
+def _open(src: str | os.PathLike, options: PackOptions) -> Source:
     kind = options.source if options.source != "auto" else source_kind(src)
     columns = {"image_column": options.image_column, "label_column": options.label_column, "fields": options.fields}
     if kind == "imagefolder":

@@ -11,11 +11,28 @@ from __future__ import annotations
 import abc
 import hashlib
 import json
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from fastdata.decode.limits import DEFAULT_MAX_PIXELS
+from fastdata.formats.errors import CorruptRecordError
+from fastdata.formats.files import read_regular
 from fastdata.formats.manifest import SkippedFile
+
+_NO_LIMIT_BYTES = 1 << 40
+
+
+def max_file_bytes(max_pixels: int | None) -> int:
+    """The largest source file a pack reads under a pixel limit: 8 bytes per allowed pixel (more than any
+    image format needs, uncompressed 16-bit RGBA included) plus 16 MiB of metadata; 1 TiB without a limit."""
+    return _NO_LIMIT_BYTES if not max_pixels else 8 * int(max_pixels) + (16 << 20)
+
+
+class SourceFileError(OSError):
+    """A source file that is not read: not a regular file (a FIFO, a device, ``/dev/zero`` behind a symlink), or larger
+    than the pack's byte bound. The pack skips it with this reason."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +73,7 @@ class Source(abc.ABC):
 
     name: str = ""
     text: bool = False  # True when every value is text (CSV): types are inferred from what the text spells
+    max_bytes: int = max_file_bytes(DEFAULT_MAX_PIXELS)  # the pack sets it from its pixel limit (see read_location)
 
     def __init__(self, src: str) -> None:
         self.src = src
@@ -140,11 +158,14 @@ def _as_int(value: Any, text: bool) -> int | None:
     return None
 
 
-def read_location(location: str) -> bytes:
+def read_location(location: str, max_bytes: int = _NO_LIMIT_BYTES) -> bytes:
     """The bytes of a local path or a URL (``s3://``, ``gs://``, ``https://``: through :mod:`fastdata.storage`).
 
+    A local file is opened without blocking (a FIFO cannot hang the pack), must be a regular file once open, and
+    is refused without being read when it is larger than ``max_bytes`` (a sparse 8 GB file costs nothing).
+
     Raises:
-        OSError: the file or object cannot be read.
+        OSError: the file or object cannot be read (:class:`SourceFileError`: not a regular file, or too large).
     """
     from fastdata.storage.urls import is_url
 
@@ -156,5 +177,15 @@ def read_location(location: str) -> bytes:
             return get_store(parent).read(name)
         except ConnectionError as exc:
             raise OSError(str(exc)) from exc
-    with open(location, "rb") as f:
-        return f.read()
+    return read_local(location, max_bytes)
+
+
+def read_local(path: str | os.PathLike, max_bytes: int) -> bytes:
+    """The bytes of a regular local file of at most ``max_bytes`` bytes (see :func:`read_location`)."""
+    try:
+        return read_regular(path, max_bytes=max_bytes)
+    except CorruptRecordError as exc:
+        reason = (exc.reason or str(exc)).replace("refusing to read it", "not read")
+        if "more than the" in reason:
+            reason = f"{reason.split(' bytes,')[0]} bytes, more than the {max_bytes} a source file may have under the pixel limit (--max-pixels)"
+        raise SourceFileError(reason) from None

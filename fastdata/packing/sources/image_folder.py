@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from fastdata.packing.scan import scan_image_folder
-from fastdata.packing.sources.base import Row, Source
+from fastdata.packing.sources.base import Row, Source, read_local
 
 
 class ImageFolderSource(Source):
@@ -30,5 +30,4 @@ class ImageFolderSource(Source):
         return {**self.__dict__, "_scan": None}
 
     def open(self, locator: str) -> bytes:
-        with open(self.root / locator, "rb") as f:
-            return f.read()
+        return read_local(self.root / locator, self.max_bytes)

@@ -83,8 +83,8 @@ class FileListSource(Source):
 
     def open(self, locator: str) -> bytes:
         if is_url(locator) or os.path.isabs(locator):
-            return read_location(locator)
-        return read_location(str(self.base / locator))
+            return read_location(locator, self.max_bytes)
+        return read_location(str(self.base / locator), self.max_bytes)
 
     def _columns(self) -> list[str]:
         """The list's column names (for JSONL: the keys of its first row)."""

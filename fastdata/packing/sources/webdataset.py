@@ -83,11 +83,11 @@ class WebDatasetSource(Source):
         super().__init__(os.fspath(src) if "{" in os.fspath(src) or "*" in os.fspath(src) else str(Path(src).resolve()))
         self.label_column = label_column or "label"
         self.fields = tuple(fields)
-        self._samples: list[tuple[str, Any, dict[str, Any]]] | None = None
+        self._samples: list[tuple[str, Any, dict[str, Any], str]] | None = None
 
-    def _scan_tars(self) -> list[tuple[str, Any, dict[str, Any]]]:
-        """``(locator or "", raw label, fields)`` per sample; small members are read, images are only located."""
-        samples: list[tuple[str, Any, dict[str, Any]]] = []
+    def _scan_tars(self) -> list[tuple[str, Any, dict[str, Any], str]]:
+        """One :meth:`_sample` per sample; small members are read, images are only located."""
+        samples: list[tuple[str, Any, dict[str, Any], str]] = []
         for tar in self.tars:
             with tarfile.open(tar, "r:") as archive:
                 key, members = None, {}
@@ -104,7 +104,9 @@ class WebDatasetSource(Source):
                     samples.append(self._sample(tar, archive, key, members))
         return samples
 
-    def _sample(self, tar: Path, archive: tarfile.TarFile, key: str, members: dict[str, tarfile.TarInfo]):
+    def _sample(self, tar: Path, archive: tarfile.TarFile, key: str,
+                members: dict[str, tarfile.TarInfo]) -> tuple[str, Any, dict[str, Any], str]:
+        """``(locator or "" without an image, raw label, fields, how a skip names it)`` of one sample."""
         image = next((members[e] for e in IMAGE_EXTENSIONS if e in members), None)
         meta: dict[str, Any] = {}
         if "json" in members:
@@ -113,12 +115,14 @@ class WebDatasetSource(Source):
             except ValueError:
                 meta = {}
             meta = meta if isinstance(meta, dict) else {}
-        label: Any = meta.get(self.label_column)
+        label: Any = meta.get(self.label_column) if "json" in members else None
         if "cls" in members:
             label = archive.extractfile(members["cls"]).read().decode("utf-8", "replace").strip()  # type: ignore[union-attr]
-        locator = f"{tar.name}:{image.offset_data}:{image.size}:{image.name}" if image is not None else f"{tar.name}:{key}"
-        return locator if image is not None else "", label if ("cls" in members or "json" in members) else None, \
-            {f: meta.get(f) for f in self.fields}, locator
+        fields = {f: meta.get(f) for f in self.fields}
+        if image is None:
+            return "", label, fields, f"{tar.name}:{key}"
+        locator = f"{tar.name}:{image.offset_data}:{image.size}:{image.name}"
+        return locator, label, fields, locator
 
     def scan(self) -> Iterator[Row]:
         self.skipped = []
