@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,8 +121,10 @@ def prepare_cache(data: str | os.PathLike, cache: str | os.PathLike, *, formats:
             json.loads(stamp_file.read_text()).get("fingerprint") == stamp
         if not fresh:
             logger.info("packing %s into %s", data, out)
+            start = time.perf_counter()
             pack(data, out, format=fmt, shuffle_seed=_PACK_SEED, workers=workers, overwrite=True, progress=progress)
-            stamp_file.write_text(json.dumps({"fingerprint": stamp, "source": str(data)}))
+            stamp_file.write_text(json.dumps({"fingerprint": stamp, "source": str(data),
+                                              "pack_s": time.perf_counter() - start, "workers": workers}))
         roots[fmt] = out
     return roots
 
@@ -340,6 +343,8 @@ def run_benchmark(data: str | os.PathLike, *, pipelines: Sequence[str] | None = 
                                       fingerprint=_fingerprint(data, scan.paths, scan.classes),
                                       say=lambda line: _say(line, progress))
         entries.update(ready)
+        if "fastdata-uint8" in entries:  # fastdata's own conversion: the TFRecord pack
+            entries["fastdata-uint8"]["conversion"] = harness.pack_stats(roots["tfrecord"], cache / f"tfrecord{_STAMP}")
         ctx.peer_dirs.update({n: e["dir"] for n, e in ready.items() if e["status"] == "ok"})
         names += list(peers)
     order = schedule([n for n in names if entries[n]["status"] == "ok"], repeats)

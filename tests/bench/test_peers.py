@@ -103,6 +103,8 @@ def test_missing_and_failing_peers_are_reported(colour_folder, tmp_path, monkeyp
     web = entries["webdataset"]
     assert web["status"] == "ok" and len(web["runs"]) == 2 and web["output"]["ok"]
     assert web["conversion"]["convert_s"] > 0
+    packed = entries["fastdata-uint8"]["conversion"]  # fastdata's own conversion, the TFRecord pack
+    assert packed["convert_s"] > 0 and packed["bytes"] > 0
     assert web["conversion"]["bytes"] >= sum(Path(p).stat().st_size for p in _files(colour_folder)[0])
     table = harness.format_peer_table(results)
     rows = {line.split()[0]: line for line in table.splitlines()[2:]}

@@ -22,7 +22,7 @@ from fastdata.bench.peers import PEERS, load_peer, unavailable
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BASELINE", "build", "check_names", "description", "format_peer_table", "inputs", "prepare_peers"]
+__all__ = ["BASELINE", "build", "check_names", "description", "format_peer_table", "inputs", "pack_stats", "prepare_peers"]
 
 #: The fastdata pipeline the peers are compared with (all of them yield uint8 batches).
 BASELINE = "fastdata-uint8"
@@ -108,6 +108,15 @@ def prepare_peers(images: Sequence[str], labels: Sequence[int], cache: Path, pee
             stamp.write_text(json.dumps({"fingerprint": fingerprint, "conversion": info["conversion"]}))
         out[name] = info
     return out
+
+
+def pack_stats(root: str | os.PathLike, stamp: str | os.PathLike) -> dict[str, Any]:
+    """fastdata's conversion for the peer table: the pack's seconds (when the benchmark packed it) and bytes."""
+    saved = json.loads(Path(stamp).read_text()) if Path(stamp).is_file() else {}
+    stats: dict[str, Any] = {"bytes": _disk_bytes(Path(root)), "note": "TFRecord shards of the original bytes"}
+    if "pack_s" in saved:
+        stats["convert_s"] = saved["pack_s"]
+    return stats
 
 
 def build(name: str, folder: str | os.PathLike, batch_size: int, workers: int,
