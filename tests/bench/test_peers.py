@@ -47,6 +47,8 @@ def _files(root: Path) -> tuple[list[str], list[int]]:
 
 
 def _check_batches(loader, count: int) -> int:
+    if hasattr(loader, "__len__"):  # the benchmark's progress bar asks for it
+        assert len(loader) >= -(-count // BATCH)
     seen = 0
     for _ in range(2):  # two passes: every peer must start a new pass on iter()
         labels_seen = []

@@ -49,6 +49,9 @@ class _Decoded(torch.utils.data.IterableDataset):
 
         self.dataset, self.crop = dataset, CV2RandomResizedCropFlip(size)
 
+    def __len__(self) -> int:
+        return len(self.dataset)
+
     def __iter__(self):
         from fastdata.bench.baselines import cv2_loader_bytes
 
