@@ -16,6 +16,11 @@ ldconfig -p 2>/dev/null | grep -q 'libturbojpeg\.so' || need+=(libturbojpeg0)
 [ -f /usr/include/jpeglib.h ] || [ -f "/usr/include/$(uname -m)-linux-gnu/jpeglib.h" ] || need+=(libjpeg-dev)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
 command -v taskset >/dev/null 2>&1 || need+=(util-linux)  # taskset: the CPU-budget tests pin a process
+# The `peers` extra (`fastdata bench --peers`): FFCV builds against OpenCV and libturbojpeg (pkg-config finds
+# them), SPDL loads FFmpeg's libraries.
+if [[ ",$extras," == *",peers,"* ]]; then
+  need+=(libopencv-dev libturbojpeg0-dev pkg-config libavdevice59 libavfilter8)
+fi
 if [ "${#need[@]}" -gt 0 ]; then
   echo "==> installing ${need[*]} (apt-get)"
   as_root apt-get update -qq
@@ -34,6 +39,12 @@ spec="."
 [ -n "$extras" ] && spec=".[$extras]"
 echo "==> installing fastdata ${spec}"
 "$PY" -m pip install -q --disable-pip-version-check -e "$spec"
+if [[ ",$extras," == *",peers,"* && ",$extras," != *",test,"* ]] && ! "$PY" -c 'import torchvision' >/dev/null 2>&1; then
+  # litdata and mosaicml-streaming pull torchvision from PyPI, built for a CUDA torch: with a CPU torch it fails
+  # at import. Neither needs it for the benchmark (fastdata.bench.peers steps around it), so remove the broken one.
+  echo "==> removing torchvision (it does not import with this torch; the peers do not need it)"
+  "$PY" -m pip uninstall -y -q torchvision
+fi
 # 4. With the test extra: torchvision and timm, the references the batched policies are tested against. Both pin an
 #    exact torch, so they go in --no-deps beside the installed one: torchvision's release matching torch's minor
 #    (torch 2.x -> torchvision 0.(x+15)); tests/torchvision_shim.py lets it import when its compiled ops do not load.
