@@ -6,6 +6,7 @@ flip, as the dataset's ``transform``), collated to uint8 batches.
 
 from __future__ import annotations
 
+import multiprocessing
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -24,9 +25,13 @@ def convert(images: Sequence[str], labels: Sequence[int], out_dir: Path) -> dict
 
     from fastdata.bench.measure import usable_cores
 
-    litdata.optimize(fn=_sample, inputs=list(zip(images, [int(x) for x in labels])), output_dir=str(out_dir),
-                     chunk_bytes="64MB", num_workers=min(2, usable_cores()), mode="overwrite", verbose=False,
-                     keep_data_ordered=True)
+    method = multiprocessing.get_start_method()
+    try:
+        litdata.optimize(fn=_sample, inputs=list(zip(images, [int(x) for x in labels])), output_dir=str(out_dir),
+                         chunk_bytes="64MB", num_workers=min(2, usable_cores()), mode="overwrite", verbose=False,
+                         keep_data_ordered=True)
+    finally:  # optimize() sets the whole process's start method to spawn (force=True): every later DataLoader
+        multiprocessing.set_start_method(method, force=True)  # would spawn its workers; put the caller's back
     return {"note": "litdata chunks of the original bytes"}
 
 
