@@ -15,6 +15,9 @@ need=()
 ldconfig -p 2>/dev/null | grep -q 'libturbojpeg\.so' || need+=(libturbojpeg0)
 [ -f /usr/include/jpeglib.h ] || [ -f "/usr/include/$(uname -m)-linux-gnu/jpeglib.h" ] || need+=(libjpeg-dev)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
+# The tests also make JPEGs with libjpeg-turbo's own tools (cjpeg, jpegtran, djpeg).
+case ",$extras," in *,test,*) command -v cjpeg >/dev/null 2>&1 && command -v jpegtran >/dev/null 2>&1 \
+  || need+=(libjpeg-turbo-progs) ;; esac
 if [ "${#need[@]}" -gt 0 ]; then
   echo "==> installing ${need[*]} (apt-get)"
   as_root apt-get update -qq
@@ -32,7 +35,11 @@ fi
 spec="."
 [ -n "$extras" ] && spec=".[$extras]"
 echo "==> installing fastdata ${spec}"
-"$PY" -m pip install -q --disable-pip-version-check -e "$spec"
+# Keep the installed torch: extras (Lightning, Accelerate) must not make pip replace it with another build.
+keep_torch="$(mktemp)"
+trap 'rm -f "$keep_torch"' EXIT
+"$PY" -c 'import torch; print(f"torch=={torch.__version__}")' >"$keep_torch"
+"$PY" -m pip install -q --disable-pip-version-check -c "$keep_torch" -e "$spec"
 "$PY" - <<'PYEOF'
 import torch, fastdata
 import warnings
