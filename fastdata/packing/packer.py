@@ -138,7 +138,7 @@ def pack(
     if is_url(out):
         from fastdata.storage.transfer import pack_to_url
 
-        return pack_to_url(src, out, format=format, shard_size=shard_size, samples_per_shard=samples_per_shard,
+        return pack_to_url(src, out, pack_local=pack, format=format, shard_size=shard_size, samples_per_shard=samples_per_shard,
                            max_side=max_side, quality=quality, shuffle_seed=shuffle_seed, workers=workers,
                            strict=strict, resume=resume, overwrite=overwrite, progress=progress,
                            max_pixels=max_pixels, allow_empty=allow_empty)
