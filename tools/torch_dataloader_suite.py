@@ -80,14 +80,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("test_file", type=Path, help="torch's test/test_dataloader.py for the installed version")
     parser.add_argument("--loader", choices=("both", "torch", "fastdata"), default="both")
     parser.add_argument("--out", type=Path, default=Path("torch-suite-reports"), help="where the junit XML goes")
-    parser.add_argument("pytest_args", nargs="*", help="after --: passed on to pytest")
-    args = parser.parse_args(argv)
+    args, pytest_args = parser.parse_known_args(argv)  # the rest (after --) goes to pytest
+    pytest_args = [a for a in pytest_args if a != "--"]
     test_file = args.test_file.resolve()
     if not test_file.is_file():
         parser.error(f"{test_file} is not a file: pass torch's test/test_dataloader.py")
     args.out.mkdir(parents=True, exist_ok=True)
     loaders = ("torch", "fastdata") if args.loader == "both" else (args.loader,)
-    results = {name: run(test_file, name, args.pytest_args, args.out / f"{name}.xml") for name in loaders}
+    results = {name: run(test_file, name, pytest_args, args.out / f"{name}.xml") for name in loaders}
     print(f"\nexcluded by design ({len(EXCLUDED)}):")
     for name, reason in EXCLUDED.items():
         print(f"  {name}: {reason}")
