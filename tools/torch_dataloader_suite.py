@@ -29,13 +29,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-# test id (as pytest names it, relative to the file) -> why DataLoaderX cannot pass it by design
-EXCLUDED: dict[str, str] = {
-    "TestDataLoader::test_default_persistent_workers": (
-        "DataLoaderX defaults persistent_workers to num_workers > 0 (documented default change)"),
-    "TestDataLoaderPersistentWorkers::test_default_persistent_workers": (
-        "DataLoaderX defaults persistent_workers to num_workers > 0 (documented default change)"),
-}
+# test id (as pytest names it, relative to the file) -> why DataLoaderX cannot pass it by design: only tests that
+# depend on the two documented default changes (pin_memory, persistent_workers) or read torch's private loader
+# attributes belong here. Measured under torch 2.13.0 on 33 tests of TestDataLoader and of its persistent-workers
+# variant, none did:
+# the tests pass both defaults explicitly or do not depend on them.
+EXCLUDED: dict[str, str] = {}
 
 SHIM = """\
 import os
