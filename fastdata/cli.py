@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import re
 import signal
 import sys
 import threading
@@ -13,21 +12,19 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from fastdata import __version__
+from fastdata._sizes import parse_size as _parse_size
 from fastdata.decode.limits import DEFAULT_MAX_PIXELS
 
 if TYPE_CHECKING:
     from fastdata.packing.options import PackOptions
 
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
-          "g": 10**9, "gb": 10**9, "gib": 2**30}
-
 
 def parse_size(text: str) -> int:
-    """``"256MB"`` → 256000000, ``"1GiB"`` → 1073741824, ``"4096"`` → 4096."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", text)
-    if not match or match.group(2).lower() not in _UNITS:
-        raise argparse.ArgumentTypeError(f"invalid size {text!r}: use bytes or a unit such as 256MB, 512MiB, 1GB")
-    return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
+    """``"256MB"`` → 256000000, ``"1GiB"`` → 1073741824, ``"4096"`` → 4096 (an argparse type)."""
+    try:
+        return _parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _pixel_limit(text: str) -> int:

@@ -36,9 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("   " + make_imagenet_like.format_stats(stats))
 
-    for fmt in ("tfrecord", "lmdb"):
+    for step, fmt in zip("ab", ("tfrecord", "lmdb")):
         target = out / fmt
-        print(f"\n2. packing into {fmt} shards in {target}")
+        print(f"\n2{step}. packing into {fmt} shards in {target}")
         start = time.perf_counter()
         manifest = fastdata.pack(images, target, format=fmt, samples_per_shard=100, overwrite=True)
         seconds = time.perf_counter() - start

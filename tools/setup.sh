@@ -21,6 +21,9 @@ command -v taskset >/dev/null 2>&1 || need+=(util-linux)  # taskset: the CPU-bud
 if [[ ",$extras," == *",peers,"* ]]; then
   need+=(libopencv-dev libturbojpeg0-dev pkg-config libavdevice59 libavfilter8)
 fi
+# The tests also make JPEGs with libjpeg-turbo's own tools (cjpeg, jpegtran, djpeg).
+case ",$extras," in *,test,*) command -v cjpeg >/dev/null 2>&1 && command -v jpegtran >/dev/null 2>&1 \
+  || need+=(libjpeg-turbo-progs) ;; esac
 if [ "${#need[@]}" -gt 0 ]; then
   echo "==> installing ${need[*]} (apt-get)"
   as_root apt-get update -qq
@@ -38,7 +41,11 @@ fi
 spec="."
 [ -n "$extras" ] && spec=".[$extras]"
 echo "==> installing fastdata ${spec}"
-"$PY" -m pip install -q --disable-pip-version-check -e "$spec"
+# Keep the installed torch: extras (Lightning, Accelerate) must not make pip replace it with another build.
+keep_torch="$(mktemp)"
+trap 'rm -f "$keep_torch"' EXIT
+"$PY" -c 'import torch; print(f"torch=={torch.__version__}")' >"$keep_torch"
+"$PY" -m pip install -q --disable-pip-version-check -c "$keep_torch" -e "$spec"
 if [[ ",$extras," == *",peers,"* && ",$extras," != *",test,"* ]] && ! "$PY" -c 'import torchvision' >/dev/null 2>&1; then
   # litdata and mosaicml-streaming pull torchvision from PyPI, built for a CUDA torch: with a CPU torch it fails
   # at import. Neither needs it for the benchmark (fastdata.bench.peers steps around it), so remove the broken one.

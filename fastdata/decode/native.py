@@ -256,7 +256,7 @@ class NativeJpegDecoder(Decoder):
         if _jpegcrop is None:
             raise ImportError(f"fastdata's native JPEG kernel is not built; {BUILD_HINT}")
         if fallback is None:
-            from fastdata.decode.registry import fallback_decoder
+            from fastdata.decode.fallback import fallback_decoder
 
             fallback = fallback_decoder()
         self.fallback = fallback

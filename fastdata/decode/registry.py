@@ -4,34 +4,17 @@ from __future__ import annotations
 
 import warnings
 
-from fastdata._optional import TURBOJPEG_HINT, has_turbojpeg, native_disabled, turbojpeg_handle
+from fastdata._optional import native_disabled, turbojpeg_handle
 from fastdata.decode import native
 from fastdata.decode.base import DECODER_NAMES, Decoder
+from fastdata.decode.fallback import fallback_decoder
 from fastdata.decode.native import NativeJpegDecoder
 from fastdata.decode.opencv import OpenCVDecoder
 from fastdata.decode.turbo import TurboJpegDecoder
 
 __all__ = ["fallback_decoder", "get_decoder"]
 
-_fallback_warned = False
 _native_warned = False
-
-
-def fallback_decoder() -> Decoder:
-    """The best decoder without fastdata's native kernel: PyTurboJPEG, else OpenCV (warning once)."""
-    global _fallback_warned
-    if has_turbojpeg():
-        return TurboJpegDecoder()
-    if not _fallback_warned:
-        _fallback_warned = True
-        warnings.warn(
-            "fastdata falls back to OpenCV for JPEG decoding: it can be slower (it depends on "
-            "the libjpeg OpenCV was built with), offers only the 1/2, 1/4 and 1/8 DCT scales, and "
-            f"validates with a full Pillow decode. {TURBOJPEG_HINT}",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-    return OpenCVDecoder()
 
 
 def get_decoder(name: str = "auto") -> Decoder:

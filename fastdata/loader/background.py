@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import warnings
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -88,6 +89,11 @@ class LoaderIter:
         self._torch_iter = torch_iter
         self._owns_workers = [owns_workers]  # a persistent loader that dies first hands its workers over
         self._releaser = releaser
+        # torch warns when an IterableDataset yields more than the len() it reported; it would do so in the
+        # background thread, batches ahead of the loop, so the warning is given here, by the batch that passes it
+        self._reported_len = getattr(torch_iter, "_IterableDataset_len_called", None)
+        if self._reported_len is not None:
+            torch_iter._IterableDataset_len_called = None
         bg = StoppableBackgroundGenerator(torch_iter, max_prefetch, releaser)
         bg.name = f"DataLoaderX-prefetch-{bg.ident}"
         # The finalizer holds no reference to self: it runs on close(), on garbage collection and at exit.
@@ -97,6 +103,13 @@ class LoaderIter:
 
     def __iter__(self) -> LoaderIter:
         return self
+
+    def __getattr__(self, name: str) -> Any:
+        """Other attributes (e.g. ``_workers``) are torch's iterator's, for code written against it."""
+        torch_iter = self.__dict__.get("_torch_iter")
+        if torch_iter is None or name.startswith("__"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(torch_iter, name)
 
     def __len__(self) -> int:
         """Batches this iterator yields in all (fewer than ``len(loader)`` in a resumed pass)."""
@@ -117,6 +130,8 @@ class LoaderIter:
             self.close()
             raise
         self._pass.consumed += 1
+        if self._reported_len is not None and self._pass.skip + self._pass.consumed > self._reported_len:
+            _warn_past_reported_len(self._torch_iter, self._reported_len, self._pass.skip + self._pass.consumed)
         return batch
 
     def close(self) -> None:
@@ -127,6 +142,17 @@ class LoaderIter:
         finalizer = getattr(self, "_finalizer", None)  # absent if __init__ failed
         if finalizer is not None:
             finalizer()
+
+
+def _warn_past_reported_len(torch_iter: Any, reported: int, yielded: int) -> None:
+    """torch's own warning for an IterableDataset that yields more than its reported length."""
+    message = (f"Length of IterableDataset {torch_iter._dataset} was reported to be {reported}(when accessing "
+               f"len(dataloader)), but {yielded} samples have been fetched. ")
+    if torch_iter._num_workers > 0:
+        message += ("For multiprocessing data-loading, this could be caused by not properly configuring the "
+                    "IterableDataset replica at each worker. Please see "
+                    "https://pytorch.org/docs/stable/data.html#torch.utils.data.IterableDataset for examples.")
+    warnings.warn(message, UserWarning, stacklevel=3)
 
 
 def _shutdown(bg: StoppableBackgroundGenerator, torch_iter: Any, owns_workers: list[bool], pass_state: PassState,

@@ -31,6 +31,7 @@ from torch.utils.data.distributed import DistributedSampler as _TorchDistributed
 
 from fastdata.dataset import ShardDataset
 from fastdata.loader.background import LoaderIter, close_all, shutdown_persistent
+from fastdata.loader.accelerate_hook import keep_for_accelerate
 from fastdata.loader.resume import (
     STATE_VERSION, PassState, after_base_seed, get_rng_states, has_state_methods, pass_key_for, restore_sampler,
     set_rng_states, snapshot_sampler, validate_state,
@@ -169,6 +170,15 @@ class DataLoaderX(DataLoader):
                 raise ValueError(f"{name} needs a newer torch than {torch.__version__}; leave it at its default")
         super().__init__(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory,
                          drop_last, timeout, worker_init_fn, multiprocessing_context, generator, **keywords)
+
+    @property
+    def _is_accelerate_prepared(self) -> bool:
+        """Hugging Face Accelerate's "leave this loader alone" flag (see :mod:`fastdata.loader.accelerate_hook`)."""
+        return keep_for_accelerate(self, self.__dict__.get("_accelerate_marked", False))
+
+    @_is_accelerate_prepared.setter
+    def _is_accelerate_prepared(self, value: bool) -> None:
+        self.__dict__["_accelerate_marked"] = bool(value)
 
     @property
     def _index_sampler(self) -> Any:

@@ -130,7 +130,7 @@ def pack(
     if is_url(out) and options.engine == "local" and options.part is None:
         from fastdata.storage.transfer import pack_to_url
 
-        return pack_to_url(src, out, resume=options.resume, overwrite=options.overwrite,
+        return pack_to_url(src, out, pack_local=pack, resume=options.resume, overwrite=options.overwrite,
                            options=options.with_(resume=False, overwrite=False))
     source = open_source(src, options)
     count, types = _census(source, options)

@@ -67,6 +67,7 @@ class ShardWriter:
         self.shards: list[ShardInfo] = []
         self._current: ShardWriterBase | None = None
         self._current_bytes = 0
+        self.written_bytes = 0  # every record's bytes written by this writer, all shards together
         self.on_shard = on_shard
         self.prefix = prefix
 
@@ -86,7 +87,9 @@ class ShardWriter:
             self._current = self.format.writer(path)
             self._current_bytes = 0
             self.next_shard += 1
-        self._current_bytes += self._current.write(record)
+        nbytes = self._current.write(record)
+        self._current_bytes += nbytes
+        self.written_bytes += nbytes
         return finished
 
     def finish_shard(self) -> ShardInfo | None:

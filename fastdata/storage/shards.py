@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from fastdata._fs import atomic_write_bytes
+from fastdata._sizes import parse_size
 from fastdata.formats import get_format
 from fastdata.formats.base import CorruptRecordError, ShardReaderBase
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
@@ -98,13 +99,9 @@ def parse_limit(cache_limit: int | str | None) -> int | None:
     if cache_limit is None:
         return None
     if isinstance(cache_limit, str):
-        from argparse import ArgumentTypeError
-
-        from fastdata.cli import parse_size
-
         try:
             cache_limit = parse_size(cache_limit)
-        except ArgumentTypeError as exc:
+        except ValueError as exc:
             raise ValueError(f"cache_limit={cache_limit!r} is not a size: pass bytes or e.g. '200GB'") from exc
     if isinstance(cache_limit, bool) or not isinstance(cache_limit, (int, np.integer)) or cache_limit <= 0:
         raise ValueError(f"cache_limit={cache_limit!r} must be a positive number of bytes, a size such as '200GB', "

@@ -7,6 +7,7 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -53,8 +54,8 @@ class _Uploader:
             self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-def pack_to_url(src: str | os.PathLike, url: str, *, resume: bool = False, overwrite: bool = False,
-                **options: Any) -> Manifest:
+def pack_to_url(src: str | os.PathLike, url: str, *, pack_local: Callable[..., Manifest], resume: bool = False,
+                overwrite: bool = False, **options: Any) -> Manifest:
     """Pack ``src`` into a local staging folder, uploading shards as they complete and ``manifest.json`` last.
 
     A dataset at ``url`` is complete exactly when its manifest exists. With ``overwrite`` the old
@@ -64,6 +65,7 @@ def pack_to_url(src: str | os.PathLike, url: str, *, resume: bool = False, overw
     Args:
         src: image folder (ImageFolder layout).
         url: destination, e.g. ``s3://bucket/imagenet-shards``.
+        pack_local: :func:`fastdata.pack` (passed in by it: storage sits below packing and does not import it).
         resume: not supported for URLs (raises).
         overwrite: replace a dataset already at ``url``.
         **options: the other keywords of :func:`fastdata.pack`.
@@ -76,8 +78,6 @@ def pack_to_url(src: str | os.PathLike, url: str, *, resume: bool = False, overw
         ValueError: ``resume`` was asked for, or the store is read-only (http/https).
         RemoteIOError: an upload failed.
     """
-    from fastdata.packing.packer import pack
-
     if resume:
         raise ValueError(f"resume is not supported when packing to a URL ({url}): pack again with overwrite "
                          "(--overwrite), or pack to a local folder with --resume and upload it")
@@ -87,7 +87,7 @@ def pack_to_url(src: str | os.PathLike, url: str, *, resume: bool = False, overw
     uploader = _Uploader(store, staging)
     try:
         try:
-            manifest = pack(src, staging, on_shard=uploader, **options)
+            manifest = pack_local(src, staging, on_shard=uploader, **options)
         finally:
             uploader.wait()
         store.upload(manifest.targets, staging / manifest.targets)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import fastdata.decode.fallback as fallback_mod
 import fastdata.decode.opencv as opencv_mod
 import fastdata.decode.registry as registry_mod
 import fastdata.decode.turbo as turbo_mod
@@ -298,10 +299,10 @@ def test_fallback_warns_once_per_process_when_turbojpeg_is_missing(monkeypatch):
         raise ImportError(TURBOJPEG_HINT)
 
     monkeypatch.setenv("FASTDATA_NATIVE", "0")
-    monkeypatch.setattr(registry_mod, "has_turbojpeg", lambda: False)
+    monkeypatch.setattr(fallback_mod, "has_turbojpeg", lambda: False)
     monkeypatch.setattr(registry_mod, "turbojpeg_handle", missing)
     monkeypatch.setattr(turbo_mod, "turbojpeg_handle", missing)
-    monkeypatch.setattr(registry_mod, "_fallback_warned", False)
+    monkeypatch.setattr(fallback_mod, "_fallback_warned", False)
     with pytest.warns(RuntimeWarning, match="libturbojpeg") as record:
         assert isinstance(get_decoder("auto"), OpenCVDecoder)
     assert len(record) == 1 and "slower" in str(record[0].message)

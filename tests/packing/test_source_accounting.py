@@ -4,6 +4,7 @@ import errno
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -52,15 +53,53 @@ def test_unreadable_folder_is_listed_as_skipped(src, tmp_path, monkeypatch):
     assert manifest.num_samples == len(src.good) - 1
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any folder; the simulated test above covers root")
-def test_unreadable_folder_really_chmodded(src, tmp_path):  # pragma: no cover - runs only as non-root
-    folder = src.root / "bee"
-    folder.chmod(0)
+def _as_nobody_if_root(work):
+    """Run ``work()`` in a forked child, as user ``nobody`` when this is root (root reads any folder); its result."""
+    import pickle
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(read)
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+            result = work()
+        except BaseException as error:  # noqa: BLE001 - handed to the parent
+            result = error
+        with os.fdopen(write, "wb") as out:
+            pickle.dump(result, out)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as got:
+        result = pickle.load(got)
+    assert os.waitpid(pid, 0)[1] == 0
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def test_unreadable_folder_really_chmodded(tmp_path):
+    """A real chmod 0 (not a simulated error); as root, the pack runs as ``nobody`` so the mode is obeyed."""
+    import tempfile
+
+    work = Path(tempfile.mkdtemp(prefix="fastdata-chmod-"))  # outside root's private pytest folder
     try:
-        manifest = pack_and_strict(src.root, tmp_path)
+        work.chmod(0o777)
+        info = make_image_folder(work / "src", with_bad=False)
+        for folder, _, _ in os.walk(info.root):
+            os.chmod(folder, 0o755)
+        pack(info.root, work / "warm", format="lmdb", workers=0, progress=False)  # imports what nobody cannot read
+        (info.root / "bee").chmod(0)
+        manifest = _as_nobody_if_root(lambda: pack(info.root, work / "out", format="lmdb", workers=0, progress=False))
     finally:
-        folder.chmod(0o755)
+        if (work / "src" / "bee").exists():
+            (work / "src" / "bee").chmod(0o755)
+        shutil.rmtree(work)
     assert ("bee/", "unreadable folder (Permission denied)") in [(s.path, s.reason) for s in manifest.skipped]
+    assert manifest.num_samples == len([p for p, _ in info.good if not p.startswith("bee/")])
 
 
 def test_unreadable_file_is_listed_as_skipped(src, tmp_path, monkeypatch):

@@ -68,10 +68,10 @@ def _as_list(batch):
     return batch
 
 
-@pytest.mark.parametrize("context", ["fork", pytest.param("spawn", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(("context", "remote_pack"), [  # spawn runs once, on LMDB (per-process environments)
+    ("fork", "tfrecord"), ("fork", "lmdb"), pytest.param("spawn", "lmdb", marks=pytest.mark.slow)],
+    indirect=["remote_pack"])
 def test_workers_read_identical_bytes_with_fork_and_spawn(context, s3, remote_pack, tmp_path):
-    if context == "spawn" and remote_pack.format == "tfrecord":
-        pytest.skip("spawn runs once, on LMDB (per-process environments); TFRecord is covered by fork")
     remote = ShardDataset(remote_pack.url, cache_dir=tmp_path / "cache", transform=_shape)
     reference = ShardDataset(remote_pack.local, transform=_shape)
     loader = DataLoaderX(remote, batch_size=8, num_workers=2, multiprocessing_context=context,

@@ -45,9 +45,8 @@ def _rank_main(rank: int, url: str, endpoints: list[str], cache_root: str, port:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("remote_pack", ["tfrecord"], indirect=True)  # LMDB's waiting readers: test_cache's racers
 def test_two_nodes_download_each_shard_at_most_once_per_node(s3, remote_pack, tmp_path):
-    if remote_pack.format != "tfrecord":
-        pytest.skip("one format is enough here; LMDB's waiting readers are covered by test_cache's racing processes")
     from fastdata import ShardDataset
     from tests.storage.helpers import Crc
 

@@ -64,9 +64,8 @@ def test_a_shard_a_reader_looks_at_is_not_skipped_for_a_later_one(s3, remote_pac
         remote.close()
 
 
+@pytest.mark.parametrize("remote_pack", ["tfrecord"], indirect=True)  # the order does not depend on the format
 def test_downloads_follow_the_loaders_order_with_bounded_concurrency(s3, remote_pack, tmp_path, monkeypatch):
-    if remote_pack.format != "tfrecord":
-        pytest.skip("the order of downloads does not depend on the format")
     monkeypatch.setenv(trace.ENV, str(tmp_path / "trace.log"))
     s3.proxy.faults.append(Fault("/shard-", "slow", times=10**6, delay=0.05, ranged=False))
     remote = ShardDataset(remote_pack.url, transform=Crc(), cache_dir=tmp_path / "cache", prefetch=2)
@@ -91,9 +90,8 @@ def test_downloads_follow_the_loaders_order_with_bounded_concurrency(s3, remote_
     assert most <= 2  # prefetch=2: at most two downloads at once
 
 
+@pytest.mark.parametrize("remote_pack", ["tfrecord"], indirect=True)  # LMDB readers wait for the whole shard
 def test_record_is_served_by_a_ranged_get_while_its_shard_downloads(s3, remote_pack, tmp_path):
-    if remote_pack.format != "tfrecord":
-        pytest.skip("only TFRecord records can be read by ranged GETs (LMDB readers wait for the shard)")
     remote = ShardDataset(remote_pack.url, cache_dir=tmp_path / "cache")
     reference = ShardDataset(remote_pack.local)
     s3.proxy.faults.append(Fault("/shard-00000.", "slow", times=1, delay=3.0, ranged=False))
