@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples-per-shard", type=_positive_int, default=None, help="max records per shard")
     p.add_argument("--max-side", type=_positive_int, default=None,
                    help="downscale so the longer side is at most N px and re-encode as JPEG (default: store bytes unchanged)")
+    p.add_argument("--keep-bytes", action="store_true",
+                   help="store every source file byte for byte (default: re-code each JPEG losslessly, same pixels, "
+                        "with restart intervals so crops decode faster; EXIF, ICC and comments are dropped)")
     p.add_argument("--quality", type=int, default=90, help="JPEG quality for --max-side re-encoding (default 90)")
     p.add_argument("--shuffle-seed", type=int, default=None, help="pre-shuffle the sample order with this seed")
     p.add_argument("--workers", type=int, default=None,
@@ -126,6 +129,7 @@ def _run_pack(args: argparse.Namespace) -> int:
             samples_per_shard=args.samples_per_shard, max_side=args.max_side, quality=args.quality,
             shuffle_seed=args.shuffle_seed, workers=args.workers, strict=args.strict, resume=args.resume,
             overwrite=args.overwrite, progress=args.progress, max_pixels=args.max_pixels, allow_empty=args.allow_empty,
+            keep_bytes=args.keep_bytes,
         )
     except NothingPackedError as exc:
         print(f"fastdata: error: nothing was packed: all {len(exc.skipped)} image(s) in {args.src} were skipped:",

@@ -23,7 +23,9 @@ from fastdata.formats import get_format
 from fastdata.formats.files import crc32c_hex
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest, ShardInfo, SkippedFile
 from fastdata.formats.targets import encode_targets
-from fastdata.packing.journal import PackJournal, check_finished, fingerprint, journal_header, source_digest
+from fastdata.packing.journal import (
+    JournalEntry, PackJournal, check_finished, fingerprint, journal_header, source_digest,
+)
 from fastdata.packing.lock import OutputLock
 from fastdata.packing.output import create_output, prepare_output, remove_own_files
 from fastdata.decode.base import image_format  # noqa: F401 - re-exported: fastdata.packing.packer.image_format
@@ -31,6 +33,7 @@ from fastdata.packing.pipeline import BadImageError, Job, write_shards
 from fastdata.packing.pool import cap_workers
 from fastdata.packing.scan import ImageFolderScan, scan_image_folder
 from fastdata.packing.space import OutOfSpaceError, is_out_of_space, out_of_space_error
+from fastdata.packing.transcode import to_ranges
 from fastdata.packing.writer import DEFAULT_SHARD_SIZE, ShardWriter
 from fastdata.storage.urls import is_url
 
@@ -77,6 +80,7 @@ def pack(
     max_pixels: int | None = DEFAULT_MAX_PIXELS,
     allow_empty: bool = False,
     on_shard: Callable[[ShardInfo], None] | None = None,
+    keep_bytes: bool = False,
 ) -> Manifest:
     """Pack the ImageFolder tree ``src`` into ``format`` shards in ``out`` (a folder or a URL).
 
@@ -112,6 +116,12 @@ def pack(
         allow_empty: write a dataset even when every image was skipped (``len(ds) == 0``);
             by default that raises :class:`NothingPackedError`.
         on_shard: called with each shard's manifest entry as soon as the shard is published.
+        keep_bytes: store every source file byte for byte. By default each JPEG is re-coded
+            losslessly (same DCT coefficients, so the same pixels as the original file in PIL and
+            every decoder) as an optimized baseline JPEG with restart intervals that tile its MCU
+            rows, so a crop decodes from only the intervals that cover it; EXIF, ICC and comments
+            are dropped. A JPEG that cannot be re-coded, and any other format, is stored unchanged;
+            the manifest's ``transcoded`` lists the records that were (see README "What pack stores").
 
     Images are accepted as PIL accepts them: a JPEG with libjpeg warnings ("extraneous bytes
     before marker") is packed, and the codec messages of every such file are recorded in the
@@ -141,10 +151,13 @@ def pack(
         return pack_to_url(src, out, format=format, shard_size=shard_size, samples_per_shard=samples_per_shard,
                            max_side=max_side, quality=quality, shuffle_seed=shuffle_seed, workers=workers,
                            strict=strict, resume=resume, overwrite=overwrite, progress=progress,
-                           max_pixels=max_pixels, allow_empty=allow_empty)
+                           max_pixels=max_pixels, allow_empty=allow_empty, keep_bytes=keep_bytes)
     storage = get_format(format)
     options = _check_options(format, shard_size, samples_per_shard, max_side, quality, shuffle_seed, workers)
     options["max_pixels"] = as_limit(max_pixels)
+    if not isinstance(keep_bytes, bool):
+        raise ValueError(f"keep_bytes must be True or False, got {keep_bytes!r}")
+    options["keep_bytes"] = keep_bytes
     if resume and overwrite:
         raise ValueError("resume and overwrite exclude each other: resume finishes a pack, overwrite starts over")
     scan = scan_image_folder(src)
@@ -200,7 +213,7 @@ def _pack_locked(
         logger.info("resuming after %d complete shards (%d of %d images done)", len(entries), start, len(paths))
     jobs = [
         Job(i, str(scan.root / paths[i]), paths[i], labels[i], options["max_side"], options["quality"] or 0,
-             options["max_pixels"])
+            options["max_pixels"], not options["keep_bytes"])
         for i in range(start, len(paths))
     ]
     writer = ShardWriter(
@@ -249,6 +262,7 @@ def _finalize(out, format, classes, entries, options, journal) -> Manifest:
     targets = np.asarray([label for e in entries for label in e.labels], dtype=np.int64)
     targets_data = _save_npy(out / TARGETS_NAME, targets)
     manifest = Manifest(
+        transcoded=transcoded_ranges(entries),
         format=format,
         classes=list(classes),
         shards=shards,
@@ -265,6 +279,15 @@ def _finalize(out, format, classes, entries, options, journal) -> Manifest:
     for bad in skipped:
         logger.info("skipped %s: %s", bad.path, bad.reason)
     return manifest
+
+
+def transcoded_ranges(entries: list[JournalEntry]) -> list[list[int]]:
+    """The dataset's transcoded records as ``[start, stop)`` sample ranges, from each shard's positions."""
+    indices, first = [], 0
+    for entry in entries:
+        indices += [first + j for j in entry.transcoded]
+        first += len(entry.labels)
+    return to_ranges(indices)
 
 
 def _save_npy(path: Path, array: np.ndarray) -> bytes:

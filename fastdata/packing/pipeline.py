@@ -25,6 +25,7 @@ from fastdata.formats.manifest import FileWarnings, SkippedFile
 from fastdata.packing.journal import JournalEntry
 from fastdata.packing.pool import OrderedProcessMap
 from fastdata.packing.space import is_out_of_space, out_of_space_error
+from fastdata.packing.transcode import transcode_jpeg
 from fastdata.packing.writer import ShardWriter
 
 __all__ = ["BadImageError", "Job", "write_shards"]
@@ -47,6 +48,7 @@ class Job:
     max_side: int | None
     quality: int
     max_pixels: int | None = DEFAULT_MAX_PIXELS
+    transcode: bool = False  # JPEGs re-coded losslessly with restart intervals (fastdata.packing.transcode)
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class _Loaded:
     image_format: str = ""
     error: str = ""
     warnings: tuple[str, ...] = ()
+    transcoded: bool = False
 
 
 def write_shards(jobs, writer, journal, classes, workers, strict, progress, total, start, found) -> list[JournalEntry]:
@@ -71,6 +74,7 @@ def write_shards(jobs, writer, journal, classes, workers, strict, progress, tota
     pending_skipped: list[SkippedFile] = list(found)
     pending_warnings: list[FileWarnings] = []
     pending_labels: list[int] = []
+    pending_transcoded: list[int] = []  # positions in the open shard of the records that were transcoded
     bar = tqdm(total=total, initial=start, unit="img", desc="pack", disable=not progress, smoothing=0.05)
     written_bytes, last_postfix, started = 0, 0.0, time.monotonic()
     try:
@@ -89,8 +93,11 @@ def write_shards(jobs, writer, journal, classes, workers, strict, progress, tota
                     )
                     if writer.is_full_for(record):
                         entries.append(_journal_shard(
-                            writer, journal, job.number, pending_skipped, pending_labels, pending_warnings
+                            writer, journal, job.number, pending_skipped, pending_labels, pending_warnings,
+                            pending_transcoded,
                         ))
+                    if loaded.transcoded:
+                        pending_transcoded.append(len(pending_labels))
                     writer.write(record)
                     pending_labels.append(job.label)
                     if loaded.warnings:  # journaled with the shard that holds the file
@@ -101,7 +108,8 @@ def write_shards(jobs, writer, journal, classes, workers, strict, progress, tota
                     last_postfix = time.monotonic()
                     bar.set_postfix_str(f"{written_bytes / 1e6 / (last_postfix - started):.1f} MB/s", refresh=False)
         entries.append(
-            _journal_shard(writer, journal, start + len(jobs), pending_skipped, pending_labels, pending_warnings)
+            _journal_shard(writer, journal, start + len(jobs), pending_skipped, pending_labels, pending_warnings,
+                           pending_transcoded)
         )
     except BaseException as exc:
         full = is_out_of_space(exc, writer.out, writer.pending_bytes)  # before the abort frees the space
@@ -123,19 +131,19 @@ def _abort(writer: ShardWriter) -> None:
         logger.warning("could not remove the unfinished shard in %s: %s", writer.out, exc)
 
 
-def _journal_shard(writer, journal, next_source, skipped, labels, warned) -> JournalEntry | None:
+def _journal_shard(writer, journal, next_source, skipped, labels, warned, transcoded) -> JournalEntry | None:
     """Publish the open shard and journal it; an entry without a shard only carries trailing bad files."""
     info = writer.finish_shard()
     if info is None and not skipped:
         return None
     entry = JournalEntry(
-        shard=info, next_source=next_source, skipped=list(skipped), labels=list(labels), warnings=list(warned)
+        shard=info, next_source=next_source, skipped=list(skipped), labels=list(labels), warnings=list(warned),
+        transcoded=list(transcoded),
     )
     if info is not None:
         journal.append(entry)
-    skipped.clear()
-    labels.clear()
-    warned.clear()
+    for pending in (skipped, labels, warned, transcoded):
+        pending.clear()
     return entry
 
 
@@ -185,7 +193,10 @@ def _load(job: Job) -> _Loaded:
     if error:
         said = [m for m in messages if m not in error]
         return _Loaded(job.number, None, error=error + (f" [{'; '.join(said[:3])}]" if said else ""))
-    return _Loaded(job.number, data, height, width, image_format(data), warnings=tuple(messages))
+    kind = image_format(data)
+    recoded = transcode_jpeg(data, max_pixels=job.max_pixels) if job.transcode and kind == "JPEG" else None
+    return _Loaded(job.number, recoded or data, height, width, kind, warnings=tuple(messages),
+                   transcoded=recoded is not None)
 
 
 def _downscale(rgb: np.ndarray, max_side: int, quality: int) -> tuple[bytes, int, int]:

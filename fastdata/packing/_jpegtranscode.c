@@ -1,0 +1,248 @@
+/*
+ * fastdata.packing._jpegtranscode: lossless JPEG transcoding to a random-access layout.
+ *
+ * The DCT coefficients are read with jpeg_read_coefficients and written back unchanged with
+ * jpeg_write_coefficients (so every decoder gives the same pixels), as a baseline sequential
+ * JPEG with optimized Huffman tables and a restart marker every K MCUs, K a divisor of the
+ * MCUs per row (so restart intervals tile MCU rows). Written against the libjpeg API.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h>
+#include <jerror.h>
+
+PyDoc_STRVAR(module_doc,
+"Lossless JPEG transcoding with libjpeg(-turbo).\n"
+"\n"
+"transcode(data, mcus=1, max_pixels=1<<30) -> bytes | None\n"
+"    The JPEG `data` rewritten losslessly (the same DCT coefficients, so the same pixels in\n"
+"    any decoder): baseline sequential Huffman coding with optimized tables (progressive and\n"
+"    arithmetic-coded input becomes baseline), a restart marker every K MCUs where K is the\n"
+"    largest divisor of the MCUs per row that is <= `mcus` (so restart intervals tile the MCU\n"
+"    rows), the JFIF (APP0) or Adobe (APP14) marker libjpeg writes for the colour space, and\n"
+"    no other marker (EXIF, ICC, comments are dropped). None when libjpeg refuses the data,\n"
+"    warns while reading it (corrupt data), or the image has more than max_pixels pixels:\n"
+"    the caller keeps the original bytes. The GIL is released while libjpeg works.\n"
+"\n"
+"restart_interval(data) -> (interval, mcus_per_row) | None\n"
+"    What the header of `data` says: the restart interval in MCUs (0: none) and the MCUs per\n"
+"    row of its (first) scan; None when the header does not parse.\n");
+
+/* ---- libjpeg error manager: longjmp back, never exit() or print ---------------------- */
+
+typedef struct {
+    struct jpeg_error_mgr pub;
+    jmp_buf jump;
+    int warned;
+} ErrorMgr;
+
+static void
+tc_error_exit(j_common_ptr cinfo)
+{
+    longjmp(((ErrorMgr *)cinfo->err)->jump, 1);
+}
+
+static void
+tc_emit_message(j_common_ptr cinfo, int level)
+{
+    if (level < 0)
+        ((ErrorMgr *)cinfo->err)->warned = 1;  /* corrupt data: the original is kept */
+}
+
+static void
+tc_output_message(j_common_ptr cinfo)
+{
+    (void)cinfo;
+}
+
+/* ---- the work, without the GIL -------------------------------------------------------- */
+
+typedef struct {
+    const unsigned char *in;
+    size_t in_size;
+    unsigned int mcus;
+    unsigned long long max_pixels;
+    unsigned char *out;          /* malloc'ed by jpeg_mem_dest; freed by the caller */
+    unsigned long out_size;
+    struct jpeg_decompress_struct src;
+    struct jpeg_compress_struct dst;
+    ErrorMgr err;                /* shared by both objects: one jump target */
+} Job;
+
+static unsigned int
+mcus_per_row(int num_components, jpeg_component_info *comps, unsigned int width)
+{
+    int max_h = 1;
+    if (num_components == 1)
+        return (width + DCTSIZE - 1) / DCTSIZE;  /* a one-component scan's MCU is one block */
+    for (int c = 0; c < num_components; c++)
+        if (comps[c].h_samp_factor > max_h)
+            max_h = comps[c].h_samp_factor;
+    return (width + max_h * DCTSIZE - 1) / (max_h * DCTSIZE);
+}
+
+static unsigned int
+interval_for(unsigned int per_row, unsigned int wanted)
+{
+    unsigned int k = wanted < per_row ? wanted : per_row;
+    if (k > 65535)
+        k = 65535;
+    while (k > 1 && per_row % k != 0)
+        k--;
+    return k < 1 ? 1 : k;
+}
+
+/* 1: done (job->out holds the JPEG), 0: refused. Every libjpeg object is destroyed on return. */
+static int
+run_job(Job *job)
+{
+    volatile int dst_created = 0;
+    job->src.err = jpeg_std_error(&job->err.pub);
+    job->err.pub.error_exit = tc_error_exit;
+    job->err.pub.emit_message = tc_emit_message;
+    job->err.pub.output_message = tc_output_message;
+    job->err.warned = 0;
+    job->dst.err = &job->err.pub;
+    jpeg_create_decompress(&job->src);
+    if (setjmp(job->err.jump)) {
+        if (dst_created)
+            jpeg_destroy_compress(&job->dst);
+        jpeg_destroy_decompress(&job->src);
+        free(job->out);
+        job->out = NULL;
+        return 0;
+    }
+    jpeg_mem_src(&job->src, job->in, (unsigned long)job->in_size);
+    jpeg_read_header(&job->src, TRUE);
+    if ((unsigned long long)job->src.image_width * job->src.image_height > job->max_pixels
+        || job->src.data_precision != 8) {
+        jpeg_destroy_decompress(&job->src);
+        return 0;
+    }
+    jvirt_barray_ptr *coefs = jpeg_read_coefficients(&job->src);
+    if (job->err.warned) {
+        jpeg_destroy_decompress(&job->src);
+        return 0;
+    }
+    jpeg_create_compress(&job->dst);
+    dst_created = 1;
+    jpeg_copy_critical_parameters(&job->src, &job->dst);
+    job->dst.optimize_coding = TRUE;
+    job->dst.arith_code = FALSE;
+    job->dst.restart_in_rows = 0;
+    job->dst.restart_interval = interval_for(
+        mcus_per_row(job->dst.num_components, job->dst.comp_info, job->dst.image_width), job->mcus);
+    jpeg_mem_dest(&job->dst, &job->out, &job->out_size);
+    jpeg_write_coefficients(&job->dst, coefs);
+    jpeg_finish_compress(&job->dst);
+    jpeg_destroy_compress(&job->dst);
+    dst_created = 0;
+    jpeg_finish_decompress(&job->src);
+    int warned = job->err.warned;
+    jpeg_destroy_decompress(&job->src);
+    if (warned) {
+        free(job->out);
+        job->out = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *
+transcode(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"data", "mcus", "max_pixels", NULL};
+    Py_buffer view;
+    unsigned int mcus = 1;
+    unsigned long long max_pixels = 1ULL << 30;
+    (void)module;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|IK:transcode", keywords, &view, &mcus, &max_pixels))
+        return NULL;
+    if (mcus < 1) {
+        PyBuffer_Release(&view);
+        return PyErr_Format(PyExc_ValueError, "mcus must be >= 1 (MCUs per restart interval), got %u", mcus);
+    }
+    Job *job = calloc(1, sizeof(Job));
+    if (job == NULL) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    job->in = view.buf;
+    job->in_size = (size_t)view.len;
+    job->mcus = mcus;
+    job->max_pixels = max_pixels;
+    int ok = 0;
+    if (job->in_size > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        ok = run_job(job);
+        Py_END_ALLOW_THREADS
+    }
+    PyBuffer_Release(&view);
+    PyObject *result;
+    if (ok) {
+        result = PyBytes_FromStringAndSize((const char *)job->out, (Py_ssize_t)job->out_size);
+    } else {
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    free(job->out);
+    free(job);
+    return result;
+}
+
+static PyObject *
+restart_interval(PyObject *module, PyObject *arg)
+{
+    Py_buffer view;
+    struct jpeg_decompress_struct src;
+    ErrorMgr err;
+    (void)module;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (view.len == 0) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    src.err = jpeg_std_error(&err.pub);
+    err.pub.error_exit = tc_error_exit;
+    err.pub.emit_message = tc_emit_message;
+    err.pub.output_message = tc_output_message;
+    jpeg_create_decompress(&src);
+    if (setjmp(err.jump)) {
+        jpeg_destroy_decompress(&src);
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    jpeg_mem_src(&src, view.buf, (unsigned long)view.len);
+    jpeg_read_header(&src, TRUE);
+    unsigned int per_row = mcus_per_row(src.num_components, src.comp_info, src.image_width);
+    unsigned int interval = src.restart_interval;
+    jpeg_destroy_decompress(&src);
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(II)", interval, per_row);
+}
+
+static PyMethodDef methods[] = {
+    {"transcode", (PyCFunction)(void (*)(void))transcode, METH_VARARGS | METH_KEYWORDS,
+     "transcode(data, mcus=1, max_pixels=1<<30) -> bytes | None (see the module docstring)"},
+    {"restart_interval", (PyCFunction)restart_interval, METH_O,
+     "restart_interval(data) -> (interval, mcus_per_row) | None (see the module docstring)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef transcode_module = {
+    PyModuleDef_HEAD_INIT, "fastdata.packing._jpegtranscode", module_doc, -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__jpegtranscode(void)
+{
+    return PyModule_Create(&transcode_module);
+}
