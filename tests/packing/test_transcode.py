@@ -1,0 +1,280 @@
+"""Pack's lossless JPEG transcoding (fastdata.packing.transcode): same pixels as the original, restart intervals
+tiling the MCU rows, baseline optimized Huffman, and how pack, --keep-bytes and --resume use it."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from fastdata.decode import get_decoder
+from fastdata.formats.manifest import Manifest
+from fastdata.packing import transcode
+from fastdata.packing.packer import pack
+from tests.images import encode, natural_image
+
+_RNG = np.random.default_rng(11)
+_MID, _ODD = natural_image(_RNG, 150, 203), natural_image(_RNG, 97, 131)
+
+
+def _cjpeg(array: np.ndarray, *args: str) -> bytes:
+    """A JPEG written by libjpeg-turbo's cjpeg (tools/setup.sh installs libjpeg-turbo-progs with the test extra)."""
+    buf = io.BytesIO()
+    Image.fromarray(array).save(buf, format="PPM")
+    return subprocess.run([shutil.which("cjpeg") or "cjpeg", *args], input=buf.getvalue(), capture_output=True,
+                          check=True).stdout
+
+
+def _jpegtran(data: bytes, *args: str) -> bytes:
+    return subprocess.run([shutil.which("jpegtran") or "jpegtran", *args], input=data, capture_output=True,
+                          check=True).stdout
+
+
+def _ycck(array: np.ndarray) -> bytes:
+    import turbojpeg
+
+    cmyk = np.ascontiguousarray(np.asarray(Image.fromarray(array).convert("CMYK")))
+    return turbojpeg.TurboJPEG().encode(cmyk, quality=90, pixel_format=turbojpeg.TJPF_CMYK)  # written as YCCK
+
+
+def _with_metadata(array: np.ndarray) -> bytes:
+    """A JPEG with EXIF (orientation 6), an ICC profile and a comment: none of them change convert('RGB')."""
+    from PIL import ImageCms
+
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    icc = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+    return encode(array, "JPEG", quality=90, exif=exif.tobytes(), icc_profile=icc, comment=b"hello")
+
+
+KINDS = {
+    "baseline420": lambda: encode(_MID, "JPEG", quality=90),
+    "baseline422": lambda: encode(_MID, "JPEG", quality=90, subsampling=1),
+    "baseline444": lambda: encode(_ODD, "JPEG", quality=90, subsampling=0),
+    "progressive": lambda: encode(_MID, "JPEG", quality=90, progressive=True),
+    "restart_blocks": lambda: encode(_MID, "JPEG", quality=90, restart_marker_blocks=3),
+    "restart_rows_progressive": lambda: encode(_ODD, "JPEG", quality=90, restart_marker_rows=1, progressive=True),
+    "gray": lambda: encode(_MID[..., 0], "JPEG", quality=90),
+    "gray_odd": lambda: encode(_ODD[..., 1], "JPEG", quality=85),
+    "cmyk": lambda: encode(_ODD, "JPEG", "CMYK", quality=92),
+    "ycck": lambda: _ycck(_ODD),
+    "rgb_colorspace": lambda: _cjpeg(_ODD, "-rgb", "-quality", "95"),
+    "arithmetic": lambda: _cjpeg(_MID, "-arithmetic", "-quality", "90"),
+    "arithmetic_progressive": lambda: _cjpeg(_ODD, "-arithmetic", "-progressive", "-quality", "90"),
+    "sample411": lambda: _cjpeg(_ODD, "-sample", "4x1", "-quality", "90"),
+    "sample440": lambda: _cjpeg(_ODD, "-sample", "1x2", "-quality", "90"),
+    "restart_cjpeg_rows": lambda: _cjpeg(_MID, "-restart", "2", "-quality", "90"),
+    "restart_jpegtran_blocks": lambda: _jpegtran(encode(_ODD, "JPEG", quality=90), "-restart", "5B"),
+    "metadata": lambda: _with_metadata(_ODD),
+}
+SIZES = [(h, w) for h in (1, 2, 7, 8, 9, 15, 16, 17) for w in (1, 3, 8, 13, 16, 17)]
+
+
+def pil_rgb(data: bytes) -> np.ndarray:
+    with Image.open(io.BytesIO(data)) as image:
+        return np.asarray(image.convert("RGB"))
+
+
+def markers(data: bytes) -> list[tuple[int, bytes]]:
+    """(marker code, payload) of every segment up to and including the first SOS (parsed here, not by libjpeg)."""
+    assert data[:2] == b"\xff\xd8"
+    found, at = [], 2
+    while True:
+        while data[at] == 0xFF and data[at + 1] == 0xFF:
+            at += 1
+        assert data[at] == 0xFF, at
+        code, length = data[at + 1], struct.unpack(">H", data[at + 2:at + 4])[0]
+        found.append((code, data[at + 4:at + 2 + length]))
+        at += 2 + length
+        if code == 0xDA:
+            return found
+
+
+def layout(data: bytes) -> dict:
+    """What the header says: frame type, restart interval, MCUs per row and in all, and the RST markers in the data."""
+    segs = markers(data)
+    frames = [(code, p) for code, p in segs if code in (0xC0, 0xC1, 0xC2, 0xC9, 0xCA)]
+    assert len(frames) == 1
+    code, sof = frames[0]
+    height, width, ncomp = struct.unpack(">HHB", sof[1:6])
+    samp = [(sof[7 + 3 * c] >> 4, sof[7 + 3 * c] & 15) for c in range(ncomp)]
+    hmax, vmax = max(h for h, _ in samp), max(v for _, v in samp)
+    if ncomp == 1:
+        per_row, rows = -(-width // 8), -(-height // 8)
+    else:
+        per_row, rows = -(-width // (8 * hmax)), -(-height // (8 * vmax))
+    dri = [struct.unpack(">H", p)[0] for c, p in segs if c == 0xDD]
+    body = data[sum(4 + len(p) for _, p in segs) + 2:]
+    rst = sum(body.count(bytes([0xFF, 0xD0 + k])) for k in range(8))
+    return {"frame": code, "interval": dri[-1] if dri else 0, "per_row": per_row, "mcus": per_row * rows,
+            "rst": rst, "scans": data.count(b"\xff\xda"), "codes": [c for c, _ in segs]}
+
+
+@pytest.fixture(scope="module", params=sorted(KINDS))
+def kind(request) -> tuple[str, bytes, bytes]:
+    original = KINDS[request.param]()
+    recoded = transcode.transcode_jpeg(original)
+    assert recoded is not None, request.param
+    return request.param, original, recoded
+
+
+def test_pixels_equal_pil_on_the_original(kind):
+    name, original, recoded = kind
+    expected = pil_rgb(original)
+    np.testing.assert_array_equal(pil_rgb(recoded), expected, err_msg=name)
+    np.testing.assert_array_equal(get_decoder("auto").decode(recoded), expected, err_msg=name)
+    with Image.open(io.BytesIO(original)) as a, Image.open(io.BytesIO(recoded)) as b:
+        assert (a.mode, a.size) == (b.mode, b.size)
+
+
+def test_crops_of_the_recoded_file_equal_pil_crops(kind):
+    from fastdata.decode import native
+
+    name, original, recoded = kind
+    if not native.available():
+        pytest.skip("the native crop kernel is not built")
+    expected = pil_rgb(original)
+    height, width = expected.shape[:2]
+    rng = np.random.default_rng(len(name))
+    boxes = [(0, 1, 0, width), (height - 1, height, 0, width), (0, height, width - 1, width), (0, height, 0, 1)]
+    for _ in range(20):
+        y0, x0 = int(rng.integers(height)), int(rng.integers(width))
+        boxes.append((y0, int(rng.integers(y0 + 1, height + 1)), x0, int(rng.integers(x0 + 1, width + 1))))
+    from fastdata.decode import _jpegcrop
+
+    for y0, y1, x0, x1 in boxes:
+        out = np.empty((y1 - y0, x1 - x0, 3), np.uint8)
+        _jpegcrop.Decompressor().decode_region(recoded, 1, y0, y1, x0, x1, out)
+        np.testing.assert_array_equal(out, expected[y0:y1, x0:x1], err_msg=f"{name} {(y0, y1, x0, x1)}")
+
+
+def test_restart_intervals_tile_mcu_rows_baseline_optimized(kind):
+    name, original, recoded = kind
+    got = layout(recoded)
+    assert got["frame"] == 0xC0 and got["scans"] == 1, name  # baseline sequential Huffman, one scan
+    assert got["interval"] == transcode.RESTART_MCUS and got["per_row"] % got["interval"] == 0, (name, got)
+    assert got["rst"] == got["mcus"] // got["interval"] - 1, (name, got)  # every interval ends with its RST
+    assert transcode.restart_interval(recoded) == (got["interval"], got["per_row"])
+    assert 0xE1 not in got["codes"] and 0xE2 not in got["codes"] and 0xFE not in got["codes"]  # no EXIF, ICC, COM
+    if name in ("cmyk", "ycck", "rgb_colorspace"):
+        assert 0xEE in got["codes"], name  # Adobe APP14: the colour transform (none, YCCK) the decoder must apply
+    else:
+        assert 0xE0 in got["codes"], name  # JFIF: YCbCr (or grayscale)
+
+
+@pytest.mark.parametrize("subsampling", [0, 1, 2])
+def test_tiny_and_odd_sizes(subsampling):
+    rng = np.random.default_rng(subsampling)
+    for height, width in SIZES:
+        original = encode(natural_image(rng, height, width), "JPEG", quality=90, subsampling=subsampling)
+        recoded = transcode.transcode_jpeg(original)
+        assert recoded is not None
+        np.testing.assert_array_equal(pil_rgb(recoded), pil_rgb(original), err_msg=f"{height}x{width}")
+        got = layout(recoded)
+        assert got["per_row"] % got["interval"] == 0 and got["rst"] == got["mcus"] // got["interval"] - 1
+
+
+def test_photos_get_smaller():
+    """Optimized Huffman tables pay for the restart markers on photo-like JPEGs (PIL's default tables, q90)."""
+    rng = np.random.default_rng(5)
+    originals = [encode(natural_image(rng, 375, 500), "JPEG", quality=90) for _ in range(6)]
+    recoded = [transcode.transcode_jpeg(o) for o in originals]
+    assert sum(map(len, recoded)) < sum(map(len, originals))
+
+
+def test_files_it_cannot_recode_losslessly_give_none():
+    good = encode(_MID, "JPEG", quality=90)
+    assert transcode.transcode_jpeg(b"") is None
+    assert transcode.transcode_jpeg(b"not a jpeg") is None
+    assert transcode.transcode_jpeg(good[: len(good) // 2]) is None  # libjpeg warns (premature end): keep the bytes
+    assert transcode.transcode_jpeg(encode(_MID, "PNG")) is None
+    assert transcode.transcode_jpeg(good, max_pixels=100) is None
+    assert transcode.transcode_jpeg(good) is not None
+    at = good.find(b"\xff\xc0")
+    assert transcode.transcode_jpeg(good[:at] + b"\x01\x02\x03" + good[at:]) is None  # a libjpeg warning
+
+
+# ---- pack -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    root = tmp_path_factory.mktemp("transcode_src")
+    for name, make in sorted(KINDS.items()):
+        (root / "jpegs").mkdir(exist_ok=True)
+        (root / "jpegs" / f"{name}.jpg").write_bytes(make())
+    (root / "other").mkdir()
+    (root / "other" / "a.png").write_bytes(encode(_ODD, "PNG"))
+    good = encode(_ODD, "JPEG", quality=90)
+    at = good.find(b"\xff\xc0")  # 3 extraneous bytes before the SOF: libjpeg warns, PIL decodes: stored unchanged
+    (root / "other" / "b_damaged.jpg").write_bytes(good[:at] + b"\x01\x02\x03" + good[at:])
+    return root
+
+
+def _sources(root):
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "lmdb"])
+def test_pack_default_transcodes_jpegs_and_keep_bytes_does_not(source, tmp_path, fmt):
+    from fastdata.dataset import ShardDataset
+
+    files = _sources(source)
+    default = pack(source, tmp_path / "t", format=fmt, samples_per_shard=4, workers=2, progress=False)
+    kept = pack(source, tmp_path / "k", format=fmt, samples_per_shard=4, workers=0, progress=False, keep_bytes=True)
+    assert default.options["keep_bytes"] is False and kept.options["keep_bytes"] is True
+    assert kept.transcoded == [] and Manifest.load(tmp_path / "k").transcoded == []
+    jpegs = [i for i, p in enumerate(files) if p.suffix == ".jpg" and "damaged" not in p.name]
+    assert default.transcoded == transcode.to_ranges(jpegs) == Manifest.load(tmp_path / "t").transcoded
+    ds_t, ds_k = ShardDataset(tmp_path / "t"), ShardDataset(tmp_path / "k")
+    assert sum(len(ds_t.read(i)[0]) for i in jpegs) < sum(len(files[i].read_bytes()) for i in jpegs)
+    for i, path in enumerate(files):
+        original = path.read_bytes()
+        assert ds_k.read(i)[0] == original
+        record = ds_t.read(i)[0]
+        assert (record != original) == (i in jpegs), path.name
+        np.testing.assert_array_equal(pil_rgb(record), pil_rgb(original), err_msg=path.name)
+        if i in jpegs:
+            np.testing.assert_array_equal(get_decoder("auto").decode(record), pil_rgb(original), err_msg=path.name)
+
+
+def test_resume_refuses_another_keep_bytes(source, tmp_path):
+    out = tmp_path / "out"
+
+    def stop_after_first(shard):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pack(source, out, format="tfrecord", samples_per_shard=4, workers=0, progress=False, on_shard=stop_after_first)
+    with pytest.raises(ValueError, match=r"--keep-bytes is True \(the pack used False\)"):
+        pack(source, out, format="tfrecord", samples_per_shard=4, workers=0, progress=False, resume=True,
+             keep_bytes=True)
+    resumed = pack(source, out, format="tfrecord", samples_per_shard=4, workers=0, progress=False, resume=True)
+    whole = pack(source, tmp_path / "whole", format="tfrecord", samples_per_shard=4, workers=0, progress=False)
+    assert resumed.transcoded == whole.transcoded and resumed.shards == whole.shards
+    with pytest.raises(ValueError, match="--keep-bytes"):  # the finished pack refuses too
+        pack(source, out, format="tfrecord", samples_per_shard=4, workers=0, progress=False, resume=True,
+             keep_bytes=True)
+
+
+def test_manifest_transcoded_ranges_are_checked(tmp_path):
+    base = {"version": 1, "format": "tfrecord", "classes": ["a"],
+            "shards": [{"path": "s", "num_samples": 5, "nbytes": 100, "crc32c": "00000000"}]}
+    assert Manifest.from_dict({**base, "transcoded": [[0, 2], [3, 5]]}).transcoded == [[0, 2], [3, 5]]
+    assert Manifest.from_dict(base).transcoded is None
+    for bad in ([[0, 6]], [[2, 2]], [[3, 5], [0, 1]], [[0]], [["0", 1]], "all"):
+        with pytest.raises(ValueError, match="transcoded"):
+            Manifest.from_dict({**base, "transcoded": bad})
+
+
+def test_without_the_extension_pack_keeps_bytes(source, tmp_path, monkeypatch):
+    monkeypatch.setattr(transcode, "_jpegtranscode", None)
+    monkeypatch.setattr(transcode, "_warned", False)
+    with pytest.warns(RuntimeWarning, match="stores JPEG bytes unchanged"):
+        manifest = pack(source, tmp_path / "o", format="tfrecord", workers=0, progress=False)
+    assert manifest.transcoded == [] and manifest.options["keep_bytes"] is False
