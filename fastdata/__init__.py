@@ -17,7 +17,7 @@ from fastdata.dataset import ShardDataset
 from fastdata.decode import get_decoder
 from fastdata.formats import CorruptRecordError, DatasetChangedError, Manifest
 from fastdata.loader import DataLoaderX, DataPrefetcher, NormalizeCollate, fast_collate
-from fastdata.packing import ShardWriter, pack, verify
+from fastdata.packing import ShardWriter, pack, repack, verify
 from fastdata.sampler import DistributedSampler
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "get_decoder",
     "gpu_transforms",
     "pack",
+    "repack",
     "transforms",
     "verify",
 ]

@@ -1,4 +1,4 @@
-"""``fastdata pack | inspect | verify | bench``: the command line. Flags map one to one onto function keywords."""
+"""``fastdata pack | repack | inspect | verify | bench``: the command line. Flags map one to one onto function keywords."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"fastdata {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more detail")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{pack,inspect,verify,bench}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{pack,repack,inspect,verify,bench}")
 
     p = sub.add_parser("pack", help="pack an image folder (one subfolder per class) into shards",
                        epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -98,6 +98,16 @@ def build_parser() -> argparse.ArgumentParser:
                             "files are ever deleted")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     p.set_defaults(run=_run_pack)
+
+    p = sub.add_parser("repack", help="rewrite a packed dataset with every JPEG re-coded losslessly for random access")
+    p.add_argument("old", help="folder written by `fastdata pack` (read only)")
+    p.add_argument("new", help="output folder for the new dataset")
+    p.add_argument("--format", choices=["tfrecord", "lmdb"], default=None, help="storage format (default: OLD's)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="re-coding processes (default and most: the CPUs this process may use)")
+    p.add_argument("--overwrite", action="store_true", help="replace the dataset NEW holds")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    p.set_defaults(run=_run_repack)
 
     p = sub.add_parser("inspect", help="summarize a packed dataset")
     p.add_argument("root", help="folder or URL written by `fastdata pack`")
@@ -153,6 +163,18 @@ def _run_pack(args: argparse.Namespace) -> int:
     if manifest.warnings:
         print(f"{len(manifest.warnings)} file(s) packed with codec warnings (PIL decodes them too); "
               f"`fastdata inspect {args.out}` lists them")
+    return 0
+
+
+def _run_repack(args: argparse.Namespace) -> int:
+    from fastdata.packing.repack import repack
+
+    manifest = repack(args.old, args.new, format=args.format, workers=args.workers, overwrite=args.overwrite,
+                      progress=args.progress)
+    size = sum(s.nbytes for s in manifest.shards)
+    recoded = sum(stop - start for start, stop in manifest.transcoded or [])
+    print(f"repacked {manifest.num_samples} images ({recoded} JPEGs re-coded) into {len(manifest.shards)} "
+          f"{manifest.format} shard(s), {size / 1e6:.1f} MB, in {args.new}")
     return 0
 
 

@@ -278,3 +278,50 @@ def test_without_the_extension_pack_keeps_bytes(source, tmp_path, monkeypatch):
     with pytest.warns(RuntimeWarning, match="stores JPEG bytes unchanged"):
         manifest = pack(source, tmp_path / "o", format="tfrecord", workers=0, progress=False)
     assert manifest.transcoded == [] and manifest.options["keep_bytes"] is False
+
+
+# ---- repack ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("old_fmt", "new_fmt"), [("tfrecord", None), ("lmdb", "tfrecord")])
+def test_repack_round_trip(source, tmp_path, old_fmt, new_fmt):
+    from fastdata.cli import main
+    from fastdata.dataset import ShardDataset
+    from fastdata.packing.check import verify
+    from fastdata.packing.repack import repack
+
+    old = tmp_path / "old"
+    kept = pack(source, old, format=old_fmt, samples_per_shard=4, workers=0, progress=False, keep_bytes=True,
+                shuffle_seed=2)
+    direct = pack(source, tmp_path / "direct", format=new_fmt or old_fmt, samples_per_shard=4, workers=0,
+                  progress=False, shuffle_seed=2)
+    before = {p.name: p.read_bytes() for p in old.iterdir()}
+    manifest = repack(old, tmp_path / "new", format=new_fmt, workers=2, progress=False)
+    assert {p.name: p.read_bytes() for p in old.iterdir()} == before  # OLD untouched
+    assert manifest.format == (new_fmt or old_fmt) and manifest.classes == kept.classes
+    assert manifest.skipped == kept.skipped and manifest.warnings == kept.warnings
+    assert manifest.transcoded == direct.transcoded and manifest.transcoded
+    assert [s.num_samples for s in manifest.shards] == [s.num_samples for s in kept.shards]
+    assert manifest.options["keep_bytes"] is False
+    assert verify(tmp_path / "new").ok
+    ds_old, ds_new, ds_direct = (ShardDataset(tmp_path / d) for d in ("old", "new", "direct"))
+    assert ds_new.targets.tolist() == ds_old.targets.tolist()
+    for i in range(len(ds_old)):
+        (a, la), (b, lb) = ds_old.read(i), ds_new.read(i)
+        assert la == lb and b == ds_direct.read(i)[0]  # what pack itself would have stored
+        np.testing.assert_array_equal(pil_rgb(b), pil_rgb(a))
+    assert main(["repack", str(old), str(tmp_path / "cli"), "--no-progress", "--workers", "0"]) == 0
+    assert main(["repack", str(old), str(tmp_path / "cli"), "--no-progress"]) == 2  # NEW holds a dataset
+    assert main(["repack", str(old), str(old), "--no-progress"]) == 2
+
+
+def test_repack_refuses_a_damaged_pack(source, tmp_path):
+    from fastdata.packing.repack import repack
+    from tests.packs import flip_bit
+
+    old = tmp_path / "old"
+    manifest = pack(source, old, format="tfrecord", samples_per_shard=4, workers=0, progress=False)
+    flip_bit(old / manifest.shards[1].path, 8 * 200)
+    with pytest.raises(ValueError, match="fastdata verify"):
+        repack(old, tmp_path / "new", workers=0, progress=False)
+    assert not (tmp_path / "new" / "manifest.json").exists() and not list((tmp_path / "new").glob("shard-*"))
