@@ -325,3 +325,18 @@ def test_repack_refuses_a_damaged_pack(source, tmp_path):
     with pytest.raises(ValueError, match="fastdata verify"):
         repack(old, tmp_path / "new", workers=0, progress=False)
     assert not (tmp_path / "new" / "manifest.json").exists() and not list((tmp_path / "new").glob("shard-*"))
+
+
+def test_verify_and_inspect_know_the_transcoded_records(source, tmp_path):
+    from fastdata.packing.check import describe, verify
+    from tests.packs import edit_manifest
+
+    manifest = pack(source, tmp_path, format="lmdb", samples_per_shard=4, workers=0, progress=False)
+    recoded = sum(b - a for a, b in manifest.transcoded)
+    assert f"transcoded {recoded} of {manifest.num_samples} records" in describe(tmp_path)
+    assert verify(tmp_path).ok
+    png = [i for i, p in enumerate(_sources(source)) if p.suffix == ".png"]
+    edit_manifest(tmp_path, lambda m: m.update(transcoded=[[0, m["num_samples"]]]))  # claims every record
+    problems = verify(tmp_path).problems
+    assert problems and all("lists it as transcoded" in p for p in problems)
+    assert len(problems) == len(png) + 1  # the PNG has no JPEG header; the damaged JPEG has no restart interval
