@@ -340,3 +340,28 @@ def test_verify_and_inspect_know_the_transcoded_records(source, tmp_path):
     problems = verify(tmp_path).problems
     assert problems and all("lists it as transcoded" in p for p in problems)
     assert len(problems) == len(png) + 1  # the PNG has no JPEG header; the damaged JPEG has no restart interval
+
+
+def test_damaged_jpegs_give_none_or_the_same_pixels():
+    """Random damage (header edits, bit flips, cuts): None (stored unchanged), or a JPEG PIL decodes as the input."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+    import odd_images
+
+    rng = np.random.default_rng(16)
+    sources = list(odd_images.jpeg_variants().values())
+    recoded = 0
+    for i in range(600):
+        data = odd_images.corrupt(sources[i % len(sources)], rng)
+        out = transcode.transcode_jpeg(data)
+        if out is None:
+            continue
+        recoded += 1
+        try:
+            expected = pil_rgb(data)
+        except Exception:  # noqa: BLE001 - PIL refuses what libjpeg re-coded silently (e.g. a cut file it pads)
+            continue
+        np.testing.assert_array_equal(pil_rgb(out), expected, err_msg=f"corruption {i}")
+    assert recoded > 20  # some damage is harmless (a changed table value, a cut after the last scan)
