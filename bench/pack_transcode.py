@@ -9,8 +9,9 @@ On one generated ImageNet-like image folder (``tools/make_imagenet_like.py``, ma
 - the transcode's share of pack time: (default - keep-bytes) / default wall time, and the transcode alone on one
   core, bytes in memory (images/s);
 - sizes: records of the default pack and of the keep-bytes pack against the source bytes;
-- the restart interval K (MCUs) against size: total bytes of the JPEGs re-coded with K = 1, 2, 4 and one interval
-  per MCU row (K = MCUs per row), against the originals (crop decode speed per K is bench/decode_kernel.py's).
+- the restart interval K (MCUs) against size: total bytes of the JPEGs re-coded with K = 1, 2, 4, one interval
+  per MCU row (K = MCUs per row), and K = 1 raised where an interval would hold fewer than N bytes of the input
+  on average (pack's rule), against the originals (crop decode speed per K is bench/decode_kernel.py's).
 
 Usage::
 
@@ -37,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 from fastdata.decode import is_jpeg  # noqa: E402
 from fastdata.packing import _jpegtranscode, pack  # noqa: E402
 from fastdata.packing.pool import available_cpus  # noqa: E402
+from fastdata.packing.transcode import MIN_INTERVAL_BYTES, transcode_jpeg  # noqa: E402
 
 
 def _ensure(folder: Path, count: int) -> None:
@@ -79,15 +81,18 @@ def measure(src: Path, repeats: int, workers: int) -> dict:
     _one_core()
     try:
         start = time.perf_counter()
-        recoded = [_jpegtranscode.transcode(d, 1) for d in jpegs]
+        recoded = [transcode_jpeg(d) for d in jpegs]  # what pack does
         alone = time.perf_counter() - start
-        by_k = {}
-        for label, k in (("K=2", 2), ("K=4", 4), ("K=row", 1 << 16)):
-            by_k[label] = sum(len(_jpegtranscode.transcode(d, k) or d) for d in jpegs)
+        by_k, raised = {}, {}
+        for label, k, floor in (("K=1", 1, 0), ("K>=2", 2, 0), ("K>=4", 4, 0), ("K=row", 1 << 16, 0),
+                                ("K=1,16B", 1, 16), ("K=1,32B", 1, 32), ("K=1,64B", 1, 64)):
+            outs = [_jpegtranscode.transcode(d, k, floor) for d in jpegs]
+            by_k[label] = sum(len(r or d) for r, d in zip(outs, jpegs))
+            raised[label] = sum(r is not None and _jpegtranscode.restart_interval(r)[0] > max(1, min(k, 2))
+                                for r in outs) if floor else None
     finally:
         if affinity is not None:
             os.sched_setaffinity(0, affinity)
-    by_k = {"K=1": sum(len(r or d) for r, d in zip(recoded, jpegs)), **by_k}
     medians = {name: statistics.median(t) for name, t in times.items()}
     return {
         "images": len(datas), "jpegs": len(jpegs), "workers": workers, "repeats": repeats,
@@ -100,6 +105,8 @@ def measure(src: Path, repeats: int, workers: int) -> dict:
         "transcode_alone_images_per_s": len(jpegs) / alone,
         "transcode_failed": sum(r is None for r in recoded),
         "jpeg_bytes_by_k": by_k,
+        "images_with_k_raised": raised,
+        "min_interval_bytes": MIN_INTERVAL_BYTES,
     }
 
 
@@ -115,9 +122,14 @@ def table(r: dict) -> str:
         f"{100 * r['transcode_share']:.1f}%",
         f"transcode alone, one core: {r['transcode_alone_images_per_s']:.0f} JPEGs/s ({r['transcode_failed']} kept "
         "unchanged)",
-        "JPEG bytes by restart interval (K MCUs; lossless, optimized Huffman) vs the originals:",
+        "JPEG bytes by restart interval (K: MCUs, the smallest divisor of the MCUs per row >= the number; NB: raised "
+        "so an interval holds N bytes of the input on average) vs the originals; pack uses "
+        f"K=1,{r['min_interval_bytes']}B:",
     ]
-    lines += [f"  {k:<6} {v / 1e6:>9.2f} MB  {v / r['jpeg_bytes']:.4f}" for k, v in r["jpeg_bytes_by_k"].items()]
+    for k, v in r["jpeg_bytes_by_k"].items():
+        raised = r["images_with_k_raised"].get(k)
+        lines.append(f"  {k:<8} {v / 1e6:>9.2f} MB  {v / r['jpeg_bytes']:.4f}"
+                     + (f"  ({raised} of {r['jpegs']} images get K > 1)" if raised is not None else ""))
     return "\n".join(lines)
 
 

@@ -20,12 +20,13 @@
 PyDoc_STRVAR(module_doc,
 "Lossless JPEG transcoding with libjpeg(-turbo).\n"
 "\n"
-"transcode(data, mcus=1, max_pixels=1<<30) -> bytes | None\n"
+"transcode(data, mcus=1, min_bytes=0, max_pixels=1<<30) -> bytes | None\n"
 "    The JPEG `data` rewritten losslessly (the same DCT coefficients, so the same pixels in\n"
 "    any decoder): baseline sequential Huffman coding with optimized tables (progressive and\n"
 "    arithmetic-coded input becomes baseline), a restart marker every K MCUs where K is the\n"
-"    largest divisor of the MCUs per row that is <= `mcus` (so restart intervals tile the MCU\n"
-"    rows), the JFIF (APP0) or Adobe (APP14) marker libjpeg writes for the colour space, and\n"
+"    smallest divisor of the MCUs per row that is >= `mcus` and >= the MCUs that hold about\n"
+"    `min_bytes` of `data` on average (so restart intervals tile the MCU rows, and a flat image\n"
+"    of tiny MCUs does not get a marker per MCU), the JFIF (APP0) or Adobe (APP14) marker libjpeg writes for the colour space, and\n"
 "    no other marker (EXIF, ICC, comments are dropped). None when libjpeg refuses the data,\n"
 "    warns while reading it (corrupt data), or the image has more than max_pixels pixels:\n"
 "    the caller keeps the original bytes. The GIL is released while libjpeg works.\n"
@@ -61,15 +62,55 @@ tc_output_message(j_common_ptr cinfo)
     (void)cinfo;
 }
 
+/* ---- a growing output buffer that this module owns (freed on every path, error or not) -- */
+
+typedef struct {
+    struct jpeg_destination_mgr pub;
+    unsigned char *buf;
+    size_t size;                 /* bytes allocated */
+    int failed;
+} OutBuf;
+
+static void
+out_init(j_compress_ptr cinfo)
+{
+    OutBuf *out = (OutBuf *)cinfo->dest;
+    out->pub.next_output_byte = out->buf;
+    out->pub.free_in_buffer = out->size;
+}
+
+static boolean
+out_grow(j_compress_ptr cinfo)
+{
+    OutBuf *out = (OutBuf *)cinfo->dest;
+    size_t used = out->size;     /* libjpeg calls this when the buffer is full */
+    unsigned char *bigger = realloc(out->buf, out->size * 2);
+    if (bigger == NULL) {
+        out->failed = 1;
+        ERREXIT1(cinfo, JERR_OUT_OF_MEMORY, 10);
+    }
+    out->buf = bigger;
+    out->size *= 2;
+    out->pub.next_output_byte = out->buf + used;
+    out->pub.free_in_buffer = out->size - used;
+    return TRUE;
+}
+
+static void
+out_term(j_compress_ptr cinfo)
+{
+    (void)cinfo;
+}
+
 /* ---- the work, without the GIL -------------------------------------------------------- */
 
 typedef struct {
     const unsigned char *in;
     size_t in_size;
     unsigned int mcus;
+    unsigned long long min_bytes;
     unsigned long long max_pixels;
-    unsigned char *out;          /* malloc'ed by jpeg_mem_dest; freed by the caller */
-    unsigned long out_size;
+    OutBuf out;                  /* out.buf is freed by the caller */
     struct jpeg_decompress_struct src;
     struct jpeg_compress_struct dst;
     ErrorMgr err;                /* shared by both objects: one jump target */
@@ -87,15 +128,37 @@ mcus_per_row(int num_components, jpeg_component_info *comps, unsigned int width)
     return (width + max_h * DCTSIZE - 1) / (max_h * DCTSIZE);
 }
 
+/* The smallest divisor of per_row that is >= wanted (so restart intervals tile the MCU rows). */
 static unsigned int
 interval_for(unsigned int per_row, unsigned int wanted)
 {
-    unsigned int k = wanted < per_row ? wanted : per_row;
-    if (k > 65535)
-        k = 65535;
-    while (k > 1 && per_row % k != 0)
-        k--;
-    return k < 1 ? 1 : k;
+    unsigned int k = wanted < 1 ? 1 : wanted;
+    if (k >= per_row)
+        return per_row < 1 ? 1 : (per_row > 65535 ? 65535 : per_row);
+    while (per_row % k != 0)
+        k++;
+    return k > 65535 ? 65535 : k;
+}
+
+/* MCUs per interval: `mcus`, raised so that an interval holds about min_bytes of the input's data
+ * (a marker costs 2-3 bytes; in a flat image of tiny MCUs one per MCU would multiply the size). */
+static unsigned int
+wanted_mcus(const Job *job, unsigned int per_row)
+{
+    unsigned long long rows = 0, total;
+    int max_v = 1;
+    if (job->dst.num_components == 1) {
+        rows = (job->dst.image_height + DCTSIZE - 1) / DCTSIZE;
+    } else {
+        for (int c = 0; c < job->dst.num_components; c++)
+            if (job->dst.comp_info[c].v_samp_factor > max_v)
+                max_v = job->dst.comp_info[c].v_samp_factor;
+        rows = (job->dst.image_height + max_v * DCTSIZE - 1) / (max_v * DCTSIZE);
+    }
+    total = rows * per_row;
+    unsigned long long by_size = job->min_bytes && job->in_size
+        ? (job->min_bytes * total + job->in_size - 1) / job->in_size : 1;
+    return by_size > job->mcus ? (unsigned int)(by_size < 65535 ? by_size : 65535) : job->mcus;
 }
 
 /* 1: done (job->out holds the JPEG), 0: refused. Every libjpeg object is destroyed on return. */
@@ -114,8 +177,6 @@ run_job(Job *job)
         if (dst_created)
             jpeg_destroy_compress(&job->dst);
         jpeg_destroy_decompress(&job->src);
-        free(job->out);
-        job->out = NULL;
         return 0;
     }
     jpeg_mem_src(&job->src, job->in, (unsigned long)job->in_size);
@@ -136,9 +197,16 @@ run_job(Job *job)
     job->dst.optimize_coding = TRUE;
     job->dst.arith_code = FALSE;
     job->dst.restart_in_rows = 0;
-    job->dst.restart_interval = interval_for(
-        mcus_per_row(job->dst.num_components, job->dst.comp_info, job->dst.image_width), job->mcus);
-    jpeg_mem_dest(&job->dst, &job->out, &job->out_size);
+    unsigned int per_row = mcus_per_row(job->dst.num_components, job->dst.comp_info, job->dst.image_width);
+    job->dst.restart_interval = interval_for(per_row, wanted_mcus(job, per_row));
+    job->out.size = job->in_size + 4096;  /* re-coded files are about the size of the input */
+    job->out.buf = malloc(job->out.size);
+    if (job->out.buf == NULL)
+        ERREXIT1(&job->dst, JERR_OUT_OF_MEMORY, 11);
+    job->out.pub.init_destination = out_init;
+    job->out.pub.empty_output_buffer = out_grow;
+    job->out.pub.term_destination = out_term;
+    job->dst.dest = &job->out.pub;
     jpeg_write_coefficients(&job->dst, coefs);
     jpeg_finish_compress(&job->dst);
     jpeg_destroy_compress(&job->dst);
@@ -146,23 +214,20 @@ run_job(Job *job)
     jpeg_finish_decompress(&job->src);
     int warned = job->err.warned;
     jpeg_destroy_decompress(&job->src);
-    if (warned) {
-        free(job->out);
-        job->out = NULL;
-        return 0;
-    }
-    return 1;
+    return !warned;
 }
 
 static PyObject *
 transcode(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"data", "mcus", "max_pixels", NULL};
+    static char *keywords[] = {"data", "mcus", "min_bytes", "max_pixels", NULL};
     Py_buffer view;
     unsigned int mcus = 1;
+    unsigned long long min_bytes = 0;
     unsigned long long max_pixels = 1ULL << 30;
     (void)module;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|IK:transcode", keywords, &view, &mcus, &max_pixels))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|IKK:transcode", keywords, &view, &mcus, &min_bytes,
+                                     &max_pixels))
         return NULL;
     if (mcus < 1) {
         PyBuffer_Release(&view);
@@ -176,6 +241,7 @@ transcode(PyObject *module, PyObject *args, PyObject *kwargs)
     job->in = view.buf;
     job->in_size = (size_t)view.len;
     job->mcus = mcus;
+    job->min_bytes = min_bytes;
     job->max_pixels = max_pixels;
     int ok = 0;
     if (job->in_size > 0) {
@@ -186,12 +252,13 @@ transcode(PyObject *module, PyObject *args, PyObject *kwargs)
     PyBuffer_Release(&view);
     PyObject *result;
     if (ok) {
-        result = PyBytes_FromStringAndSize((const char *)job->out, (Py_ssize_t)job->out_size);
+        size_t written = job->out.size - job->out.pub.free_in_buffer;
+        result = PyBytes_FromStringAndSize((const char *)job->out.buf, (Py_ssize_t)written);
     } else {
         result = Py_None;
         Py_INCREF(result);
     }
-    free(job->out);
+    free(job->out.buf);
     free(job);
     return result;
 }
@@ -230,7 +297,7 @@ restart_interval(PyObject *module, PyObject *arg)
 
 static PyMethodDef methods[] = {
     {"transcode", (PyCFunction)(void (*)(void))transcode, METH_VARARGS | METH_KEYWORDS,
-     "transcode(data, mcus=1, max_pixels=1<<30) -> bytes | None (see the module docstring)"},
+     "transcode(data, mcus=1, min_bytes=0, max_pixels=1<<30) -> bytes | None (see the module docstring)"},
     {"restart_interval", (PyCFunction)restart_interval, METH_O,
      "restart_interval(data) -> (interval, mcus_per_row) | None (see the module docstring)"},
     {NULL, NULL, 0, NULL},

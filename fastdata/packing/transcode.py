@@ -4,7 +4,7 @@
 (:mod:`fastdata.packing._jpegtranscode`): the DCT coefficients are copied, so every decoder gives
 the pixels it gives for the original file; the entropy coding becomes baseline Huffman with
 optimized tables (progressive and arithmetic-coded files too) and a restart marker every
-:data:`RESTART_MCUS` MCUs, which tile the MCU rows, so that a crop can be decoded from only the
+:data:`RESTART_MCUS` MCUs (more in flat images, :data:`MIN_INTERVAL_BYTES`), which tile the MCU rows, so that a crop can be decoded from only the
 restart intervals that cover it. EXIF, ICC profiles and comments are dropped (``convert("RGB")``
 does not use them); the JFIF or Adobe marker that sets the colour transform is kept.
 
@@ -22,13 +22,17 @@ try:
 except ImportError:  # pragma: no cover - the extension is optional
     _jpegtranscode = None
 
-__all__ = ["RESTART_MCUS", "available", "restart_interval", "to_ranges", "transcode_jpeg"]
+__all__ = ["MIN_INTERVAL_BYTES", "RESTART_MCUS", "available", "restart_interval", "to_ranges", "transcode_jpeg"]
 
 RESTART_MCUS = 1
-"""MCUs per restart interval wanted (the largest divisor of the MCUs per row up to it is used).
+"""MCUs per restart interval: K = 1 (measured for issue 16: crops decode 1.31x faster than without restart
+intervals at K = 1, 1.21x at K = 2, for +2.7% of marker bytes, which optimized Huffman tables' -4% pay for)."""
 
-Measured (bench/pack_transcode.py, issue 16): K = 1 makes crops 1.31x faster to decode than K = 2's 1.21x,
-for +2.7% of marker bytes, which optimized Huffman tables (-4%) more than pay for."""
+MIN_INTERVAL_BYTES = 32
+"""...unless an interval would then hold fewer bytes than this on average (the file's size over its MCUs): K is
+raised to the smallest divisor of the MCUs per row that reaches it. A marker costs 2-3 bytes, so a flat image of
+tiny MCUs would otherwise grow several-fold (a uniform 1000x1000 4:4:4 JPEG: 12 KB -> 47 KB at K = 1, 12.3 KB
+with this rule); photos (100+ bytes per MCU) keep K = 1 (bench/pack_transcode.py counts the images raised)."""
 
 _warned = False
 
@@ -57,7 +61,7 @@ def transcode_jpeg(data: bytes, *, max_pixels: int | None = None) -> bytes | Non
                           "(install a C compiler and libjpeg-dev, then reinstall fastdata)", RuntimeWarning,
                           stacklevel=2)
         return None
-    return _jpegtranscode.transcode(data, RESTART_MCUS, max_pixels or (1 << 62))
+    return _jpegtranscode.transcode(data, RESTART_MCUS, MIN_INTERVAL_BYTES, max_pixels or (1 << 62))
 
 
 def restart_interval(data: bytes) -> tuple[int, int] | None:

@@ -115,6 +115,12 @@ def layout(data: bytes) -> dict:
             "rst": rst, "scans": data.count(b"\xff\xda"), "codes": [c for c, _ in segs]}
 
 
+def expected_interval(original: bytes, got: dict) -> int:
+    """Pack's rule: K = 1 MCU, raised to hold MIN_INTERVAL_BYTES of the original on average, then up to a divisor of the row."""
+    wanted = max(transcode.RESTART_MCUS, -(-transcode.MIN_INTERVAL_BYTES * got["mcus"] // len(original)))
+    return next(k for k in range(min(wanted, got["per_row"]), got["per_row"] + 1) if got["per_row"] % k == 0)
+
+
 @pytest.fixture(scope="module", params=sorted(KINDS))
 def kind(request) -> tuple[str, bytes, bytes]:
     original = KINDS[request.param]()
@@ -157,7 +163,7 @@ def test_restart_intervals_tile_mcu_rows_baseline_optimized(kind):
     name, original, recoded = kind
     got = layout(recoded)
     assert got["frame"] == 0xC0 and got["scans"] == 1, name  # baseline sequential Huffman, one scan
-    assert got["interval"] == transcode.RESTART_MCUS and got["per_row"] % got["interval"] == 0, (name, got)
+    assert got["interval"] == expected_interval(original, got), (name, got)
     assert got["rst"] == got["mcus"] // got["interval"] - 1, (name, got)  # every interval ends with its RST
     assert transcode.restart_interval(recoded) == (got["interval"], got["per_row"])
     assert 0xE1 not in got["codes"] and 0xE2 not in got["codes"] and 0xFE not in got["codes"]  # no EXIF, ICC, COM
@@ -176,6 +182,7 @@ def test_tiny_and_odd_sizes(subsampling):
         assert recoded is not None
         np.testing.assert_array_equal(pil_rgb(recoded), pil_rgb(original), err_msg=f"{height}x{width}")
         got = layout(recoded)
+        assert got["interval"] == expected_interval(original, got)
         assert got["per_row"] % got["interval"] == 0 and got["rst"] == got["mcus"] // got["interval"] - 1
 
 
@@ -185,6 +192,17 @@ def test_photos_get_smaller():
     originals = [encode(natural_image(rng, 375, 500), "JPEG", quality=90) for _ in range(6)]
     recoded = [transcode.transcode_jpeg(o) for o in originals]
     assert sum(map(len, recoded)) < sum(map(len, originals))
+
+
+def test_flat_images_do_not_grow():
+    """One marker per MCU would make a flat image's tiny MCUs several times larger: K is raised instead."""
+    flat = encode(np.full((1000, 1000, 3), 128, np.uint8), "JPEG", quality=90, subsampling=0, optimize=True)
+    recoded = transcode.transcode_jpeg(flat)
+    got = layout(recoded)
+    assert got["interval"] > 1 and got["per_row"] % got["interval"] == 0 and len(recoded) < 1.1 * len(flat)
+    np.testing.assert_array_equal(pil_rgb(recoded), pil_rgb(flat))
+    photo = encode(natural_image(np.random.default_rng(2), 375, 500), "JPEG", quality=90)
+    assert layout(transcode.transcode_jpeg(photo))["interval"] == 1  # photos keep one MCU per interval
 
 
 def test_files_it_cannot_recode_losslessly_give_none():
