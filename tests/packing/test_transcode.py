@@ -383,3 +383,15 @@ def test_damaged_jpegs_give_none_or_the_same_pixels():
             continue
         np.testing.assert_array_equal(pil_rgb(out), expected, err_msg=f"corruption {i}")
     assert recoded > 20  # some damage is harmless (a changed table value, a cut after the last scan)
+
+
+def test_cli_keep_bytes(source, tmp_path, capsys):
+    from fastdata.cli import main
+
+    assert main(["pack", str(source), str(tmp_path / "k"), "--format", "lmdb", "--keep-bytes", "--no-progress",
+                 "--workers", "0"]) == 0
+    assert main(["pack", str(source), str(tmp_path / "t"), "--format", "lmdb", "--no-progress", "--workers", "0"]) == 0
+    assert Manifest.load(tmp_path / "k").options["keep_bytes"] is True and Manifest.load(tmp_path / "k").transcoded == []
+    assert Manifest.load(tmp_path / "t").options["keep_bytes"] is False and Manifest.load(tmp_path / "t").transcoded
+    assert main(["pack", str(source), str(tmp_path / "k"), "--format", "lmdb", "--no-progress", "--resume"]) == 2
+    assert "--keep-bytes is False (the pack used True)" in capsys.readouterr().err
