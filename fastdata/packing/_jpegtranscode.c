@@ -24,9 +24,10 @@ PyDoc_STRVAR(module_doc,
 "    The JPEG `data` rewritten losslessly (the same DCT coefficients, so the same pixels in\n"
 "    any decoder): baseline sequential Huffman coding with optimized tables (progressive and\n"
 "    arithmetic-coded input becomes baseline), a restart marker every K MCUs where K is the\n"
-"    smallest divisor of the MCUs per row that is >= `mcus` and >= the MCUs that hold about\n"
-"    `min_bytes` of `data` on average (so restart intervals tile the MCU rows, and a flat image\n"
-"    of tiny MCUs does not get a marker per MCU), the JFIF (APP0) or Adobe (APP14) marker libjpeg writes for the colour space, and\n"
+"    divisor of the MCUs per row nearest above max(`mcus`, the MCUs that hold about `min_bytes`\n"
+"    of `data` on average), or below when the one above is more than twice that (so restart\n"
+"    intervals tile the MCU rows, and a flat image of tiny MCUs does not get a marker per\n"
+"    MCU), the JFIF (APP0) or Adobe (APP14) marker libjpeg writes for the colour space, and\n"
 "    no other marker (EXIF, ICC, comments are dropped). None when libjpeg refuses the data,\n"
 "    warns while reading it (corrupt data), or the image has more than max_pixels pixels:\n"
 "    the caller keeps the original bytes. The GIL is released while libjpeg works.\n"
@@ -128,16 +129,22 @@ mcus_per_row(int num_components, jpeg_component_info *comps, unsigned int width)
     return (width + max_h * DCTSIZE - 1) / (max_h * DCTSIZE);
 }
 
-/* The smallest divisor of per_row that is >= wanted (so restart intervals tile the MCU rows). */
+/* A divisor of per_row near `wanted` (so restart intervals tile the MCU rows): the smallest one >= wanted
+ * unless that is more than twice wanted (a row of a prime number of MCUs), then the largest one <= wanted. */
 static unsigned int
 interval_for(unsigned int per_row, unsigned int wanted)
 {
-    unsigned int k = wanted < 1 ? 1 : wanted;
-    if (k >= per_row)
-        return per_row < 1 ? 1 : (per_row > 65535 ? 65535 : per_row);
-    while (per_row % k != 0)
-        k++;
-    return k > 65535 ? 65535 : k;
+    unsigned int up, down;
+    if (wanted <= 1 || per_row <= 1)
+        return 1;
+    if (wanted >= per_row)
+        return per_row > 65535 ? 65535 : per_row;
+    for (up = wanted; per_row % up != 0; up++)
+        ;
+    for (down = wanted; per_row % down != 0; down--)
+        ;
+    up = up / 2 <= wanted ? up : down;
+    return up > 65535 ? 65535 : up;
 }
 
 /* MCUs per interval: `mcus`, raised so that an interval holds about min_bytes of the input's data

@@ -28,11 +28,14 @@ RESTART_MCUS = 1
 """MCUs per restart interval: K = 1 (measured for issue 16: crops decode 1.31x faster than without restart
 intervals at K = 1, 1.21x at K = 2, for +2.7% of marker bytes, which optimized Huffman tables' -4% pay for)."""
 
-MIN_INTERVAL_BYTES = 32
+MIN_INTERVAL_BYTES = 64
 """...unless an interval would then hold fewer bytes than this on average (the file's size over its MCUs): K is
-raised to the smallest divisor of the MCUs per row that reaches it. A marker costs 2-3 bytes, so a flat image of
-tiny MCUs would otherwise grow several-fold (a uniform 1000x1000 4:4:4 JPEG: 12 KB -> 47 KB at K = 1, 12.3 KB
-with this rule); photos (100+ bytes per MCU) keep K = 1 (bench/pack_transcode.py counts the images raised)."""
+raised to the divisor of the MCUs per row just above (or just below, where that is more than twice as many). A
+marker costs about 3 bytes, so a flat image of tiny MCUs would otherwise grow several-fold (a uniform 1000x1000
+4:4:4 JPEG: 12 KB -> 47 KB at K = 1, 12.3 KB with this rule). Measured (bench/pack_transcode.py): ImageNet-like
+JPEGs (about 140 bytes per MCU) keep K = 1 but 3%, and end 1.2% smaller than the originals; camera-sized photos
+(about 55 bytes per MCU, `--profile photos`) are 3.0% larger at K = 1 and 2.0% with this rule (a row of a prime
+number of MCUs keeps K = 1: one interval per row would lose the random access)."""
 
 _warned = False
 

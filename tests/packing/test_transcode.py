@@ -116,9 +116,12 @@ def layout(data: bytes) -> dict:
 
 
 def expected_interval(original: bytes, got: dict) -> int:
-    """Pack's rule: K = 1 MCU, raised to hold MIN_INTERVAL_BYTES of the original on average, then up to a divisor of the row."""
+    """Pack's rule: K = 1 MCU, raised to hold MIN_INTERVAL_BYTES of the original on average, then to the divisor of the
+    MCUs per row just above (just below where that is more than twice as many: a prime number of MCUs)."""
     wanted = max(transcode.RESTART_MCUS, -(-transcode.MIN_INTERVAL_BYTES * got["mcus"] // len(original)))
-    return next(k for k in range(min(wanted, got["per_row"]), got["per_row"] + 1) if got["per_row"] % k == 0)
+    divisors = [k for k in range(1, got["per_row"] + 1) if got["per_row"] % k == 0]
+    up = min([k for k in divisors if k >= wanted], default=got["per_row"])
+    return up if up <= 2 * wanted else max(k for k in divisors if k <= wanted)
 
 
 @pytest.fixture(scope="module", params=sorted(KINDS))
@@ -395,3 +398,28 @@ def test_cli_keep_bytes(source, tmp_path, capsys):
     assert Manifest.load(tmp_path / "t").options["keep_bytes"] is False and Manifest.load(tmp_path / "t").transcoded
     assert main(["pack", str(source), str(tmp_path / "k"), "--format", "lmdb", "--no-progress", "--resume"]) == 2
     assert "--keep-bytes is False (the pack used True)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("profile", "count", "growth"), [("imagenet", 40, 1.0), ("photos", 3, 1.03)])
+def test_generated_sets_keep_their_pixels(tmp_path, profile, count, growth):
+    """Every JPEG of a generated ImageNet-like set (and of the large-photo profile) re-codes to PIL's same pixels."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+    import make_imagenet_like
+
+    make_imagenet_like.generate(tmp_path, num_images=count, num_classes=2, seed=16, workers=1, progress=False,
+                                profile=profile, gray_fraction=0.2)
+    jpegs = [p.read_bytes() for p in sorted(tmp_path.rglob("*.JPEG")) if p.read_bytes()[:2] == b"\xff\xd8"]
+    assert len(jpegs) >= count * 3 // 4
+    before = after = 0
+    for data in jpegs:
+        recoded = transcode.transcode_jpeg(data)
+        assert recoded is not None
+        np.testing.assert_array_equal(pil_rgb(recoded), pil_rgb(data))
+        got = layout(recoded)
+        assert got["interval"] == expected_interval(data, got) and got["rst"] == got["mcus"] // got["interval"] - 1
+        before, after = before + len(data), after + len(recoded)
+    # ImageNet-like: optimized Huffman tables pay for the markers; large photos (fewer bytes per MCU) grow a little
+    assert after < growth * before
