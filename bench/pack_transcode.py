@@ -122,7 +122,7 @@ def table(r: dict) -> str:
         f"{100 * r['transcode_share']:.1f}%",
         f"transcode alone, one core: {r['transcode_alone_images_per_s']:.0f} JPEGs/s ({r['transcode_failed']} kept "
         "unchanged)",
-        "JPEG bytes by restart interval (K: MCUs, the smallest divisor of the MCUs per row >= the number; NB: raised "
+        "JPEG bytes by restart interval (K: MCUs, the divisor of the MCUs per row nearest above the number; NB: raised "
         "so an interval holds N bytes of the input on average) vs the originals; pack uses "
         f"K=1,{r['min_interval_bytes']}B:",
     ]
