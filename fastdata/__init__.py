@@ -17,8 +17,9 @@ from fastdata.dataset import ShardDataset
 from fastdata.decode import get_decoder
 from fastdata.formats import CorruptRecordError, DatasetChangedError, Manifest
 from fastdata.loader import DataLoaderX, DataPrefetcher, NormalizeCollate, fast_collate
+from fastdata.mixing import MixedDataset
 from fastdata.packing import ShardWriter, pack, repack, verify
-from fastdata.sampler import DistributedSampler
+from fastdata.sampler import DistributedSampler, EvalSampler, MixedSampler
 
 __all__ = [
     "CorruptRecordError",
@@ -26,7 +27,10 @@ __all__ = [
     "DataPrefetcher",
     "DatasetChangedError",
     "DistributedSampler",
+    "EvalSampler",
     "Manifest",
+    "MixedDataset",
+    "MixedSampler",
     "NormalizeCollate",
     "ShardDataset",
     "ShardWriter",

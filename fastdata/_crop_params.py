@@ -8,7 +8,9 @@ the same, driven by 40 uniforms drawn in one call.
 
 from __future__ import annotations
 
+import functools
 import math
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,6 +19,28 @@ import torch
 __all__ = ["sample_crop"]
 
 _TRIES = 10  # torchvision's RandomResizedCrop tries this many random crops before a central one
+_local = threading.local()  # one reused 1-element tensor per thread for torch's uniform draws
+
+
+@functools.lru_cache(maxsize=64)
+def _log_ratio(ratio: tuple[float, ...], dtype: torch.dtype) -> tuple[float, float]:
+    """torchvision's ``torch.log(torch.tensor(ratio))`` bounds (in the default dtype), computed once."""
+    log_ratio = torch.log(torch.tensor(ratio, dtype=dtype))
+    return float(log_ratio[0]), float(log_ratio[1])
+
+
+def _uniform(low: float, high: float) -> float:
+    """``torch.empty(1).uniform_(low, high).item()``: the same draw from torch's RNG, without the allocation."""
+    buffer = getattr(_local, "buffer", None)
+    if buffer is None:
+        buffer = _local.buffer = torch.empty(1)
+    return buffer.uniform_(low, high).item()
+
+
+def _exp_uniform(low: float, high: float) -> float:
+    """``torch.exp(torch.empty(1).uniform_(low, high)).item()`` (float32 exp, as torchvision computes it)."""
+    _uniform(low, high)
+    return _local.buffer.exp_().item()
 
 
 def _params_from_uniforms(
@@ -70,10 +94,10 @@ def sample_crop(
     if rng is not None:
         return _params_from_uniforms(height, width, scale, ratio, rng.random(4 * _TRIES).tolist())
     area = height * width
-    log_ratio = torch.log(torch.tensor(ratio))
+    log_low, log_high = _log_ratio(tuple(ratio), torch.get_default_dtype())
     for _ in range(_TRIES):
-        target_area = area * torch.empty(1).uniform_(scale[0], scale[1]).item()
-        aspect = torch.exp(torch.empty(1).uniform_(log_ratio[0], log_ratio[1])).item()
+        target_area = area * _uniform(scale[0], scale[1])
+        aspect = _exp_uniform(log_low, log_high)
         crop_w = int(round(math.sqrt(target_area * aspect)))
         crop_h = int(round(math.sqrt(target_area / aspect)))
         if 0 < crop_w <= width and 0 < crop_h <= height:

@@ -18,7 +18,7 @@ from torch.utils.data import get_worker_info
 
 from fastdata.shared_ring import acquire
 
-__all__ = ["DecodedBatch", "empty_tensor"]
+__all__ = ["DecodedBatch", "MultiDecodedBatch", "empty_tensor"]
 
 
 def empty_tensor(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
@@ -62,3 +62,22 @@ class DecodedBatch(list):
     def nchw(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(images [N, 3, H, W], labels [N])``: the NHWC memory seen as NCHW (``channels_last``), no copy."""
         return self.images.permute(0, 3, 1, 2), self.labels
+
+
+class MultiDecodedBatch(list):
+    """``([crop_0, ..., crop_k-1], label)`` pairs whose crops are slots of k uint8 NHWC tensors (multi-crop).
+
+    Attributes:
+        images: k uint8 tensors ``[N, H_j, W_j, 3]``, one per crop position.
+        labels: int64 tensor ``[N]``.
+    """
+
+    def __init__(self, images: Sequence[torch.Tensor], labels: torch.Tensor) -> None:
+        arrays = [i.numpy() for i in images]
+        super().__init__(([a[n] for a in arrays], int(labels[n])) for n in range(len(labels)))
+        self.images = list(images)
+        self.labels = labels
+
+    def nchw(self) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """``([images_j [N, 3, H_j, W_j], ...], labels)``: each NHWC buffer seen as NCHW, no copy."""
+        return [i.permute(0, 3, 1, 2) for i in self.images], self.labels

@@ -1,17 +1,22 @@
-"""``fastdata pack | repack | inspect | verify | bench``: the command line. Flags map one to one onto function keywords."""
+"""``fastdata pack | repack | merge | inspect | verify | bench``: the command line. Flags map one to one onto function keywords."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import re
 import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from fastdata import __version__
 from fastdata.decode.limits import DEFAULT_MAX_PIXELS
+
+if TYPE_CHECKING:
+    from fastdata.packing.options import PackOptions
 
 _UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "kib": 2**10, "m": 10**6, "mb": 10**6, "mib": 2**20,
           "g": 10**9, "gb": 10**9, "gib": 2**30}
@@ -45,6 +50,19 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _part(text: str) -> tuple[int, int]:
+    from fastdata.packing.plan import parse_part
+
+    try:
+        return parse_part(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
 EXIT_STATUS = """exit status:
   0    success
   1    damage found (verify)
@@ -63,11 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"fastdata {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more detail")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{pack,repack,inspect,verify,bench}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{pack,repack,merge,inspect,verify,bench}")
 
     p = sub.add_parser("pack", help="pack an image folder (one subfolder per class) into shards",
                        epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("src", help="image folder in ImageFolder layout")
+    p.add_argument("src", help="what to pack: an ImageFolder tree, a .csv/.jsonl/.parquet file list, Parquet files "
+                   "(Hugging Face layout: a file, folder or glob), WebDataset tars (shard-{000000..000009}.tar), a "
+                   "fastdata pack or TFRecord files")
     p.add_argument("out", help="output folder for shards, index files and manifest.json, or a URL "
                    "(s3://bucket/x, gs://...): shards are uploaded as they complete, manifest.json last")
     p.add_argument("--format", required=True, choices=["tfrecord", "lmdb"], help="storage format")
@@ -93,10 +113,33 @@ def build_parser() -> argparse.ArgumentParser:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--resume", action="store_true",
                        help="finish an interrupted pack in OUT (same SRC and options, or it is refused)")
+    group.add_argument("--append", action="store_true",
+                       help="add SRC's samples to the finished pack in OUT as new shards (new manifest written last)")
     group.add_argument("--overwrite", action="store_true",
                        help="replace the dataset OUT holds, or pack into a non-empty folder; only fastdata's own "
                             "files are ever deleted")
+    p.add_argument("--source", default="auto",
+                   choices=["auto", "imagefolder", "list", "parquet", "webdataset", "pack", "tfrecord"],
+                   help="the kind of SRC (default: told by what SRC is)")
+    p.add_argument("--label-column", default=None,
+                   help="column (or .json key) with the label: class names map to indices in sorted order, integers "
+                        "are kept (default: label; without one, every label is 0)")
+    p.add_argument("--image-column", default=None,
+                   help="column with the image path/URL (lists; default: path, file, filename, image or url) or the "
+                        "{bytes, path} image struct (Parquet; default: the first such column)")
+    p.add_argument("--fields", type=_names, default=(),
+                   help="comma-separated columns (or .json keys) to keep with each sample, e.g. boxes,labels")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    p.add_argument("--range-size", type=_positive_int, default=None,
+                   help="samples per range of the plan (default 10000, rounded up to a multiple of "
+                        "--samples-per-shard): one task each; shards never cross a range end")
+    p.add_argument("--engine", choices=["local", "ray"], default="local",
+                   help="local: this machine's process pool (default); ray: one Ray task per range")
+    p.add_argument("--ray-address", default=None, help="Ray cluster for --engine ray (default: RAY_ADDRESS, "
+                   "else a local Ray)")
+    p.add_argument("--part", type=_part, default=None, metavar="I/N",
+                   help="pack only part I of N (0-based; e.g. $SLURM_ARRAY_TASK_ID/16) and write its partial "
+                        "manifest; `fastdata merge OUT` finishes once every part is done")
     p.set_defaults(run=_run_pack)
 
     p = sub.add_parser("repack", help="rewrite a packed dataset with every JPEG re-coded losslessly for random access")
@@ -108,6 +151,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace the dataset NEW holds")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     p.set_defaults(run=_run_repack)
+
+    p = sub.add_parser("merge", help="check the parts that `pack --part I/N` wrote into OUT and write its manifest")
+    p.add_argument("out", help="the folder every `fastdata pack SRC OUT --part I/N` wrote into")
+    p.add_argument("--no-crc", dest="check_crc", action="store_false",
+                   help="check shard sizes only, not their CRC32C (which reads every shard)")
+    p.add_argument("--allow-empty", action="store_true", help="write a dataset even when every image was skipped")
+    p.set_defaults(run=_run_merge)
 
     p = sub.add_parser("inspect", help="summarize a packed dataset")
     p.add_argument("root", help="folder or URL written by `fastdata pack`")
@@ -134,13 +184,7 @@ def _run_pack(args: argparse.Namespace) -> int:
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
-        manifest = pack(
-            args.src, args.out, format=args.format, shard_size=args.shard_size,
-            samples_per_shard=args.samples_per_shard, max_side=args.max_side, quality=args.quality,
-            shuffle_seed=args.shuffle_seed, workers=args.workers, strict=args.strict, resume=args.resume,
-            overwrite=args.overwrite, progress=args.progress, max_pixels=args.max_pixels, allow_empty=args.allow_empty,
-            keep_bytes=args.keep_bytes,
-        )
+        manifest = pack(args.src, args.out, options=_pack_options(args))
     except NothingPackedError as exc:
         print(f"fastdata: error: nothing was packed: all {len(exc.skipped)} image(s) in {args.src} were skipped:",
               file=sys.stderr)
@@ -151,6 +195,11 @@ def _run_pack(args: argparse.Namespace) -> int:
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
+    if args.part is not None:
+        print(f"packed part {manifest.part}/{manifest.parts}: {len(manifest.ranges)} range(s), {manifest.packed} "
+              f"packed by this run, {manifest.num_samples} images in {len(manifest.shards)} shard(s) into {args.out}; "
+              f"run `fastdata merge {args.out}` once every part is done")
+        return 0
     size = sum(s.nbytes for s in manifest.shards)
     print(f"packed {manifest.num_samples} images of {len(manifest.classes)} classes into "
           f"{len(manifest.shards)} {manifest.format} shard(s), {size / 1e6:.1f} MB, in {args.out}")
@@ -178,6 +227,14 @@ def _run_repack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pack_options(args: argparse.Namespace) -> PackOptions:
+    """The pack's options from its flags (one flag per field of :class:`PackOptions`)."""
+    from fastdata.packing.options import PackOptions
+
+    names = [f.name for f in dataclasses.fields(PackOptions)]
+    return PackOptions(**{name: getattr(args, name) for name in names if hasattr(args, name)})
+
+
 def _match_pillow_limit(max_pixels: int) -> None:
     """Let Pillow decode what ``--max-pixels`` allows: its own limit is checked again when a TIFF is loaded."""
     from PIL import Image
@@ -192,6 +249,15 @@ def _terminate(signum: int, frame: object) -> None:
     """SIGTERM handler for ``pack``: stop like Ctrl-C; a second SIGTERM kills at once."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     raise Terminated()
+
+
+def _run_merge(args: argparse.Namespace) -> int:
+    from fastdata.packing.merge import merge
+
+    manifest = merge(args.out, check_crc=args.check_crc, allow_empty=args.allow_empty)
+    print(f"merged {manifest.num_samples} images of {len(manifest.classes)} classes in {len(manifest.shards)} "
+          f"{manifest.format} shard(s) into {args.out}")
+    return 0
 
 
 def _run_inspect(args: argparse.Namespace) -> int:

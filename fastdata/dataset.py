@@ -15,11 +15,14 @@ from torch.utils.data import Dataset
 
 from fastdata._malloc import pin_mmap_threshold
 from fastdata.batch import DecodedBatch, empty_tensor
+from fastdata.batch_decode import decode_all_into
 from fastdata.formats import get_format
 from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase
+from fastdata.formats.fields import decode_values, field_types
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.formats.packed import OpenedPack, open_pack
 from fastdata.formats.tfrecord import TFRecordShardReader, build_index, max_index_bytes, read_index, write_index
+from fastdata.resolution import transform_for
 from fastdata.seeding import sample_generator
 from fastdata.storage.shards import RemoteShards
 from fastdata.storage.urls import is_url
@@ -41,9 +44,7 @@ class ShardDataset(Dataset):
 
     Nothing is served unchecked (packed datasets): opening checks every file the manifest names
     (inside the folder, regular, of the recorded size; ``targets.npy`` against its checksum and
-    the manifest's counts) before allocating anything; every read checks the record (TFRecord
-    framing CRCs, LMDB per-record CRC32C) and that the label the record carries is the one in
-    ``targets.npy``. A failed check raises :class:`~fastdata.formats.base.CorruptRecordError`
+    counts); every read checks the record (TFRecord framing CRCs, LMDB per-record CRC32C) and its label. A failed check raises :class:`~fastdata.formats.base.CorruptRecordError`
     naming the shard, record, sample and the ``fastdata verify`` to run. A shard opened after the
     dataset was re-packed raises :class:`~fastdata.formats.base.DatasetChangedError` instead of
     mixing two packs; shards already open keep reading the files they opened.
@@ -55,7 +56,6 @@ class ShardDataset(Dataset):
 
     Images are decoded as PIL decodes them; one that cannot be, or that declares more pixels than
     :func:`fastdata.decode.set_max_pixels` allows, raises :class:`~fastdata.decode.DecodeError`.
-    A dataset packed with ``allow_empty`` from a folder whose every file was skipped has length 0.
 
     Args:
         root: a folder written by ``fastdata pack``; or, without a manifest, TFRecord files as a
@@ -72,6 +72,9 @@ class ShardDataset(Dataset):
         cache_limit: byte budget of the cached shards (``"200GB"``, ``"512MiB"`` or an int; None: no
             limit). Shards nobody reads are evicted, the one needed furthest in the future first.
         prefetch: shards downloaded ahead of the reader, in the order the loader will read them.
+        decode_threads: threads decoding a batch in one native call (``RandomResizedCrop``; :mod:`fastdata.batch_decode`).
+        fields: names of fields kept at pack time (``--fields``); ``ds[i]`` is then ``(image, label, {name: value})``,
+            typed as :mod:`fastdata.formats.fields` says. ``ValueError`` names the fields a pack has.
 
     A dataset at a URL needs a ``manifest.json`` (``fastdata pack SRC s3://bucket/x``). Each shard
     is downloaded once per node, checked against the manifest's size and CRC32C, and read from the
@@ -79,12 +82,9 @@ class ShardDataset(Dataset):
     so downloads run ahead of the reader. See :mod:`fastdata.storage`.
 
     Raises:
-        ValueError: ``cache_limit`` is smaller than the minimum (the message says it), or not a size.
-        FileNotFoundError: no dataset at ``root``.
-
-    Raises:
         FileNotFoundError: no manifest and no TFRecord files, or a file the manifest names is missing.
-        ValueError: the manifest is malformed (one line naming the field).
+        ValueError: the manifest is malformed (one line naming the field), or ``cache_limit`` is not a size
+            (or below the minimum).
         CorruptRecordError: a file the manifest names is outside the folder, not a regular file,
             of the wrong size or checksum, or disagrees with the manifest's counts.
 
@@ -106,12 +106,15 @@ class ShardDataset(Dataset):
         cache_dir: str | os.PathLike | None = None,
         cache_limit: int | str | None = None,
         prefetch: int = 4,
+        decode_threads: int = 1,
+        fields: Sequence[str] | None = None,
     ) -> None:
         self.root = root
         self.transform = transform
         self.target_transform = target_transform
         self.label_offset = int(label_offset)
         self.decoder = decoder
+        self.decode_threads = int(decode_threads)  # checked by decode_batch_into
         self._decode = Decode(decoder=decoder)
         self._readers: dict[int, ShardReaderBase] = {}
         self._pid = os.getpid()
@@ -124,6 +127,7 @@ class ShardDataset(Dataset):
             self._init_packed(Path(root))  # type: ignore[arg-type]
         else:
             self._init_tfrecords(_tfrecord_paths(root))
+        self.fields, self._field_types = field_types(self.manifest, fields)
 
     # -- construction -------------------------------------------------------------------------
     def _init_packed(self, root: Path, *, shards_here: bool = True) -> None:
@@ -176,28 +180,32 @@ class ShardDataset(Dataset):
                 image = self.transform(image)
         if self.target_transform is not None:
             label = self.target_transform(label)
-        return image, label
+        return (image, label, self.read_fields(index)) if self.fields else (image, label)
 
     def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, Any]]:
         """The samples of one batch; torch's fetcher calls this with the batch's indices.
 
-        When the transform is a fixed-size decode-time transform (``RandomResizedCrop``,
-        ``ResizeCenterCrop``) and there is no ``target_transform``, every image is decoded straight
-        into its slot of one uint8 ``[N, H, W, 3]`` tensor (in shared memory inside a worker): a
-        :class:`~fastdata.batch.DecodedBatch`, which :func:`fastdata.fast_collate` passes on without a
-        copy and which any other collate function sees as the usual list of ``(image, label)`` pairs.
-        Otherwise it is ``[self[i] for i in indices]``.
+        With a fixed-size decode-time transform (``RandomResizedCrop``, ``ResizeCenterCrop``), no
+        ``target_transform`` and no fields, every image is decoded straight into its slot of one uint8
+        ``[N, H, W, 3]`` tensor (shared memory in a worker): a :class:`~fastdata.batch.DecodedBatch`, which
+        :func:`fastdata.fast_collate` passes on without a copy and other collate functions see as the
+        usual list of ``(image, label)`` pairs. Otherwise it is ``[self[i] for i in indices]``.
         """
-        size = getattr(self.transform, "output_size", None)
-        if size is None or self.target_transform is not None or not isinstance(self.transform, DecodeTransform):
+        transform = transform_for(self.transform, indices)  # at the loader's resolution (fastdata.resolution)
+        if callable(getattr(transform, "decode_batch", None)) and self.target_transform is None and not self.fields:
+            return transform.decode_batch(self, indices)  # a transform with several outputs (MultiCrop)
+        size = getattr(transform, "output_size", None)
+        if size is None or self.target_transform or not isinstance(transform, DecodeTransform) or self.fields:
             return [self[i] for i in indices]
         images = empty_tensor((len(indices), size[0], size[1], 3), torch.uint8)
         labels = empty_tensor((len(indices),), torch.int64)
         slots, label_view = images.numpy(), labels.numpy()
-        uses_rng = self.transform.uses_rng
+        uses_rng, datas, rngs = transform.uses_rng, [], []
         for slot, index in enumerate(indices):
             data, label_view[slot] = self.read(index)
-            self.transform.decode_into(data, slots[slot], rng=sample_generator(index) if uses_rng else None)
+            datas.append(data)
+            rngs.append(sample_generator(index) if uses_rng else None)
+        decode_all_into(transform, datas, slots, rngs, threads=self.decode_threads)
         return DecodedBatch(images, labels)
 
     def read(self, index: int) -> tuple[bytes, int]:
@@ -226,6 +234,13 @@ class ShardDataset(Dataset):
         except CorruptRecordError as exc:
             raise exc.with_hint(self._verify_hint(index)) from None
         return data, int(label)
+
+    def read_fields(self, index: int) -> dict[str, Any]:
+        """The fields (``fields=``) of sample ``index``, typed as the manifest records them (CRC-checked)."""
+        index = int(index) % len(self)
+        shard = int(np.searchsorted(self._starts, index, side="right")) - 1
+        feature = self._reader(shard).read_fields(int(self._positions[index]), int(self._sizes[index]))
+        return decode_values(self._field_types, self.fields, feature)
 
     def _checked_label(self, index: int, shard: int, position: int, label: int | None) -> int:
         """The label of a packed sample: ``targets.npy``'s, which must equal the record's own (when it has one)."""

@@ -30,6 +30,7 @@ __all__ = ["RING_MIN_BYTES", "Releaser", "acquire", "free_in_worker"]
 
 RING_MIN_BYTES = 1 << 20  # smaller buffers (labels) are cheap to make afresh
 RING_SIZE = 8  # segments per size and worker at most (the batches in flight); beyond, fresh segments
+STALE_AFTER = 64  # a ring not used for this many acquires (a size no longer made: a new resolution) is dropped
 MAX_PENDING = 256  # batches the main process watches at most; older ones are never handed back (safe)
 ENV = "FASTDATA_BUFFER_RING"  # "0": no ring (fresh shared memory per batch, as torch does)
 TRAILER = 64
@@ -46,10 +47,12 @@ class _Ring:
     def __init__(self) -> None:
         self.segments: list[torch.UntypedStorage] = []
         self.returned = False
+        self.last_use = 0
 
 
 _rings: dict[int, _Ring] = {}
 _rings_pid = -1
+_acquires = 0
 
 
 def _trailer(storage: torch.UntypedStorage) -> torch.Tensor:
@@ -77,12 +80,16 @@ def acquire(nbytes: int) -> tuple[torch.UntypedStorage, bool]:
 
     A ring segment is ``nbytes + TRAILER`` long; use only its first ``nbytes``.
     """
-    global _rings, _rings_pid
+    global _rings, _rings_pid, _acquires
     if nbytes < RING_MIN_BYTES or _use_count is None or os.environ.get(ENV, "1") == "0":
         return torch.UntypedStorage._new_shared(nbytes), False
     if _rings_pid != os.getpid():  # a new worker (forked with its parent's dict): start empty
         _rings, _rings_pid = {}, os.getpid()
+    _acquires += 1
+    for size in [n for n, r in _rings.items() if n != nbytes and _acquires - r.last_use > STALE_AFTER]:
+        del _rings[size]  # its segments go once the main process lets go of them
     ring = _rings.setdefault(nbytes, _Ring())
+    ring.last_use = _acquires
     for segment in ring.segments:
         if _unreferenced(segment, python_refs=3) and _state(segment) == FREE:  # the list, the loop, this call
             ring.returned = True

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import tests.torchvision_shim  # noqa: F401 - before any test imports torchvision
 from tests.images import ImageFolderInfo, make_image_folder
 
 

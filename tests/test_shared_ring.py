@@ -116,3 +116,15 @@ def test_releaser_watches_a_bounded_number_of_batches(monkeypatch):
         releaser.track((kept[-1],))
     assert len(releaser) == 3
     assert all(shared_ring._state(t.untyped_storage()) == shared_ring.TAKEN for t in kept)
+
+
+def test_a_size_no_longer_made_loses_its_ring(monkeypatch):
+    monkeypatch.setattr(shared_ring, "STALE_AFTER", 3)
+    old, new = shared_ring.RING_MIN_BYTES + 4096, shared_ring.RING_MIN_BYTES + 8192  # a resolution change
+    shared_ring.acquire(old)
+    assert old in shared_ring._rings
+    for _ in range(3):
+        shared_ring.acquire(new)
+    assert old in shared_ring._rings  # still within the window (a float and a uint8 batch alternate)
+    shared_ring.acquire(new)
+    assert old not in shared_ring._rings and new in shared_ring._rings

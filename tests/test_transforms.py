@@ -370,3 +370,36 @@ def test_random_resized_crop_with_rng_gives_the_same_pixels_for_the_same_generat
     torch.manual_seed(0)
     assert np.array_equal(one, transform(BIG_JPEG, rng=np.random.default_rng(3)))
     assert not np.array_equal(one, transform(BIG_JPEG, rng=np.random.default_rng(4)))
+
+
+def _torchvision_get_params(height, width, scale, ratio):
+    """torchvision's RandomResizedCrop.get_params, verbatim in its torch calls (the reference for the fast draws)."""
+    import math
+
+    area = height * width
+    log_ratio = torch.log(torch.tensor(ratio))
+    for _ in range(10):
+        target_area = area * torch.empty(1).uniform_(scale[0], scale[1]).item()
+        aspect_ratio = torch.exp(torch.empty(1).uniform_(log_ratio[0], log_ratio[1])).item()
+        w = int(round(math.sqrt(target_area * aspect_ratio)))
+        h = int(round(math.sqrt(target_area / aspect_ratio)))
+        if 0 < w <= width and 0 < h <= height:
+            i = torch.randint(0, height - h + 1, size=(1,)).item()
+            j = torch.randint(0, width - w + 1, size=(1,)).item()
+            return i, j, h, w
+    return None
+
+
+def test_get_params_draws_what_torchvision_draws():
+    """The reused tensor and cached log bounds draw the same numbers from torch's RNG as torchvision's calls."""
+    for seed in range(300):
+        shape = (1 + seed % 97 * 7, 1 + seed * 13 % 503)
+        scale, ratio = ((0.08, 1.0), (3 / 4, 4 / 3)) if seed % 3 else ((0.5, 0.9), (0.2, 5.0))
+        torch.manual_seed(seed)
+        expected = _torchvision_get_params(*shape, scale, ratio)
+        torch.manual_seed(seed)
+        got = RandomResizedCrop.get_params(*shape, scale, ratio)
+        if expected is not None:
+            assert got == expected, (seed, shape)
+        assert torch.rand(1).item() == (torch.manual_seed(seed), _torchvision_get_params(*shape, scale, ratio),
+                                        torch.rand(1).item())[2]  # the RNG advanced the same way

@@ -16,6 +16,7 @@ Cases run in a worker process that the driver restarts after a crash or a hang; 
     python tools/fuzz_jpeg.py                       # 10,000 cases, the in-tree build
     python tools/fuzz_jpeg.py --asan                # build an AddressSanitizer copy and use it
     python tools/fuzz_jpeg.py --valgrind --cases 2000
+    python tools/fuzz_jpeg.py --asan --restart      # restart-interval transcodes only (the splice path)
 
 ``--asan`` compiles ``fastdata/decode/_jpegcrop.c`` with ``-fsanitize=address`` into a
 temporary folder and runs the workers with ``LD_PRELOAD=libasan.so`` and
@@ -30,6 +31,7 @@ import importlib.util
 import io
 import os
 import random
+import re
 import selectors
 import shutil
 import subprocess
@@ -63,8 +65,34 @@ def _cjpeg(array, *args: str) -> bytes | None:
     return done.stdout if done.returncode == 0 and done.stdout else None
 
 
-def build_corpus(*, small: bool = False) -> list[tuple[str, bytes]]:
-    """Named, valid JPEGs of every kind; ``small`` keeps them tiny (for the pytest version)."""
+def _jpegtran(data: bytes, *args: str) -> bytes | None:
+    """Transcode losslessly with libjpeg-turbo's jpegtran (restart intervals), if installed."""
+    jpegtran = shutil.which("jpegtran")
+    if jpegtran is None:
+        return None
+    done = subprocess.run([jpegtran, *args], input=data, capture_output=True, check=False)
+    return done.stdout if done.returncode == 0 and done.stdout else None
+
+
+def restart_corpus(corpus: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """``jpegtran -optimize -restart`` copies of the baseline files: intervals of 1, 2 MCUs and a whole row,
+    the layout whose crops the kernel decodes from only their intervals."""
+    wanted = ("baseline420", "baseline422_odd", "baseline444", "gray", "cmyk", "tiny", "thin444", "sample411",
+              "sample440_restart")
+    out = []
+    for name, data in corpus:
+        if name not in wanted:
+            continue
+        for restart in ("1B", "2B", "1"):
+            transcoded = _jpegtran(data, "-optimize", "-restart", restart)
+            if transcoded is not None:
+                out.append((f"rst{restart}_{name}", transcoded))
+    return out
+
+
+def build_corpus(*, small: bool = False, restart_only: bool = False) -> list[tuple[str, bytes]]:
+    """Named, valid JPEGs of every kind; ``small`` keeps them tiny (for the pytest version); ``restart_only``
+    keeps only the restart-interval transcodes (needs jpegtran)."""
     import numpy as np
 
     sys.path.insert(0, str(ROOT))  # the test image generator lives with the tests
@@ -104,7 +132,12 @@ def build_corpus(*, small: bool = False) -> list[tuple[str, bytes]]:
         data = _cjpeg(img["odd"], *args)
         if data is not None:
             corpus.append((name, data))
-    return corpus
+    restarts = restart_corpus(corpus)
+    if restart_only:
+        if not restarts:
+            sys.exit("jpegtran is needed for the restart corpus (apt-get install libjpeg-turbo-progs)")
+        return restarts
+    return corpus + restarts
 
 
 # ---- mutations ------------------------------------------------------------------------
@@ -117,7 +150,30 @@ def _first_sos(data: bytes) -> int:
 def mutate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     """One random kind of damage; returns the damaged bytes and what was done."""
     buf = bytearray(data)
-    kind = rng.choice(("flip", "bitflip", "header", "truncate", "flip+truncate", "insert", "delete", "duplicate"))
+    kinds = ["flip", "bitflip", "header", "truncate", "flip+truncate", "insert", "delete", "duplicate"]
+    start = _first_sos(data)
+    markers = [m.start() for m in re.finditer(rb"\xff[\xd0-\xd7]", data[start:])]
+    markers = [start + m for m in markers]
+    if markers:
+        kinds += ["rst", "rst", "rst+bitflip"]
+    kind = rng.choice(kinds)
+    if kind.startswith("rst"):  # a restart marker renumbered, dropped, repeated, or a stray one added
+        for _ in range(rng.randint(1, 3)):
+            pos = rng.choice(markers)
+            if pos + 1 >= len(buf) or buf[pos] != 0xFF:
+                continue
+            action = rng.randrange(4)
+            if action == 0:
+                buf[pos + 1] = 0xD0 + rng.randrange(8)
+            elif action == 1:
+                del buf[pos:pos + 2]
+            elif action == 2:
+                buf[pos:pos] = buf[pos:pos + 2]
+            else:
+                at = rng.randrange(start, len(buf))
+                buf[at:at] = bytes((0xFF, 0xD0 + rng.randrange(8)))
+        if kind == "rst+bitflip":
+            buf[rng.randrange(start, len(buf))] ^= 1 << rng.randrange(8)
     if kind in ("flip", "flip+truncate"):
         for _ in range(rng.randint(1, 8)):
             buf[rng.randrange(len(buf))] = rng.randrange(256)
@@ -233,6 +289,8 @@ def _worker(args: argparse.Namespace) -> None:
         except Exception as exc:  # noqa: BLE001 (reported to the driver as a failure)
             outcome = f"FAIL {type(exc).__name__}: {exc}".replace("\n", " ")
         print(f"done {index} {outcome}", file=out, flush=True)
+    if getattr(decompressor, "spliced", 0):  # decodes that read only the box's restart intervals
+        print(f"spliced {decompressor.spliced} decodes", file=sys.stderr)
 
 
 def build_asan(workdir: Path) -> Path:
@@ -267,7 +325,7 @@ def _asan_env() -> dict[str, str]:
 
 def drive(args: argparse.Namespace) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="fuzz_jpeg_"))
-    corpus = build_corpus(small=args.small)
+    corpus = build_corpus(small=args.small, restart_only=args.restart)
     corpus_dir = tmp / "corpus"
     corpus_dir.mkdir()
     for name, data in corpus:
@@ -383,6 +441,8 @@ def main() -> int:
     parser.add_argument("--valgrind", action="store_true", help="run the workers under valgrind memcheck")
     parser.add_argument("--ext", help="path of the extension .so to fuzz (default: the in-tree build)")
     parser.add_argument("--small", action="store_true", help="a corpus of smaller images")
+    parser.add_argument("--restart", action="store_true",
+                        help="only restart-interval transcodes (jpegtran), whose crops decode from their intervals")
     parser.add_argument("--failures", default=str(Path(tempfile.gettempdir()) / "fuzz_jpeg_failures"),
                         help="where damaged inputs that fail are saved")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

@@ -18,6 +18,12 @@ command -v cc >/dev/null 2>&1 || need+=(gcc)
 # The tests make odd JPEGs (arithmetic-coded, 4:1:1, restart markers) with libjpeg-turbo's cjpeg and jpegtran.
 case ",$extras," in *,test,*) command -v cjpeg >/dev/null 2>&1 && command -v jpegtran >/dev/null 2>&1 \
   || need+=(libjpeg-turbo-progs) ;; esac
+command -v taskset >/dev/null 2>&1 || need+=(util-linux)  # taskset: the CPU-budget tests pin a process
+# The `peers` extra (`fastdata bench --peers`): FFCV builds against OpenCV and libturbojpeg (pkg-config finds
+# them), SPDL loads FFmpeg's libraries.
+if [[ ",$extras," == *",peers,"* ]]; then
+  need+=(libopencv-dev libturbojpeg0-dev pkg-config libavdevice59 libavfilter8)
+fi
 if [ "${#need[@]}" -gt 0 ]; then
   echo "==> installing ${need[*]} (apt-get)"
   as_root apt-get update -qq
@@ -36,6 +42,22 @@ spec="."
 [ -n "$extras" ] && spec=".[$extras]"
 echo "==> installing fastdata ${spec}"
 "$PY" -m pip install -q --disable-pip-version-check -e "$spec"
+if [[ ",$extras," == *",peers,"* && ",$extras," != *",test,"* ]] && ! "$PY" -c 'import torchvision' >/dev/null 2>&1; then
+  # litdata and mosaicml-streaming pull torchvision from PyPI, built for a CUDA torch: with a CPU torch it fails
+  # at import. Neither needs it for the benchmark (fastdata.bench.peers steps around it), so remove the broken one.
+  echo "==> removing torchvision (it does not import with this torch; the peers do not need it)"
+  "$PY" -m pip uninstall -y -q torchvision
+fi
+# 4. With the test extra: torchvision and timm, the references the batched policies are tested against. Both pin an
+#    exact torch, so they go in --no-deps beside the installed one: torchvision's release matching torch's minor
+#    (torch 2.x -> torchvision 0.(x+15)); tests/torchvision_shim.py lets it import when its compiled ops do not load.
+if [[ ",$extras," == *",test,"* ]]; then
+  tv="$("$PY" -c 'import torch; major, minor = torch.__version__.split(".")[:2]; print(f"0.{int(minor) + 15}.0" if major == "2" else "")')"
+  if [ -n "$tv" ]; then
+    echo "==> installing torchvision==${tv} and timm (--no-deps, keeping torch $("$PY" -c 'import torch; print(torch.__version__)'))"
+    "$PY" -m pip install -q --disable-pip-version-check --no-deps "torchvision==${tv}" timm
+  fi
+fi
 "$PY" - <<'PYEOF'
 import torch, fastdata
 import warnings

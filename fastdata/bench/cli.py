@@ -7,6 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from fastdata.bench import report
+from fastdata.bench.peers import PEERS
+from fastdata.bench.peers.harness import format_peer_table
 from fastdata.bench.runner import PIPELINES, run_benchmark
 
 __all__ = ["add_bench_parser"]
@@ -45,6 +47,9 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="images timed stage by stage (default 500; 0: no breakdown)")
     p.add_argument("--no-isolate", dest="isolate", action="store_false",
                    help="run the measurements in this process instead of a fresh process each")
+    p.add_argument("--peers", nargs="*", choices=list(PEERS), default=None, metavar="PEER",
+                   help=f"also measure the loaders users pick instead, each converted by its own writer (alone: "
+                        f"all of {', '.join(PEERS)}; needs the `peers` extra, a missing one is reported)")
     p.add_argument("--json", default=None, help="write all results to this JSON file")
     p.add_argument("--plot", default=None, help="draw a PNG bar chart here (needs matplotlib)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress output")
@@ -57,12 +62,17 @@ def _run_bench(args: argparse.Namespace) -> int:
         args.data, pipelines=args.pipelines, batch_size=args.batch_size, workers=args.workers, batches=args.batches,
         epochs=args.epochs, repeats=args.repeats, cache=args.cache, warm=args.warm, size=args.size,
         breakdown_samples=args.breakdown_samples, isolate=args.isolate, progress=args.progress,
+        peers=list(PEERS) if args.peers == [] else (args.peers or ()),
     )
     print(report.format_report(results))
+    if results.get("peers"):
+        print("\npeers (each converted by its own writer; same work per image; uint8 batches):")
+        print(format_peer_table(results))
     if args.json:
         print(f"results written to {report.write_json(results, args.json)}")
     if args.plot:
         path = report.plot_results(results, args.plot)
         print(f"chart written to {path}" if path else f"note: {report.MATPLOTLIB_HINT}")
-    failed = [n for n, e in results["pipelines"].items() if e["status"] == "failed"]
+    peers = set(results.get("peers", {}).get("names", []))  # a failing peer is reported, not fastdata's failure
+    failed = [n for n, e in results["pipelines"].items() if e["status"] == "failed" and n not in peers]
     return 1 if failed else 0

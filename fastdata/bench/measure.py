@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from fastdata.cpus import available_cpus
+
 logger = logging.getLogger(__name__)
 _END = object()
 
@@ -270,8 +272,8 @@ def measure_decode_bound(root: str | os.PathLike, *, size: int = 224, processes:
 
 
 def usable_cores() -> int:
-    """The CPU cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """The CPUs this process may use (affinity, cgroup quota, SLURM; :func:`fastdata.cpus.available_cpus`)."""
+    return available_cpus()
 
 
 def _child(conn: Any, start_method: str, fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> None:

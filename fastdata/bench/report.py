@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from fastdata.cpus import available_cpus
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -129,7 +131,7 @@ def machine_info() -> dict[str, Any]:
     """CPU, cores, RAM, GPU and the versions of every library in the measured pipelines."""
     import torch
 
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    usable = available_cpus()
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else None
     info: dict[str, Any] = {
         "cpu": _cpu_model(), "logical_cores": os.cpu_count(), "usable_cores": usable,

@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from fastdata.bench import report
 from fastdata.bench.measure import (
     BatchCheck, MemorySampler, measure_decode_bound, measure_run, run_isolated, set_page_cache, usable_cores,
 )
+from fastdata.bench.peers import harness
 from fastdata.bench.stages import measure_breakdown, measure_gpu_training
 from fastdata.bench.baselines import (
     IMAGENET_MEAN, IMAGENET_STD, CV2RandomResizedCropFlip, FolderDataset, cv2_loader, cv2_worker_init,
@@ -120,8 +122,10 @@ def prepare_cache(data: str | os.PathLike, cache: str | os.PathLike, *, formats:
             json.loads(stamp_file.read_text()).get("fingerprint") == stamp
         if not fresh:
             logger.info("packing %s into %s", data, out)
+            start = time.perf_counter()
             pack(data, out, format=fmt, shuffle_seed=_PACK_SEED, workers=workers, overwrite=True, progress=progress)
-            stamp_file.write_text(json.dumps({"fingerprint": stamp, "source": str(data)}))
+            stamp_file.write_text(json.dumps({"fingerprint": stamp, "source": str(data),
+                                              "pack_s": time.perf_counter() - start, "workers": workers}))
         roots[fmt] = out
     return roots
 
@@ -136,6 +140,7 @@ class _Context:
     size: int
     device: torch.device
     folder_files: list[Path] = field(default_factory=list)
+    peer_dirs: dict[str, str] = field(default_factory=dict)
 
 
 class _ToDevice:
@@ -175,6 +180,8 @@ def _build(name: str, ctx: _Context) -> tuple[Iterable, Callable[[], None]]:
     from fastdata.transforms import RandomResizedCrop
 
     cuda = ctx.device.type == "cuda"
+    if name in ctx.peer_dirs:
+        return harness.build(name, ctx.peer_dirs[name], ctx.batch_size, ctx.workers, ctx.size)
     if name == "torch-pil":
         ds = FolderDataset(ctx.data, transform=pil_train_transform(ctx.size))
         loader = DataLoader(ds, ctx.batch_size, shuffle=True, num_workers=ctx.workers, pin_memory=cuda)
@@ -210,6 +217,8 @@ def _build(name: str, ctx: _Context) -> tuple[Iterable, Callable[[], None]]:
 
 
 def _inputs(name: str, ctx: _Context) -> list[Path]:
+    if name in ctx.peer_dirs:
+        return harness.inputs(ctx.peer_dirs[name])
     if name in ("torch-pil", "torch-cv2"):
         return ctx.folder_files
     return _shard_files(ctx.roots["lmdb" if name == "fastdata-lmdb" else "tfrecord"])
@@ -226,8 +235,6 @@ def _unavailable(name: str) -> str | None:
     except ImportError as exc:
         return f"skipped: the fastdata.dali backend is unavailable ({exc})"
     return None
-
-
 
 
 # -- the comparison --------------------------------------------------------------------------------
@@ -283,7 +290,8 @@ def _gpu_training(names: list[str], entries: dict[str, Any], ctx: _Context, clas
 def run_benchmark(data: str | os.PathLike, *, pipelines: Sequence[str] | None = None, batch_size: int = 256,
                   workers: int | None = None, batches: int | None = None, epochs: int = 1, repeats: int = 3,
                   cache: str | os.PathLike | None = None, warm: bool = True, size: int = 224,
-                  breakdown_samples: int = 500, isolate: bool = True, progress: bool = True) -> dict[str, Any]:
+                  breakdown_samples: int = 500, isolate: bool = True, progress: bool = True,
+                  peers: Sequence[str] = ()) -> dict[str, Any]:
     """Measure the pipelines on the image folder ``data`` in round-robin order and return all results.
 
     Args:
@@ -302,6 +310,9 @@ def run_benchmark(data: str | os.PathLike, *, pipelines: Sequence[str] | None = 
         isolate: run every measurement in a fresh spawned process (fair memory numbers, no state
             carried from one pipeline to the next); False runs them in this process.
         progress: show progress bars and a line per finished run.
+        peers: other loaders to measure in the same rounds (names from ``fastdata.bench.peers.PEERS``), each
+            converted first by its own writer (``cache/peers/<name>``); one that is not installed or fails is
+            reported with the reason.
 
     Returns:
         A JSON-ready dict: ``config``, ``machine``, ``dataset``, ``pipelines`` (per name: status,
@@ -313,6 +324,7 @@ def run_benchmark(data: str | os.PathLike, *, pipelines: Sequence[str] | None = 
         ValueError: an unknown pipeline name or a bad number.
     """
     names = _check_args(pipelines, batch_size, workers, batches, epochs, repeats, size)
+    peers = harness.check_names(peers)
     data = Path(data)
     scan = scan_image_folder(data)
     workers = usable_cores() if workers is None else workers
@@ -327,6 +339,15 @@ def run_benchmark(data: str | os.PathLike, *, pipelines: Sequence[str] | None = 
         if note:
             entries[name]["note"] = note
             _say(f"{name}: {note}", progress)
+    if peers:  # converted first by their own writers, then measured in the same rounds
+        ready = harness.prepare_peers([str(p) for p in ctx.folder_files], scan.labels, cache, peers, isolate=isolate,
+                                      fingerprint=_fingerprint(data, scan.paths, scan.classes),
+                                      say=lambda line: _say(line, progress))
+        entries.update(ready)
+        if "fastdata-uint8" in entries:  # fastdata's own conversion: the TFRecord pack
+            entries["fastdata-uint8"]["conversion"] = harness.pack_stats(roots["tfrecord"], cache / f"tfrecord{_STAMP}")
+        ctx.peer_dirs.update({n: e["dir"] for n, e in ready.items() if e["status"] == "ok"})
+        names += list(peers)
     order = schedule([n for n in names if entries[n]["status"] == "ok"], repeats)
     for k, (rep, name) in enumerate(order, 1):
         if entries[name]["status"] != "ok":
@@ -361,7 +382,9 @@ def run_benchmark(data: str | os.PathLike, *, pipelines: Sequence[str] | None = 
         "pipelines": entries, "breakdown": breakdown,
         "gpu_training": gpu, "gpu_note": None if gpu is not None else "no CUDA device: the GPU path was not measured",
         "targets": report.check_targets(entries, _TARGETS),
+        **({"peers": {"names": list(peers), "baseline": "fastdata-uint8"}} if peers else {}),
     }
+
 
 
 def _say(line: str, progress: bool) -> None:

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from fastdata._optional import import_dali
+from fastdata.cpus import available_cpus
 from fastdata.dali.pipeline import (
     DEFAULT_INITIAL_FILL, READER_NAME, PipelineOptions, build_pipeline,
     shard_bounds,
@@ -48,7 +49,7 @@ logger = logging.getLogger(__name__)
 
 def _default_num_threads() -> int:
     """This process's share of the CPU cores (``LOCAL_WORLD_SIZE`` processes per node)."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cpus = available_cpus()
     return max(1, cpus // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
 
 

@@ -7,6 +7,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,7 +23,7 @@
 PyDoc_STRVAR(module_doc,
 "Crop-region JPEG decoding with libjpeg(-turbo).\n"
 "\n"
-"Decompressor(max_pixels=1<<30, max_memory=1<<31, max_scans=1000)\n"
+"Decompressor(max_pixels=1<<30, max_memory=1<<31, max_scans=1000, splice=True)\n"
 "    One libjpeg decompressor, created once and reused for every image; use one per\n"
 "    thread (a Decompressor used by two threads at once raises RuntimeError). The\n"
 "    limits refuse absurd input before libjpeg allocates for it: images of more than\n"
@@ -47,6 +48,12 @@ PyDoc_STRVAR(module_doc,
 "        premature end of file): the image is still returned; the first warning's text\n"
 "        is in last_warning (None when there was none). The GIL is released while\n"
 "        libjpeg works.\n"
+"        A baseline Huffman JPEG whose restart intervals tile its MCU rows (DRI dividing\n"
+"        the MCUs per row, or a whole number of rows) is not decoded from the top: the\n"
+"        kernel copies the header and only the intervals covering the box (plus one\n"
+"        scaled pixel where chroma is upsampled) into a sub-JPEG and decodes that. The\n"
+"        pixels are the same; `spliced` counts the calls that did, `splice=False` (or\n"
+"        setting the attribute) turns it off.\n"
 "\n"
 "    last_warning: str | None, the first libjpeg warning of the last call.\n"
 "\n"
@@ -130,6 +137,10 @@ typedef struct {
     size_t scratch_size;
     unsigned long long max_pixels;
     PyObject *last_warning;
+    unsigned char *splice_buf; /* the last sub-JPEG of a crop's restart intervals (grow-only) */
+    size_t splice_size;
+    int splice;                /* 1: decode_region may decode only the crop's restart intervals */
+    unsigned long long spliced; /* calls that did */
 } Decompressor;
 
 enum {
@@ -150,17 +161,18 @@ typedef struct {
     /* out */
     int rows, cols;
     int height, width, components, color_space;
-    char message[160];
+    char message[JMSG_LENGTH_MAX];
+    int warnings; /* decode_batch: libjpeg's warnings for this job */
 } Job;
 
 static int
 Decompressor_init(Decompressor *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"max_pixels", "max_memory", "max_scans", NULL};
+    static char *kwlist[] = {"max_pixels", "max_memory", "max_scans", "splice", NULL};
     unsigned long long max_pixels = DEFAULT_MAX_PIXELS, max_memory = DEFAULT_MAX_MEMORY;
-    int max_scans = DEFAULT_MAX_SCANS;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|KKi:Decompressor", kwlist,
-                                     &max_pixels, &max_memory, &max_scans))
+    int max_scans = DEFAULT_MAX_SCANS, splice = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|KKip:Decompressor", kwlist,
+                                     &max_pixels, &max_memory, &max_scans, &splice))
         return -1;
     if (max_pixels == 0 || max_memory == 0 || max_memory > (unsigned long long)LONG_MAX ||
         max_scans <= 0) {
@@ -188,6 +200,7 @@ Decompressor_init(Decompressor *self, PyObject *args, PyObject *kwds)
     self->cinfo.mem->max_memory_to_use = (long)max_memory;
     self->err.max_scans = max_scans;
     self->max_pixels = max_pixels;
+    self->splice = splice;
     return 0;
 }
 
@@ -197,6 +210,7 @@ Decompressor_dealloc(Decompressor *self)
     if (self->created)
         jpeg_destroy_decompress(&self->cinfo);
     PyMem_RawFree(self->scratch);
+    PyMem_RawFree(self->splice_buf);
     Py_XDECREF(self->last_warning);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -267,19 +281,251 @@ run_header(Decompressor *self, Job *job)
     return status;
 }
 
+/* ---- the restart-interval splice ------------------------------------------------------
+ *
+ * A JPEG whose restart intervals tile its MCU rows (the interval divides the MCUs per row,
+ * or is a whole number of rows) can have any rectangle of intervals decoded on its own:
+ * each interval starts with fresh DC predictors and a byte-aligned bit stream. splice()
+ * copies the header (SOF's size rewritten, APPn other than JFIF/Adobe and comments
+ * dropped), the intervals that cover the region's MCU box with their RST markers
+ * renumbered, and an EOI into splice_buf; decoding that sub-JPEG gives, inside the box,
+ * the pixels of the full decode. Fancy upsampling treats the sub-image's edges as image
+ * edges, so where chroma is upsampled the box keeps one scaled pixel of margin from every
+ * side that is not an edge of the whole image. Anything unusual (no or non-tiling DRI,
+ * progressive, arithmetic, multi-scan, an RST out of sequence, a truncated scan) returns
+ * 0 and the whole file takes the ordinary path. Runs without the GIL; never longjmps. */
+
+static inline size_t
+div_up(size_t a, size_t b)
+{
+    return (a + b - 1) / b;
+}
+
+/* 1 when some component is upsampled by libjpeg's fancy upsampler at the current scale. */
 static int
-run_region(Decompressor *self, Job *job)
+needs_margin(j_decompress_ptr cinfo)
+{
+#if JPEG_LIB_VERSION >= 70
+    int min_h = cinfo->min_DCT_h_scaled_size, min_v = cinfo->min_DCT_v_scaled_size;
+#else
+    int min_h = cinfo->min_DCT_scaled_size, min_v = cinfo->min_DCT_scaled_size;
+#endif
+    if (!cinfo->do_fancy_upsampling || (min_h <= 1 && min_v <= 1))
+        return 0; /* libjpeg-turbo upsamples by replication at scale 1/8 */
+    for (int ci = 0; ci < cinfo->num_components; ci++) {
+        jpeg_component_info *comp = &cinfo->comp_info[ci];
+#if JPEG_LIB_VERSION >= 70
+        int h = comp->DCT_h_scaled_size, v = comp->DCT_v_scaled_size;
+#else
+        int h = comp->DCT_scaled_size, v = comp->DCT_scaled_size;
+#endif
+        if (comp->h_samp_factor * h != cinfo->max_h_samp_factor * min_h ||
+            comp->v_samp_factor * v != cinfo->max_v_samp_factor * min_v)
+            return 1;
+    }
+    return 0;
+}
+
+static int
+splice_reserve(Decompressor *self, size_t need)
+{
+    if (need <= self->splice_size)
+        return 0;
+    unsigned char *grown = PyMem_RawRealloc(self->splice_buf, need);
+    if (grown == NULL)
+        return -1;
+    self->splice_buf = grown;
+    self->splice_size = need;
+    return 0;
+}
+
+/* After read_header and jpeg_calc_output_dimensions on job->src with a valid box: on
+ * success job->src/len point at the sub-JPEG, the box is relative to it, and 1 returns. */
+static int
+splice(Decompressor *self, Job *job)
 {
     j_decompress_ptr cinfo = &self->cinfo;
-    /* Nothing assigned between setjmp and longjmp is read after the jump. */
-    if (setjmp(self->err.jump)) {
-        jpeg_abort_decompress(cinfo);
-        return JOB_JPEG_ERROR;
+    if (!self->splice || cinfo->restart_interval == 0 || cinfo->progressive_mode ||
+        cinfo->arith_code || cinfo->comps_in_scan != cinfo->num_components)
+        return 0;
+    const unsigned char *src = job->src;
+    size_t len = job->len, width = cinfo->image_width, height = cinfo->image_height;
+    size_t d = (size_t)job->denom;
+    size_t mcu_w = 8, mcu_h = 8; /* a one-component scan codes single blocks */
+    if (cinfo->comps_in_scan > 1) {
+        mcu_w = 8 * (size_t)cinfo->max_h_samp_factor;
+        mcu_h = 8 * (size_t)cinfo->max_v_samp_factor;
     }
-    int status = read_header(self, job);
-    if (status != JOB_OK)
-        goto done;
+    size_t per_row = div_up(width, mcu_w), mcu_rows = div_up(height, mcu_h);
+    size_t interval = cinfo->restart_interval, group = 1, intervals_per_row;
+    if (per_row % interval == 0) {
+        intervals_per_row = per_row / interval;
+    } else if (interval % per_row == 0) {
+        group = interval / per_row; /* MCU rows per interval; columns cannot be cut */
+        intervals_per_row = 1;
+    } else {
+        return 0;
+    }
+    size_t total = div_up(per_row * mcu_rows, interval);
 
+    /* The region plus margin, in scaled pixels, then MCUs, then whole intervals. */
+    size_t out_w = cinfo->output_width, out_h = cinfo->output_height;
+    size_t margin = (size_t)needs_margin(cinfo);
+    size_t x0 = (size_t)job->x0, x1 = (size_t)job->x1, y0 = (size_t)job->y0, y1 = (size_t)job->y1;
+    x0 = x0 > margin ? x0 - margin : 0;
+    y0 = y0 > margin ? y0 - margin : 0;
+    x1 = x1 + margin < out_w ? x1 + margin : out_w;
+    y1 = y1 + margin < out_h ? y1 + margin : out_h;
+    size_t smw = mcu_w / d, smh = mcu_h / d; /* MCU size in scaled pixels (mcu_w >= 8 >= d) */
+    size_t col0 = 0, col1 = intervals_per_row; /* in intervals */
+    if (group == 1) {
+        col0 = x0 / smw / interval;
+        col1 = div_up(div_up(x1, smw), interval);
+        if (col1 > intervals_per_row)
+            col1 = intervals_per_row;
+    }
+    /* libjpeg upsamples a component only 2 samples wide by replication, so the sub-image is
+     * at least 2 * max_h_samp_factor + 1 scaled pixels wide, like the crop of the ordinary
+     * path (or the whole width). */
+    size_t min_w = 2 * (size_t)cinfo->max_h_samp_factor + 1;
+    if (min_w > out_w)
+        min_w = out_w;
+    while (div_up((col1 * interval * mcu_w < width ? col1 * interval * mcu_w : width) -
+                  col0 * interval * mcu_w, d) < min_w) {
+        if (col1 < intervals_per_row)
+            col1++;
+        else
+            col0--; /* col0 > 0 here, or the width would be the whole image's */
+    }
+    size_t row0 = y0 / smh / group, row1 = div_up(div_up(y1, smh), group); /* in interval rows */
+    size_t interval_rows = div_up(mcu_rows, group);
+    if (row1 > interval_rows)
+        row1 = interval_rows;
+    if (col0 == 0 && col1 == intervals_per_row && row0 == 0 && row1 == interval_rows)
+        return 0; /* the whole image: nothing to save */
+    size_t first = row0 * intervals_per_row + col0, last = (row1 - 1) * intervals_per_row + col1 - 1;
+    size_t needed = (row1 - row0) * (col1 - col0);
+
+    /* Walk the header's segments up to SOS; libjpeg accepted them, but check every length. */
+    size_t p = 2, sof = 0, entropy = 0;
+    while (p + 4 <= len) {
+        if (src[p] != 0xFF)
+            return 0;
+        unsigned int marker = src[p + 1];
+        if (marker == 0xFF) {
+            p++;
+            continue;
+        }
+        size_t seglen = ((size_t)src[p + 2] << 8) | src[p + 3];
+        if (marker < 0xC0 || marker == 0xD8 || (marker >= 0xD0 && marker <= 0xD7) || seglen < 2 ||
+            p + 2 + seglen > len)
+            return 0;
+        if (marker == 0xC0 || marker == 0xC1) {
+            if (seglen < 8)
+                return 0;
+            sof = p;
+        } else if ((marker >= 0xC2 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 &&
+                    marker != 0xCC)) {
+            return 0; /* another SOF: not sequential Huffman */
+        }
+        if (marker == 0xDA) {
+            entropy = p + 2 + seglen;
+            break;
+        }
+        p += 2 + seglen;
+    }
+    if (entropy == 0 || sof == 0)
+        return 0;
+
+    if (splice_reserve(self, entropy + (len - entropy) + 2 * needed + 16) < 0)
+        return 0; /* out of memory: the ordinary path needs none of this */
+    unsigned char *dst = self->splice_buf;
+    size_t n = 0, sof_out = 0;
+    dst[n++] = 0xFF;
+    dst[n++] = 0xD8;
+    for (p = 2; p < entropy;) {
+        unsigned int marker = src[p + 1];
+        if (marker == 0xFF) {
+            p++;
+            continue;
+        }
+        size_t seglen = ((size_t)src[p + 2] << 8) | src[p + 3];
+        /* Keep what decoding reads: tables, SOF, DRI, SOS, JFIF (APP0), Adobe (APP14). */
+        if (!((marker >= 0xE1 && marker <= 0xED) || marker == 0xEF || marker == 0xFE)) {
+            if (p == sof)
+                sof_out = n;
+            memcpy(dst + n, src + p, 2 + seglen);
+            n += 2 + seglen;
+        }
+        p += 2 + seglen;
+    }
+    size_t sub_w = (col1 * interval * mcu_w < width ? col1 * interval * mcu_w : width) -
+                   col0 * interval * mcu_w;
+    size_t sub_h = ((row1 * group) * mcu_h < height ? (row1 * group) * mcu_h : height) -
+                   row0 * group * mcu_h;
+    if (group > 1)
+        sub_w = width;
+    dst[sof_out + 5] = (unsigned char)(sub_h >> 8);
+    dst[sof_out + 6] = (unsigned char)sub_h;
+    dst[sof_out + 7] = (unsigned char)(sub_w >> 8);
+    dst[sof_out + 8] = (unsigned char)sub_w;
+
+    /* One pass over the entropy-coded data, up to the end of the last interval needed. */
+    size_t k = 0, start = entropy, q = entropy, copied = 0;
+    for (;;) {
+        const unsigned char *ff = q < len ? memchr(src + q, 0xFF, len - q) : NULL;
+        if (ff == NULL || (size_t)(ff - src) + 1 >= len)
+            return 0; /* truncated */
+        size_t at = (size_t)(ff - src);
+        unsigned int b = src[at + 1];
+        if (b == 0x00) {
+            q = at + 2;
+            continue;
+        }
+        if (b == 0xFF) {
+            q = at + 1;
+            continue;
+        }
+        int is_rst = b >= 0xD0 && b <= 0xD7;
+        if (is_rst ? (b - 0xD0u) != (k & 7u) : !(b == 0xD9 && k == total - 1))
+            return 0; /* out of sequence, another scan, or too few intervals */
+        if (k >= first) {
+            size_t row = k / intervals_per_row, col = k % intervals_per_row;
+            if (row >= row0 && row < row1 && col >= col0 && col < col1) {
+                memcpy(dst + n, src + start, at - start);
+                n += at - start;
+                if (copied + 1 < needed) {
+                    dst[n++] = 0xFF;
+                    dst[n++] = (unsigned char)(0xD0 + (copied & 7u));
+                }
+                copied++;
+            }
+        }
+        if (k == last || !is_rst)
+            break;
+        k++;
+        start = q = at + 2;
+    }
+    if (copied != needed)
+        return 0;
+    dst[n++] = 0xFF;
+    dst[n++] = 0xD9;
+
+    job->src = dst;
+    job->len = n;
+    size_t dy = row0 * group * mcu_h / d, dx = col0 * interval * mcu_w / d;
+    job->y0 -= (Py_ssize_t)dy;
+    job->y1 -= (Py_ssize_t)dy;
+    job->x0 -= (Py_ssize_t)dx;
+    job->x1 -= (Py_ssize_t)dx;
+    return 1;
+}
+
+/* Output colour space and scale, then the output size; refuses a box outside it. */
+static int
+setup_output(Decompressor *self, Job *job)
+{
+    j_decompress_ptr cinfo = &self->cinfo;
     int cmyk = cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK;
     cinfo->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
     cinfo->scale_num = 1;
@@ -294,9 +540,25 @@ run_region(Decompressor *self, Job *job)
                  "box rows [%zd, %zd) x columns [%zd, %zd) is empty or outside the "
                  "%zd x %zd image at scale 1/%d", job->y0, job->y1, job->x0, job->x1,
                  out_h, out_w, job->denom);
-        status = JOB_VALUE_ERROR;
-        goto done;
+        return JOB_VALUE_ERROR;
     }
+    return JOB_OK;
+}
+
+static int
+run_region(Decompressor *self, Job *job)
+{
+    j_decompress_ptr cinfo = &self->cinfo;
+    /* Nothing assigned between setjmp and longjmp is read after the jump. */
+    if (setjmp(self->err.jump)) {
+        jpeg_abort_decompress(cinfo);
+        return JOB_JPEG_ERROR;
+    }
+    int status = read_header(self, job);
+    if (status == JOB_OK)
+        status = setup_output(self, job);
+    if (status != JOB_OK)
+        goto done;
     Py_ssize_t rows = job->y1 - job->y0, cols = job->x1 - job->x0;
     if (job->out_len / 3 / cols < rows) {
         snprintf(job->message, sizeof(job->message),
@@ -305,6 +567,17 @@ run_region(Decompressor *self, Job *job)
         status = JOB_VALUE_ERROR;
         goto done;
     }
+    if (splice(self, job)) { /* decode the sub-JPEG of the box's intervals instead */
+        jpeg_abort_decompress(cinfo);
+        self->spliced++;
+        status = read_header(self, job);
+        if (status == JOB_OK)
+            status = setup_output(self, job);
+        if (status != JOB_OK)
+            goto done;
+    }
+    int cmyk = cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK;
+    Py_ssize_t out_w = cinfo->output_width;
     job->rows = (int)rows;
     job->cols = (int)cols;
 
@@ -492,7 +765,39 @@ static PyMethodDef Decompressor_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *
+Decompressor_get_spliced(Decompressor *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromUnsignedLongLong(self->spliced);
+}
+
+static PyObject *
+Decompressor_get_splice(Decompressor *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->splice);
+}
+
+static int
+Decompressor_set_splice(Decompressor *self, PyObject *value, void *closure)
+{
+    (void)closure;
+    int flag = value == NULL ? -1 : PyObject_IsTrue(value);
+    if (flag < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "splice cannot be deleted");
+        return -1;
+    }
+    self->splice = flag;
+    return 0;
+}
+
 static PyGetSetDef Decompressor_getset[] = {
+    {"spliced", (getter)Decompressor_get_spliced, NULL,
+     "How many decode_region calls decoded only the box's restart intervals.", NULL},
+    {"splice", (getter)Decompressor_get_splice, (setter)Decompressor_set_splice,
+     "Whether decode_region may decode only the box's restart intervals (default True).", NULL},
     {"last_warning", (getter)Decompressor_get_last_warning, NULL,
      "The first libjpeg warning of the last call, or None.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -503,7 +808,7 @@ static PyTypeObject DecompressorType = {
     .tp_name = "fastdata.decode._jpegcrop.Decompressor",
     .tp_basicsize = sizeof(Decompressor),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Decompressor(max_pixels=1<<30, max_memory=1<<31, max_scans=1000): a reusable "
+    .tp_doc = "Decompressor(max_pixels=1<<30, max_memory=1<<31, max_scans=1000, splice=True): a reusable "
               "libjpeg decompressor; one per thread. See the module docstring.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Decompressor_init,
@@ -512,11 +817,201 @@ static PyTypeObject DecompressorType = {
     .tp_getset = Decompressor_getset,
 };
 
+/* ---- decode_batch: many regions, the GIL released once, optionally several threads ---- */
+
+typedef struct {
+    Decompressor **decompressors;
+    Job *jobs;
+    int *status;
+    Py_ssize_t n;
+    Py_ssize_t next; /* the next job to take (atomic) */
+} Batch;
+
+typedef struct {
+    Batch *batch;
+    Decompressor *self;
+} Worker;
+
+static void *
+batch_worker(void *arg)
+{
+    Worker *worker = arg;
+    Batch *batch = worker->batch;
+    Decompressor *self = worker->self;
+    for (;;) {
+        Py_ssize_t i = __atomic_fetch_add(&batch->next, 1, __ATOMIC_RELAXED);
+        if (i >= batch->n)
+            break;
+        Job *job = &batch->jobs[i];
+        self->err.num_warnings = 0;
+        self->err.first_warning[0] = '\0';
+        self->err.message[0] = '\0';
+        job->message[0] = '\0';
+        if (job->len == 0) { /* the message run_job gives */
+            snprintf(job->message, sizeof(job->message), "empty file");
+            batch->status[i] = JOB_JPEG_ERROR;
+            continue;
+        }
+        int status = run_region(self, job);
+        if (status == JOB_JPEG_ERROR)
+            memcpy(job->message, self->err.message, sizeof(job->message));
+        else if (status == JOB_OK && self->err.num_warnings > 0)
+            memcpy(job->message, self->err.first_warning, sizeof(job->message));
+        job->warnings = self->err.num_warnings;
+        batch->status[i] = status;
+    }
+    return NULL;
+}
+
+PyDoc_STRVAR(decode_batch_doc,
+"decode_batch(decompressors, jobs) -> list of (status, warnings, message)\n"
+"\n"
+"Run decode_region for every job (data, scale_denom, y0, y1, x0, x1, out) with the GIL\n"
+"released once, on len(decompressors) threads (the calling one and len - 1 started for\n"
+"the call), each with its own Decompressor. status: 0 decoded (warnings and the first\n"
+"warning's text in message, '' when none), 1 libjpeg refused the data (message is\n"
+"libjpeg's), 2 a bad box or buffer (message says which), 3 out of memory. Bad argument\n"
+"types raise before anything is decoded.");
+
+static PyObject *
+jpegcrop_decode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "decode_batch(decompressors, jobs) takes 2 arguments");
+        return NULL;
+    }
+    PyObject *decs = PySequence_Fast(args[0], "decompressors must be a sequence of Decompressor");
+    if (decs == NULL)
+        return NULL;
+    PyObject *jobs_seq = PySequence_Fast(args[1], "jobs must be a sequence of tuples");
+    if (jobs_seq == NULL) {
+        Py_DECREF(decs);
+        return NULL;
+    }
+    Py_ssize_t nthreads = PySequence_Fast_GET_SIZE(decs), n = PySequence_Fast_GET_SIZE(jobs_seq);
+    PyObject *result = NULL;
+    Decompressor **decompressors = PyMem_Calloc((size_t)(nthreads ? nthreads : 1), sizeof(*decompressors));
+    Job *jobs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Job));
+    int *status = PyMem_Calloc((size_t)(n ? n : 1), sizeof(int));
+    Py_buffer *buffers = PyMem_Calloc((size_t)(2 * n + 1), sizeof(Py_buffer));
+    Worker *workers = PyMem_Calloc((size_t)(nthreads ? nthreads : 1), sizeof(Worker));
+    pthread_t *threads = PyMem_Calloc((size_t)(nthreads ? nthreads : 1), sizeof(pthread_t));
+    Py_ssize_t held = 0, marked = 0;
+    if (!decompressors || !jobs || !status || !buffers || !workers || !threads) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    if (nthreads < 1) {
+        PyErr_SetString(PyExc_ValueError, "decode_batch needs at least one Decompressor");
+        goto cleanup;
+    }
+    for (Py_ssize_t t = 0; t < nthreads; t++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(decs, t);
+        if (!PyObject_TypeCheck(item, &DecompressorType) || !((Decompressor *)item)->created) {
+            PyErr_SetString(PyExc_TypeError, "decompressors must be initialized Decompressor objects");
+            goto cleanup;
+        }
+        for (Py_ssize_t u = 0; u < t; u++)
+            if (decompressors[u] == (Decompressor *)item) {
+                PyErr_SetString(PyExc_ValueError, "each thread needs its own Decompressor");
+                goto cleanup;
+            }
+        decompressors[t] = (Decompressor *)item;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *tuple = PySequence_Fast_GET_ITEM(jobs_seq, i);
+        if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != 7) {
+            PyErr_Format(PyExc_TypeError, "jobs[%zd] must be a tuple (data, scale_denom, y0, y1, x0, x1, out)", i);
+            goto cleanup;
+        }
+        long denom = PyLong_AsLong(PyTuple_GET_ITEM(tuple, 1));
+        if (denom == -1 && PyErr_Occurred())
+            goto cleanup;
+        if (denom != 1 && denom != 2 && denom != 4 && denom != 8) {
+            PyErr_Format(PyExc_ValueError, "jobs[%zd]: scale_denom must be 1, 2, 4 or 8, got %ld", i, denom);
+            goto cleanup;
+        }
+        jobs[i].denom = (int)denom;
+        Py_ssize_t *coords[4] = {&jobs[i].y0, &jobs[i].y1, &jobs[i].x0, &jobs[i].x1};
+        for (int c = 0; c < 4; c++) {
+            *coords[c] = PyNumber_AsSsize_t(PyTuple_GET_ITEM(tuple, 2 + c), PyExc_OverflowError);
+            if (*coords[c] == -1 && PyErr_Occurred())
+                goto cleanup;
+        }
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(tuple, 0), &buffers[2 * i], PyBUF_SIMPLE) < 0)
+            goto cleanup;
+        held = 2 * i + 1;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(tuple, 6), &buffers[2 * i + 1], PyBUF_WRITABLE) < 0)
+            goto cleanup;
+        held = 2 * i + 2;
+        jobs[i].src = buffers[2 * i].buf;
+        jobs[i].len = (size_t)buffers[2 * i].len;
+        jobs[i].out = buffers[2 * i + 1].buf;
+        jobs[i].out_len = buffers[2 * i + 1].len;
+    }
+    for (; marked < nthreads; marked++) {
+        if (decompressors[marked]->busy) {
+            PyErr_SetString(PyExc_RuntimeError, "a Decompressor is in use by another thread");
+            goto cleanup;
+        }
+        decompressors[marked]->busy = 1;
+    }
+    Batch batch = {decompressors, jobs, status, n, 0};
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t started = 0;
+    for (Py_ssize_t t = 0; t < nthreads; t++) {
+        workers[t].batch = &batch;
+        workers[t].self = decompressors[t];
+    }
+    for (Py_ssize_t t = 1; t < nthreads && t < n; t++) {
+        if (pthread_create(&threads[t], NULL, batch_worker, &workers[t]) != 0)
+            break; /* fewer threads: the others take the work */
+        started = t;
+    }
+    batch_worker(&workers[0]);
+    for (Py_ssize_t t = 1; t <= started; t++)
+        pthread_join(threads[t], NULL);
+    Py_END_ALLOW_THREADS
+    result = PyList_New(n);
+    if (result == NULL)
+        goto cleanup;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *message = PyUnicode_DecodeLatin1(jobs[i].message, (Py_ssize_t)strlen(jobs[i].message), NULL);
+        PyObject *entry = message ? Py_BuildValue("(iiN)", status[i], jobs[i].warnings, message) : NULL;
+        if (entry == NULL) {
+            Py_CLEAR(result);
+            goto cleanup;
+        }
+        PyList_SET_ITEM(result, i, entry);
+    }
+cleanup:
+    for (Py_ssize_t t = 0; t < marked; t++)
+        decompressors[t]->busy = 0;
+    for (Py_ssize_t b = 0; b < held; b++)
+        PyBuffer_Release(&buffers[b]);
+    PyMem_Free(threads);
+    PyMem_Free(workers);
+    PyMem_Free(buffers);
+    PyMem_Free(status);
+    PyMem_Free(jobs);
+    PyMem_Free(decompressors);
+    Py_DECREF(jobs_seq);
+    Py_DECREF(decs);
+    return result;
+}
+
+static PyMethodDef jpegcrop_functions[] = {
+    {"decode_batch", (PyCFunction)(void (*)(void))jpegcrop_decode_batch, METH_FASTCALL, decode_batch_doc},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef jpegcrop_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "fastdata.decode._jpegcrop",
     .m_doc = module_doc,
     .m_size = -1,
+    .m_methods = jpegcrop_functions,
 };
 
 PyMODINIT_FUNC

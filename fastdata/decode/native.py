@@ -3,7 +3,9 @@
 PyTurboJPEG can only decode whole images. The kernel drives libjpeg directly: it decodes
 at the smallest sufficient DCT scale, crops the columns with ``jpeg_crop_scanline``,
 skips the rows above the crop with ``jpeg_skip_scanlines`` and stops after the crop's
-last row, so a ``RandomResizedCrop`` pays only for (most of) the pixels it keeps. The
+last row, so a ``RandomResizedCrop`` pays only for (most of) the pixels it keeps. A JPEG with restart
+intervals that tile its MCU rows is cut down, in C, to the intervals covering the crop before decoding
+(:func:`spliced_count`), so it pays for the crop's MCUs only. The
 pixels equal those of a full decode at the same scale, and a full decode equals
 ``PIL.Image.open(f).convert("RGB")`` (grayscale, CMYK and YCCK included). libjpeg works
 with the GIL released, and so does the OpenCV resize that follows.
@@ -44,7 +46,8 @@ except ImportError:  # not built: no compiler or no jpeglib.h at install time
     _jpegcrop = None
 _JpegError = _jpegcrop.JpegError if _jpegcrop is not None else ()  # () catches nothing
 
-__all__ = ["BUILD_HINT", "NATIVE_SCALES", "NativeJpegDecoder", "RecoveredDamage", "available", "decode_crop_into", "decode_full", "read_header"]
+__all__ = ["BUILD_HINT", "NATIVE_SCALES", "NativeJpegDecoder", "RecoveredDamage", "available", "decode_crop_into", "decode_full", "read_header",
+           "spliced_count"]
 
 Scale = tuple[int, int]
 
@@ -71,6 +74,16 @@ def _decompressor():
             raise ImportError(f"fastdata's native JPEG kernel is not built; {BUILD_HINT}")
         decompressor = _local.decompressor = _jpegcrop.Decompressor()
     return decompressor
+
+
+def spliced_count() -> int:
+    """How many decodes on this thread read only the restart intervals covering their crop.
+
+    A baseline JPEG whose restart intervals tile its MCU rows (``jpegtran -restart 1B`` writes one per MCU) is not
+    decoded from the top: the kernel splices the header and just the intervals that cover the crop into a smaller
+    JPEG and decodes that, with the same pixels. Other JPEGs take the ordinary region decode.
+    """
+    return _decompressor().spliced
 
 
 def _scratch(nbytes: int) -> np.ndarray:
@@ -128,10 +141,15 @@ def read_header(data) -> tuple[int, int, int, int]:
         DecodeError: empty, not a JPEG, a header libjpeg refuses, or more pixels than the limit
             (:func:`fastdata.decode.limits.set_max_pixels`).
     """
-    try:
-        header = _decompressor().header(data)
-    except _JpegError as exc:
-        raise _decode_error(exc, data) from None
+    last = getattr(_local, "header", None)
+    if last is not None and last[0] is data:  # the same immutable bytes as the last call (read_size, then decode)
+        header = last[1]
+    else:
+        try:
+            header = _decompressor().header(data)
+        except _JpegError as exc:
+            raise _decode_error(exc, data) from None
+        _local.header = (data, header) if type(data) is bytes else None
     check_pixels(header[0], header[1])  # the pixel limit, before anything is allocated
     return header
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +54,14 @@ class ShardReaderBase(abc.ABC):
         Raises:
             CorruptRecordError: the record fails its checksum, framing or parse.
         """
+
+    def read_fields(self, position: int, size: int) -> Any:
+        """The feature map (``tf.train.Example`` features) holding the record's fields, CRC-checked.
+
+        Raises:
+            CorruptRecordError: the record fails its checksum, framing or parse.
+        """
+        raise NotImplementedError(f"{type(self).__name__} stores no fields")
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -7,7 +7,7 @@ bytes are exactly what TensorFlow writes and reads. No generated code, no protoc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -69,6 +69,7 @@ class ImageRecord:
     image_format: str = ""
     height: int = 0
     width: int = 0
+    fields: dict[str, tuple[str, list]] = field(default_factory=dict)  # name -> ("int64"|"float"|"bytes", values)
 
 
 def encode_example(record: ImageRecord) -> bytes:
@@ -87,7 +88,35 @@ def encode_example(record: ImageRecord) -> bytes:
     feature["image/format"].bytes_list.value.append(record.image_format.encode("utf-8"))
     feature["image/height"].int64_list.value.append(record.height)
     feature["image/width"].int64_list.value.append(record.width)
+    add_fields(feature, record.fields)
     return example.SerializeToString(deterministic=True)
+
+
+def add_fields(feature: Any, fields: dict[str, tuple[str, list]]) -> None:
+    """Add ``fields`` (``{name: (list kind, values)}``, see :mod:`fastdata.formats.fields`) to a feature map, by name."""
+    for name, (kind, values) in fields.items():
+        getattr(feature[name], f"{kind}_list").value.extend(values)
+
+
+def encode_fields(fields: dict[str, tuple[str, list]]) -> bytes:
+    """``fields`` alone as a serialized ``tf.train.Example`` (how an LMDB record stores them)."""
+    example = Example()
+    add_fields(example.features.feature, fields)
+    return example.SerializeToString(deterministic=True)
+
+
+def parse_features(data: bytes) -> Any:
+    """The feature map of a serialized ``tf.train.Example``.
+
+    Raises:
+        ValueError: the bytes are not an Example.
+    """
+    example = Example()
+    try:
+        example.ParseFromString(data)
+    except Exception as exc:  # protobuf raises its own DecodeError type per backend
+        raise ValueError(f"record is not a tf.train.Example ({exc})") from exc
+    return example.features.feature
 
 
 def decode_example(data: bytes, *, label_offset: int = 0) -> ImageRecord:

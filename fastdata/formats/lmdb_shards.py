@@ -6,8 +6,11 @@ bytes as value. The key ``__meta__`` holds a UTF-8 JSON object with the shard's 
 ``class_names`` (packs written since it was added) and ``num_samples``, so a plain ``lmdb`` reader
 can get every image and label without fastdata and without pickle.
 
-Readers check every record against its CRC32C on every read and return the label ``__meta__``
-holds for it; environments are shared per process and file (:mod:`fastdata.formats.lmdb_env`).
+Readers never hand the file to LMDB: they locate every value with a bounds-checked walk of the
+B-tree (:mod:`fastdata.formats.lmdb_pages`), so damaged pages raise :class:`CorruptRecordError`
+instead of killing the process, read each record with ``pread``, check it against its CRC32C and
+return the label ``__meta__`` holds for it. The CRC32Cs in ``__meta__`` are read when the shard is
+opened, so a record whose bytes change later (damage, or the shard rewritten in place) fails its check.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import google_crc32c
 import lmdb
@@ -23,15 +27,17 @@ import numpy as np
 
 from fastdata._fs import file_crc32c, publish, tmp_path
 from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase, ShardWriterBase, StorageFormat
-from fastdata.formats.example import ImageRecord
-from fastdata.formats.files import crc32c_hex, resolve_inside
+from fastdata.formats.example import ImageRecord, encode_fields, parse_features
+from fastdata.formats.files import FileIdentity, crc32c_hex, open_regular, resolve_inside
 from fastdata.formats.lmdb_env import open_readonly, shared_env
+from fastdata.formats.lmdb_pages import LMDBIndex, index_values
 from fastdata.formats.manifest import ShardInfo
 
 __all__ = ["LMDBFormat", "LMDBShardReader", "LMDBShardWriter", "META_KEY", "open_readonly", "parse_meta",
            "read_meta", "sample_key", "shared_env"]
 
 META_KEY = b"__meta__"
+FIELDS_SUFFIX = b".fields"  # sample j's fields (a serialized tf.train.Example) are under sample_key(j) + this
 # The writer's memory map starts small and grows with the data (reserving 1 TiB up front fails
 # under an address-space limit, `ulimit -v`, common on clusters). Growing means committing the
 # open transaction, so the map is doubled whenever a worst-case estimate of the bytes written
@@ -87,8 +93,17 @@ class LMDBShardWriter(ShardWriterBase):
         }
         for key, value in values.items():
             self._meta[key].append(value)
+        added = 0
+        if record.fields:  # the fields as an Example under their own key, checked by their own CRC32C
+            raw = encode_fields(record.fields)
+            key = sample_key(self.num_samples) + FIELDS_SUFFIX
+            self._make_room(key, raw)
+            if not self._txn.put(key, raw, append=True):
+                raise RuntimeError(f"could not append the fields of sample {self.num_samples} to {self._tmp}")
+            self._meta.setdefault("fields_crc32c", []).append(google_crc32c.value(raw))
+            added = len(raw) + 16
         self.num_samples += 1
-        return len(record.image) + 8
+        return len(record.image) + 8 + added
 
     def close(self, root: Path) -> ShardInfo:
         meta = dict(self._meta, num_samples=self.num_samples)
@@ -149,7 +164,7 @@ def parse_meta(raw: bytes, path: str | os.PathLike) -> dict:
     n = meta.get("num_samples") if isinstance(meta, dict) else None
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise CorruptRecordError(path, None, "its __meta__ record has no valid num_samples")
-    for key in ("labels", "crc32c") + tuple(k for k in _PER_RECORD if k in meta):
+    for key in ("labels", "crc32c") + tuple(k for k in _PER_RECORD + ("fields_crc32c",) if k in meta):
         if not isinstance(meta.get(key), list) or len(meta[key]) != n:
             raise CorruptRecordError(path, None, f"its __meta__ record's {key} is not a list of {n} entries")
     return meta
@@ -166,12 +181,13 @@ def _int_array(values: list, dtype: type, path: str | os.PathLike, key: str) -> 
 
 
 class LMDBShardReader(ShardReaderBase):
-    """Key lookups in one shard; ``position`` is the record number within the shard.
+    """Reads of one shard by record number, without trusting its page structure.
 
-    Every read is checked against the CRC32C that ``__meta__`` records for the record and returns
-    the label ``__meta__`` records for it. Opening reads ``__meta__`` once; given the manifest's
-    entry, it also checks the file's size (before mapping it), ``__meta__``'s checksum and the
-    record count, so a truncated shard or a shard of another pack is refused.
+    Opening walks the shard's B-tree with every page number and length checked (see
+    :mod:`fastdata.formats.lmdb_pages`) and reads ``__meta__``; given the manifest's entry, it also
+    checks the file's size, ``__meta__``'s checksum and the record count, so a truncated, damaged
+    or foreign shard is refused. Every read is checked against the CRC32C ``__meta__`` records for
+    it and returns the label recorded with it.
 
     Args:
         path: the shard file.
@@ -185,10 +201,13 @@ class LMDBShardReader(ShardReaderBase):
     """
 
     def __init__(self, path: Path, *, expected: ShardInfo | None = None, check_crc: bool = True) -> None:
+        self._fd = -1  # set first: __del__ runs even when opening fails
         self.path = Path(path)
         self.check_crc = check_crc
-        self._env, self.identity = shared_env(self.path, nbytes=None if expected is None else expected.nbytes)
-        raw = read_meta_bytes(self._env, self.path)
+        self._fd, st = open_regular(self.path, nbytes=None if expected is None else expected.nbytes)
+        self.identity = FileIdentity.of(st)
+        self._index = index_values(self._fd, st.st_size, self.path)
+        raw = _meta_from(self._index, self._fd, self.path)
         if expected is not None and expected.meta_crc32c is not None and crc32c_hex(raw) != expected.meta_crc32c:
             raise CorruptRecordError(
                 self.path, None, "its __meta__ record does not match the manifest (a shard of another pack, or damaged)"
@@ -200,44 +219,70 @@ class LMDBShardReader(ShardReaderBase):
             )
         self._crc = _int_array(meta["crc32c"], np.uint32, self.path, "crc32c")
         self._labels = _int_array(meta["labels"], np.int64, self.path, "labels")
+        fields_crc = meta.get("fields_crc32c")
+        self._fields_crc = _int_array(fields_crc, np.uint32, self.path, "fields_crc32c") if fields_crc else None
 
     def read(self, position: int, size: int) -> tuple[bytes, int | None]:
         if not 0 <= position < len(self._crc):
             raise CorruptRecordError(self.path, position, f"no such record (the shard holds {len(self._crc)})")
-        try:
-            with self._env.begin(buffers=False) as txn:
-                value = txn.get(sample_key(position))
-        except lmdb.Error as exc:
-            raise CorruptRecordError(self.path, position, f"its LMDB pages are damaged ({type(exc).__name__})") from None
+        value = self._index.read(self._fd, sample_key(position), self.path)
         if value is None:
             raise CorruptRecordError(self.path, position, f"key {sample_key(position).decode()} is missing")
         if self.check_crc and google_crc32c.value(value) != self._crc[position]:
             raise CorruptRecordError(self.path, position, "image bytes CRC32C mismatch")
         return value, int(self._labels[position])
 
+    def read_fields(self, position: int, size: int) -> Any:
+        if self._fields_crc is None or not 0 <= position < len(self._fields_crc):
+            raise CorruptRecordError(self.path, position, "the shard stores no fields for this record")
+        value = self._index.read(self._fd, sample_key(position) + FIELDS_SUFFIX, self.path)
+        if value is None or (self.check_crc and google_crc32c.value(value) != self._fields_crc[position]):
+            raise CorruptRecordError(self.path, position, "fields missing or CRC32C mismatch")
+        try:
+            return parse_features(value)
+        except ValueError as exc:
+            raise CorruptRecordError(self.path, position, str(exc)) from None
+
     def close(self) -> None:
-        self._env = None  # shared in this process: it closes when its last reader lets go
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:
+        if getattr(self, "_fd", -1) >= 0:
+            self.close()
+
+
+def _meta_from(index: LMDBIndex, fd: int, path: Path) -> bytes:
+    raw = index.read(fd, META_KEY, path)
+    if raw is None:
+        raise CorruptRecordError(path, None, "no __meta__ entry (not a fastdata LMDB shard, or an unfinished one)")
+    return raw
 
 
 def _check_records(
-    env: lmdb.Environment, path: Path, meta: dict, on_record: Callable[[int, ImageRecord], None] | None
+    index: LMDBIndex, fd: int, path: Path, meta: dict, on_record: Callable[[int, ImageRecord], None] | None
 ) -> list[str]:
     """Compare each record's bytes with the CRC32C stored for it in ``__meta__``; pass sound ones to ``on_record``."""
     problems = []
     n = meta["num_samples"]
     texts, names = meta.get("class_names") or [""] * n, meta.get("filenames") or [""] * n
-    try:
-        with env.begin(buffers=True) as txn:
-            for j, (expected, label) in enumerate(zip(meta["crc32c"], meta["labels"])):
-                value = txn.get(sample_key(j))
-                if value is None:
-                    problems.append(f"record {j}: {CorruptRecordError(path, j, 'key is missing')}")
-                elif google_crc32c.value(bytes(value)) != expected:
-                    problems.append(f"record {j}: {CorruptRecordError(path, j, 'image bytes CRC32C mismatch')}")
-                elif on_record is not None:
-                    on_record(j, ImageRecord(bytes(value), label, _text(texts[j]), _text(names[j])))
-    except lmdb.Error as exc:
-        problems.append(f"its LMDB pages are damaged ({type(exc).__name__})")
+    fields_crc = meta.get("fields_crc32c")
+    for j, (expected, label) in enumerate(zip(meta["crc32c"], meta["labels"])):
+        try:
+            value = index.read(fd, sample_key(j), path)
+            fields = index.read(fd, sample_key(j) + FIELDS_SUFFIX, path) if fields_crc else None
+        except CorruptRecordError as exc:
+            problems.append(f"record {j}: {exc}")
+            continue
+        if value is None:
+            problems.append(f"record {j}: {CorruptRecordError(path, j, 'key is missing')}")
+        elif google_crc32c.value(value) != expected:
+            problems.append(f"record {j}: {CorruptRecordError(path, j, 'image bytes CRC32C mismatch')}")
+        elif fields_crc and google_crc32c.value(fields or b"") != fields_crc[j]:
+            problems.append(f"record {j}: {CorruptRecordError(path, j, 'fields missing or CRC32C mismatch')}")
+        elif on_record is not None:
+            on_record(j, ImageRecord(value, label, _text(texts[j]), _text(names[j])))
     return problems
 
 
@@ -264,24 +309,25 @@ class LMDBFormat(StorageFormat):
     def verify(
         self, root: Path, shard: ShardInfo, on_record: Callable[[int, ImageRecord], None] | None = None
     ) -> list[str]:
+        fd = -1
         try:
             path = resolve_inside(root, shard.path)
-            env, _ = shared_env(path, nbytes=shard.nbytes)  # the size is checked before the file is mapped
-            raw = read_meta_bytes(env, path)
+            fd, st = open_regular(path, nbytes=shard.nbytes)
+            index = index_values(fd, st.st_size, path)  # the structure is checked before any pointer is followed
+            raw = _meta_from(index, fd, path)
             meta = parse_meta(raw, path)
+            problems: list[str] = []
+            if shard.meta_crc32c is not None and crc32c_hex(raw) != shard.meta_crc32c:
+                problems.append(f"{shard.path}: its __meta__ record does not match the manifest's checksum")
+            count = (len(index.values) - 1) // (2 if "fields_crc32c" in meta else 1)
+            if meta["num_samples"] != shard.num_samples or count != shard.num_samples:
+                problems.append(f"{shard.path}: holds {count} records, the manifest says {shard.num_samples}")
+            return problems + [f"{shard.path}: {p}" for p in _check_records(index, fd, path, meta, on_record)]
         except (OSError, CorruptRecordError, DatasetChangedError) as exc:
             return [f"{shard.path}: {_short_error(exc)}"]
-        problems: list[str] = []
-        if shard.meta_crc32c is not None and crc32c_hex(raw) != shard.meta_crc32c:
-            problems.append(f"{shard.path}: its __meta__ record does not match the manifest's checksum")
-        try:
-            with env.begin() as txn:
-                count = txn.stat()["entries"] - 1
-        except lmdb.Error as exc:
-            return problems + [f"{shard.path}: its LMDB pages are damaged ({type(exc).__name__})"]
-        if meta["num_samples"] != shard.num_samples or count != shard.num_samples:
-            problems.append(f"{shard.path}: holds {count} records, the manifest says {shard.num_samples}")
-        return problems + [f"{shard.path}: {p}" for p in _check_records(env, path, meta, on_record)]
+        finally:
+            if fd >= 0:
+                os.close(fd)
 
 
 def _short_error(exc: BaseException) -> str:

@@ -12,8 +12,8 @@ any memory is allocated from what it claims:
    with a bound and must list exactly the manifest's records, inside the shard;
 4. the manifest again: unchanged while all this was read.
 
-The identity of the manifest (device, inode, size, mtime) and of every shard (device, inode) is
-kept; a process that later opens a shard (a DataLoader worker, say) checks both with
+The identity of the manifest (device, inode, size, mtime) and of every shard (device, inode,
+mtime) is kept; a process that later opens a shard (a DataLoader worker, say) checks both with
 :meth:`OpenedPack.check_current`, so a dataset re-packed under a live reader raises
 :class:`DatasetChangedError` instead of mixing the labels of one pack with the images of another.
 Shards already open keep reading the files they opened (consistent with the labels read with them).
@@ -60,15 +60,16 @@ class OpenedPack:
     sizes: np.ndarray
     counts: np.ndarray
     manifest_identity: FileIdentity
-    shard_identities: np.ndarray  # [num_shards, 2] uint64: device, inode (a change in place is caught by the size check)
+    shard_identities: np.ndarray  # [num_shards, 3] uint64: device, inode, mtime (ns)
 
     def check_current(self, shard: int, identity: FileIdentity | None = None) -> None:
         """Raise unless the manifest and shard ``shard`` are still the files this pack was opened from.
 
         The manifest must be unchanged (device, inode, size, mtime: the packer rewrites it on every
-        pack); the shard must be the same file (device, inode: the packer publishes shards by rename).
-        A shard changed in place (truncated, say) is left to the size and checksum checks, which
-        raise CorruptRecordError.
+        pack); the shard must be the same file (device, inode: the packer publishes shards by rename)
+        and, for TFRecord, unmodified (mtime): a TFRecord record's own CRCs cannot tell a record of
+        another image written in its place. An LMDB shard changed in place is left to the per-record
+        CRC32Cs of its ``__meta__``, which raise CorruptRecordError.
 
         Args:
             shard: shard number.
@@ -88,8 +89,11 @@ class OpenedPack:
                 identity = FileIdentity.of(os.stat(self.shard_paths[shard]))
             except FileNotFoundError:
                 raise DatasetChangedError(_changed(self.root, f"{self.manifest.shards[shard].path} is gone")) from None
-        if tuple(self.shard_identities[shard].tolist()) != (identity.device, identity.inode):
+        device, inode, mtime = self.shard_identities[shard].tolist()
+        if (device, inode) != (identity.device, identity.inode):
             raise DatasetChangedError(_changed(self.root, f"{self.manifest.shards[shard].path} was replaced"))
+        if self.manifest.format == "tfrecord" and mtime and mtime != identity.mtime_ns:
+            raise DatasetChangedError(_changed(self.root, f"{self.manifest.shards[shard].path} was rewritten in place"))
 
 
 def open_pack(root: str | os.PathLike, *, shards_here: bool = True) -> OpenedPack:
@@ -123,7 +127,7 @@ def open_pack(root: str | os.PathLike, *, shards_here: bool = True) -> OpenedPac
             raise CorruptRecordError(path, None, f"cannot hold the {shard.num_samples} records the manifest claims")
         st = stat_regular(path, nbytes=shard.nbytes) if shards_here else None
         paths.append(str(path))
-        identities.append((st.st_dev, st.st_ino) if st is not None else (0, 0))
+        identities.append((st.st_dev, st.st_ino, st.st_mtime_ns) if st is not None else (0, 0, 0))
     located = [storage.positions(base, shard) for shard in manifest.shards]
     if _identity(base / MANIFEST_NAME) != before:
         raise DatasetChangedError(_changed(base, "its manifest.json was replaced while it was being opened"))
@@ -131,7 +135,7 @@ def open_pack(root: str | os.PathLike, *, shards_here: bool = True) -> OpenedPac
     pack = OpenedPack(
         root=base, manifest=manifest, targets=targets, shard_paths=np.array(paths, dtype=str),
         positions=_concat([p for p, _ in located]), sizes=_concat([s for _, s in located]), counts=counts,
-        manifest_identity=before, shard_identities=np.array(identities, dtype=np.uint64).reshape(-1, 2),
+        manifest_identity=before, shard_identities=np.array(identities, dtype=np.uint64).reshape(-1, 3),
     )
     return pack
 

@@ -12,14 +12,16 @@ import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import google_crc32c
 import numpy as np
 
 from fastdata._fs import publish, tmp_path
 from fastdata.formats.base import CorruptRecordError, ShardReaderBase, ShardWriterBase, StorageFormat
+from fastdata.formats.errors import DatasetChangedError
 from fastdata.formats.files import FileIdentity, check_crc32c, crc32c_hex, open_regular, read_regular, resolve_inside
-from fastdata.formats.example import ImageRecord, decode_example, encode_example
+from fastdata.formats.example import ImageRecord, decode_example, encode_example, parse_features
 from fastdata.formats.manifest import ShardInfo
 
 _LEN = struct.Struct("<Q")
@@ -208,13 +210,21 @@ class TFRecordShardReader(ShardReaderBase):
         self.check_crc = check_crc
         self._fd, st = open_regular(self.path, nbytes=nbytes)
         self.identity = FileIdentity.of(st)
+        self._stamp = (st.st_size, st.st_mtime_ns)
 
     def read_payload(self, position: int, size: int) -> bytes:
         """The raw Example bytes of the record at ``position`` (CRC-checked)."""
         buf = os.pread(self._fd, size, position)
         if len(buf) != size:
             raise CorruptRecordError(self.path, position, f"short read ({len(buf)} of {size} bytes): truncated shard")
-        return unframe(buf, shard=self.path, offset=position, check_crc=self.check_crc)
+        payload = unframe(buf, shard=self.path, offset=position, check_crc=self.check_crc)
+        st = os.fstat(self._fd)  # a record's own CRCs cannot tell a record of another image: the file's times can
+        if (st.st_size, st.st_mtime_ns) != self._stamp:
+            raise DatasetChangedError(
+                f"{self.path} was rewritten in place after this reader opened it (same file, new contents); "
+                "create a new ShardDataset (and DataLoader) to read the new files"
+            )
+        return payload
 
     def read(self, position: int, size: int) -> tuple[bytes, int | None]:
         payload = self.read_payload(position, size)
@@ -223,6 +233,12 @@ class TFRecordShardReader(ShardReaderBase):
         except ValueError as exc:
             raise CorruptRecordError(self.path, position, str(exc)) from exc
         return record.image, record.label
+
+    def read_fields(self, position: int, size: int) -> Any:
+        try:
+            return parse_features(self.read_payload(position, size))
+        except ValueError as exc:
+            raise CorruptRecordError(self.path, position, str(exc)) from exc
 
     def close(self) -> None:
         if self._fd >= 0:

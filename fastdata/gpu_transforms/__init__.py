@@ -1,7 +1,10 @@
 """Batched tensor augmentations that run on the GPU (inside ``DataPrefetcher``) or on the CPU.
 
 Split by kind: :mod:`.colour` (ToFloat, Normalize, ColorJitter), :mod:`.geometry`
-(RandomHorizontalFlip, RandomResizedCrop), :mod:`.mixing` (Mixup, CutMix), on the interface in :mod:`.base`.
+(RandomHorizontalFlip, RandomResizedCrop), :mod:`.mixing` (Mixup, CutMix), on the interface in :mod:`.base`;
+per-image augmentation policies in :mod:`.policies` (RandAugment, TrivialAugmentWide, AutoAugment, ThreeAugment),
+built from the batched per-image ops of :mod:`.ops` run by :mod:`.plan`; timm's RandomErasing
+(:mod:`.erasing`) and Mixup/CutMix with switch probability and modes (:mod:`.mixcut`).
 
 Every transform takes and returns ``(images, labels)``: ``images`` is a ``[N, C, H, W]`` tensor on
 any device, ``labels`` an int64 ``[N]`` tensor, soft targets ``[N, K]`` or ``None``. The same code
@@ -21,11 +24,15 @@ transform reads a device tensor back to the host.
 from fastdata.gpu_transforms.base import BatchTransform, Compose
 from fastdata.gpu_transforms.colour import IMAGENET_MEAN, IMAGENET_STD, ColorJitter, Normalize, ToFloat
 from fastdata.gpu_transforms.geometry import RandomHorizontalFlip, RandomResizedCrop
+from fastdata.gpu_transforms.erasing import RandomErasing
+from fastdata.gpu_transforms.mixcut import MixupCutmix
 from fastdata.gpu_transforms.mixing import CutMix, MixUp, Mixup
+from fastdata.gpu_transforms.policies import AutoAugment, RandAugment, ThreeAugment, TrivialAugmentWide, rand_augment
 
 __all__ = [
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "BatchTransform", "CutMix", "ColorJitter", "Compose", "MixUp", "Mixup", "Normalize",
     "RandomHorizontalFlip", "RandomResizedCrop", "ToFloat",
+    "AutoAugment", "MixupCutmix", "RandAugment", "RandomErasing", "ThreeAugment", "TrivialAugmentWide", "rand_augment",
 ]

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from fastdata._optional import native_disabled
-from fastdata.batch import DecodedBatch, empty_tensor
+from fastdata.batch import DecodedBatch, MultiDecodedBatch, empty_tensor
 from fastdata.gpu_transforms.colour import IMAGENET_MEAN, IMAGENET_STD
 from fastdata.shared_ring import free_in_worker
 
@@ -28,12 +28,12 @@ try:
 except ImportError:  # not built (no C compiler at install time): torch ops instead
     _floatbatch = None
 
-__all__ = ["NormalizeCollate", "fast_collate"]
+__all__ = ["NormalizeCollate", "collate_fields", "fast_collate"]
 
 logger = logging.getLogger(__name__)
 
 
-def fast_collate(batch: Sequence[tuple[Any, Any]]) -> tuple[torch.Tensor, torch.Tensor]:
+def fast_collate(batch: Sequence[tuple[Any, ...]], *, pad_fields: bool = False) -> tuple[Any, ...]:
     """Stack ``(image, label)`` samples into ``(uint8 [N, C, H, W], int64 [N])`` tensors.
 
     Each image is a ``uint8`` array or tensor in HWC layout (a 2-D grayscale image becomes
@@ -42,24 +42,32 @@ def fast_collate(batch: Sequence[tuple[Any, Any]]) -> tuple[torch.Tensor, torch.
     :meth:`fastdata.ShardDataset.__getitems__` decoded in place (a :class:`~fastdata.batch.DecodedBatch`)
     is returned as it is, with no copy: its images are the NHWC buffer seen as ``[N, C, H, W]``, that
     is, ``channels_last`` in memory (``images.contiguous()`` gives the other layout if a model needs it).
+    Samples whose image is a list of k images (:class:`fastdata.multicrop.MultiCrop`) give a list of k
+    batches, one per crop position.
 
     Args:
         batch: A non-empty sequence of ``(image, label)`` pairs. ``image`` is a ``np.ndarray`` or
-            ``torch.Tensor`` of dtype uint8 and shape ``[H, W, C]`` or ``[H, W]``; ``label`` is an
-            int, a numpy integer or a 0-d integer tensor.
+            ``torch.Tensor`` of dtype uint8 and shape ``[H, W, C]`` or ``[H, W]`` (or a list of k of
+            them); ``label`` is an int, a numpy integer or a 0-d integer tensor. Or ``(image, label, fields)``
+            triples, as ``ShardDataset(..., fields=[...])`` returns them: see :func:`collate_fields`.
+        pad_fields: collate variable-length fields into padded tensors with a mask (see :func:`collate_fields`).
 
     Returns:
-        ``(images, labels)``: a uint8 tensor ``[N, C, H, W]`` and an int64 tensor ``[N]``.
+        ``(images, labels)``: a uint8 tensor ``[N, C, H, W]`` (a list of k of them for multi-crop
+        samples) and an int64 tensor ``[N]``; with triples, ``(images, labels, fields)``.
 
     Raises:
         ValueError: If the batch is empty, a sample is not a pair, an image is not uint8 or not
             2-D/3-D, or the images do not all have the same shape.
         TypeError: If an image is neither an array nor a tensor, or a label is not an integer.
     """
-    if isinstance(batch, DecodedBatch):  # decoded in place by ShardDataset.__getitems__: no copy
+    if isinstance(batch, (DecodedBatch, MultiDecodedBatch)):  # decoded in place by ShardDataset.__getitems__: no copy
         return batch.nchw()
     if len(batch) == 0:
         raise ValueError("fast_collate got batch=[] (no samples); pass at least one (image, label) pair")
+    if isinstance(batch[0], (tuple, list)) and len(batch[0]) == 3 and isinstance(batch[0][2], dict):
+        images, labels = fast_collate([sample[:2] for sample in batch])
+        return images, labels, collate_fields([sample[2] for sample in batch], pad=pad_fields)
     images = []
     labels = []
     for i, sample in enumerate(batch):
@@ -69,14 +77,58 @@ def fast_collate(batch: Sequence[tuple[Any, Any]]) -> tuple[torch.Tensor, torch.
                 f"{'' if not isinstance(sample, (tuple, list)) else f' of length {len(sample)}'}; "
                 "make the dataset return (uint8 HWC image, int label)"
             )
-        images.append(_as_chw_view(sample[0], i))
+        images.append(sample[0])
         labels.append(_as_int(sample[1], i))
-    _check_same_shape(images)
-    out = empty_tensor((len(images), *images[0].shape), torch.uint8)
-    torch.stack(images, out=out)  # the one copy: HWC views written into NCHW memory
+    if isinstance(images[0], (list, tuple)):  # multi-crop: k images per sample, k batches
+        out: Any = [_stack([_crop(views, k, i) for i, views in enumerate(images)]) for k in range(len(images[0]))]
+    else:
+        out = _stack([_as_chw_view(image, i) for i, image in enumerate(images)])
     target = empty_tensor((len(labels),), torch.int64)
     target.copy_(torch.tensor(labels, dtype=torch.int64))
     return out, target
+
+
+def collate_fields(samples: Sequence[dict[str, Any]], *, pad: bool = False) -> dict[str, Any]:
+    """Each field of a batch's samples: numbers and same-shape arrays stacked into one tensor ``[N, ...]``;
+    arrays whose first dimension varies (boxes, multi-labels) into a list of tensors, or with ``pad``
+    one tensor padded with zeros along that dimension and a bool ``name + "_mask"`` tensor ``[N, L]``
+    (True where a value is real); text and JSON values into a list.
+    """
+    out: dict[str, Any] = {}
+    for name in samples[0]:
+        values = [sample[name] for sample in samples]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            out[name] = torch.tensor(values, dtype=torch.int64 if all(isinstance(v, int) for v in values) else torch.float32)
+        elif not all(isinstance(v, np.ndarray) for v in values):
+            out[name] = values
+        elif len({v.shape for v in values}) == 1:
+            out[name] = torch.from_numpy(np.stack(values))
+        elif not pad:
+            out[name] = [torch.from_numpy(v) for v in values]
+        else:
+            length = max(len(v) for v in values)
+            padded = np.zeros((len(values), length, *values[0].shape[1:]), dtype=values[0].dtype)
+            mask = np.zeros((len(values), length), dtype=bool)
+            for i, v in enumerate(values):
+                padded[i, : len(v)], mask[i, : len(v)] = v, True
+            out[name], out[f"{name}_mask"] = torch.from_numpy(padded), torch.from_numpy(mask)
+    return out
+
+
+def _stack(images: list[torch.Tensor]) -> torch.Tensor:
+    _check_same_shape(images)
+    out = empty_tensor((len(images), *images[0].shape), torch.uint8)
+    torch.stack(images, out=out)  # the one copy: HWC views written into NCHW memory
+    return out
+
+
+def _crop(crops: Any, k: int, index: int) -> torch.Tensor:
+    """Crop ``k`` of sample ``index``'s list of crops, as a CHW view."""
+    if not isinstance(crops, (list, tuple)) or len(crops) <= k:
+        raise ValueError(f"fast_collate got a list of crops for batch[0] but batch[{index}] has "
+                         f"{len(crops) if isinstance(crops, (list, tuple)) else 'no list of'} crops; "
+                         "make every sample return the same number of crops")
+    return _as_chw_view(crops[k], index)
 
 
 def _as_chw_view(image: Any, index: int) -> torch.Tensor:

@@ -35,6 +35,7 @@ from fastdata.loader.resume import (
     STATE_VERSION, PassState, after_base_seed, get_rng_states, has_state_methods, pass_key_for, restore_sampler,
     set_rng_states, snapshot_sampler, validate_state,
 )
+from fastdata.resolution import check_size, tag_batches
 from fastdata.shared_ring import Releaser
 
 __all__ = ["DataLoaderX"]
@@ -61,6 +62,10 @@ class _PassIndexSampler:
         inner = DataLoader._index_sampler.fget(loader)
         pass_state = loader._setup_pass
         it = iter(inner) if pass_state is None else pass_state.index_iter(inner)
+        size = getattr(pass_state, "resolution", None)
+        if size is not None and loader._auto_collation:  # the workers decode this pass at the loader's resolution
+            it = tag_batches(it, size)
+            pass_state.track(it)
         if isinstance(loader.dataset, ShardDataset) and loader.dataset.remote:  # downloads in this pass's order
             in_flight = loader.num_workers * (loader.prefetch_factor or 2) if loader.num_workers > 0 else 1
             it = loader.dataset.plan(it, lag=in_flight)
@@ -152,6 +157,7 @@ class DataLoaderX(DataLoader):
         self._workers_finalizer: weakref.finalize | None = None
         self._pass_index_sampler = _PassIndexSampler(self)
         self._releaser = Releaser()  # hands the workers' batch buffers back once no batch uses them
+        self._resolution: tuple[int, int] | None = None  # decode-time crop size of the next passes (None: the transform's)
         if pin_memory is None:
             pin_memory = torch.cuda.is_available()
         if persistent_workers is None:
@@ -213,6 +219,7 @@ class DataLoaderX(DataLoader):
             pass_state = PassState(rngs, sampler_state, skip, index_skip, plan["rng_sampler_draw"],
                                    number=plan.get("pass_number", 0), position_base=position_base)
         self._passes_begun = pass_state.number + 1
+        pass_state.resolution = self._resolution  # type: ignore[attr-defined]
         self._key_pass(pass_state)
         return pass_state
 
@@ -294,7 +301,7 @@ class DataLoaderX(DataLoader):
             return {"version": STATE_VERSION, "num_batches": len(self), "in_pass": True,
                     "batches_consumed": p.skip + p.consumed, "rng_pass_start": dict(p.rng_start),
                     "rng_sampler_draw": dict(p.rng_draw or p.rng_start), "sampler": copy.deepcopy(p.sampler_state),
-                    "pass_number": p.number}
+                    "pass_number": p.number, "resolution": _listed(getattr(p, "resolution", None))}
         rngs = self._rng_slots()
         now = get_rng_states(rngs)
         draw = dict(now)
@@ -303,7 +310,7 @@ class DataLoaderX(DataLoader):
             draw["loader"] = after_base_seed(rngs["loader"])
         return {"version": STATE_VERSION, "num_batches": len(self), "in_pass": False, "batches_consumed": 0,
                 "rng_pass_start": now, "rng_sampler_draw": draw, "sampler": snapshot_sampler(self._order_source()),
-                "pass_number": self._passes_begun}
+                "pass_number": self._passes_begun, "resolution": _listed(self._resolution)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Make the next ``iter()`` continue where ``state`` was taken (see :meth:`state_dict`).
@@ -322,6 +329,33 @@ class DataLoaderX(DataLoader):
         self._check_resumable()
         state = copy.deepcopy(dict(state))
         validate_state(state, len(self), set(self._rng_slots()), snapshot_sampler(self._order_source()))
+        self._resolution = check_size(state.get("resolution"))  # the size the saved pass was decoded at
         if state["sampler"] is not None:  # now (it validates, and precedes the user's set_epoch())
             restore_sampler(self._order_source(), state["sampler"])  # and again at iter() if in a pass
         self._pending = state
+
+    @property
+    def resolution(self) -> tuple[int, int] | None:
+        """The decode-time crop size of the next passes (None: each transform's own); see :meth:`set_resolution`."""
+        return self._resolution
+
+    def set_resolution(self, size: int | tuple[int, int] | None) -> None:
+        """Decode the next passes at ``size`` (progressive resolution), with the same workers.
+
+        The dataset's decode-time ``RandomResizedCrop`` / ``ResizeCenterCrop`` output that size from the
+        next ``iter()`` on (a pass keeps the size it started with); persistent workers follow without a
+        restart, and batch buffers come from a ring of the new size. ``state_dict()`` records the size, so a
+        resumed pass is decoded as it began. Crops are the ones a loader built at that size gives. See
+        :mod:`fastdata.resolution` (and :func:`fastdata.resolution.ramp` for ffcv's schedule).
+
+        Args:
+            size: an int (square), ``(height, width)``, or None for the transform's own size.
+
+        Raises:
+            ValueError: ``size`` is not a positive int or pair of them.
+        """
+        self._resolution = check_size(size)
+
+
+def _listed(size: tuple[int, int] | None) -> list[int] | None:
+    return None if size is None else list(size)

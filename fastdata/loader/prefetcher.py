@@ -29,7 +29,8 @@ class DataPrefetcher:
 
     Args:
         loader: An iterable of ``(images, labels)`` batches, e.g. a :class:`~fastdata.DataLoaderX`
-            with ``collate_fn=fast_collate`` (uint8 ``[N, C, H, W]`` images, int64 labels).
+            with ``collate_fn=fast_collate`` (uint8 ``[N, C, H, W]`` images, int64 labels). ``images``
+            may be a list of batches (multi-crop): each is copied and transformed, and handed out as a list.
         device: Target device; ``None`` means ``"cuda"`` when available, else ``"cpu"``.
         transform: A batch transform called as ``images, labels = transform(images, labels)`` on
             the device (see :mod:`fastdata.gpu_transforms`). ``None`` converts uint8 to ``dtype``
@@ -180,13 +181,18 @@ class DataPrefetcher:
             return None
         images, labels = _split(batch)
         if self.stream is None:
-            return self._process(images, labels)
-        if images.device.type == "cpu" and not images.is_pinned():
-            images = images.pin_memory()  # the loader did not pin: pin here so the copy can be async
-        if isinstance(labels, torch.Tensor) and labels.device.type == "cpu" and not labels.is_pinned():
-            labels = labels.pin_memory()
+            return self._process_all(images, labels)
+        images = [_pinned(i) for i in images] if isinstance(images, list) else _pinned(images)
+        labels = _pinned(labels) if isinstance(labels, torch.Tensor) else labels
         with torch.cuda.stream(self.stream):
+            return self._process_all(images, labels)
+
+    def _process_all(self, images: Any, labels: Any) -> Batch:
+        """:meth:`_process` one batch, or each of a multi-crop list of batches (the labels once, from the first)."""
+        if not isinstance(images, list):
             return self._process(images, labels)
+        done = [self._process(crop, labels) for crop in images]
+        return [d[0] for d in done], done[0][1]  # type: ignore[return-value]
 
     def _process(self, images: torch.Tensor, labels: Any) -> Batch:
         """Copy to the device, transform, then apply ``channels_last`` and ``dtype`` (on the side stream on CUDA)."""
@@ -208,8 +214,20 @@ class DataPrefetcher:
                 f"channels_last={self.channels_last}, dtype={self.dtype})")
 
 
-def _split(batch: Any) -> tuple[torch.Tensor, Any]:
-    if not isinstance(batch, (tuple, list)) or len(batch) != 2 or not isinstance(batch[0], torch.Tensor):
+def _pinned(tensor: torch.Tensor) -> torch.Tensor:
+    """Pinned for an async copy (the loader did not pin) when on the CPU."""
+    return tensor.pin_memory() if tensor.device.type == "cpu" and not tensor.is_pinned() else tensor
+
+
+def _is_images(value: Any) -> bool:
+    """A tensor, or a non-empty list of tensors (multi-crop)."""
+    if isinstance(value, list):
+        return bool(value) and all(isinstance(v, torch.Tensor) for v in value)
+    return isinstance(value, torch.Tensor)
+
+
+def _split(batch: Any) -> tuple[Any, Any]:
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2 or not _is_images(batch[0]):
         raise TypeError(
             f"DataPrefetcher expects (images tensor, labels) batches, got {type(batch).__name__}; "
             "build the loader with collate_fn=fastdata.fast_collate"

@@ -3,6 +3,11 @@
 - :mod:`~fastdata.packing.scan`: classes and files as ``torchvision.datasets.ImageFolder`` finds them, plus
   what it leaves out (unreadable folders, symlink loops, non-UTF-8 names) with the reason.
 - :mod:`~fastdata.packing.packer`: :func:`pack` (worker processes, progress, skip-and-report, resume).
+- :mod:`~fastdata.packing.plan`: the range plan (ranges of the sample list; a shard never crosses a range end).
+- :mod:`~fastdata.packing.ranges`: one range packed as one task, published whole, its record last.
+- :mod:`~fastdata.packing.engines`: who runs the range tasks (``local``, ``ray``, ``--part I/N``), one driver.
+- :mod:`~fastdata.packing.merge`: part manifests and ``fastdata merge``; :mod:`~fastdata.packing.finish`: the
+  labels and the manifest, written last.
 - :mod:`~fastdata.packing.pool`: the packer's worker processes (ordered results, stop at once on Ctrl-C).
 - :mod:`~fastdata.packing.writer`: :class:`ShardWriter` (size/count-bounded shards, written atomically).
 - :mod:`~fastdata.packing.journal`: the resume journal of finished shards, and what a ``--resume`` must match.

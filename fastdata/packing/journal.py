@@ -38,40 +38,26 @@ class JournalEntry:
     transcoded: list[int] = field(default_factory=list)  # positions in the shard of the transcoded records
 
 
-def fingerprint(paths: list[str], labels: list[int], options: dict[str, Any]) -> str:
-    """A hash of the source list, labels and pack options; a resume must match it."""
-    digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode())
-    for path, label in zip(paths, labels):
-        digest.update(f"{label}\t{path}\n".encode())
-    return digest.hexdigest()
-
-
-def source_digest(classes: list[str], paths: list[str], labels: list[int], skipped: list[SkippedFile]) -> str:
-    """``"sha256:..."`` of the class table, the (label, path) list and the files the scan left out.
-
-    It names *which* files a pack was made of (not their bytes): the packer keeps it in the
-    manifest's options as ``source_files``, so a ``--resume`` of a finished pack can tell that
-    SRC changed or is another folder.
-    """
-    digest = hashlib.sha256(json.dumps([classes, [[s.path, s.reason] for s in skipped]], ensure_ascii=True).encode())
-    for path, label in zip(paths, labels):
-        digest.update(f"{label}\t{path}\n".encode())
-    return "sha256:" + digest.hexdigest()
+def fingerprint(options: dict[str, Any]) -> str:
+    """A hash of the recorded pack options, ``source_files`` (the digest of the source's rows) included; a resume
+    must match it."""
+    return hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()
 
 
 def journal_header(src: str | os.PathLike, options: dict[str, Any], files: int, print_: str) -> dict[str, Any]:
     """The journal's first line, which a ``--resume`` must match.
 
     Args:
-        src: the image folder (stored resolved, so another spelling of the same folder matches).
-        options: the pack options, ``source_files`` (:func:`source_digest`) included.
+        src: the source as :attr:`Source.src <fastdata.packing.sources.base.Source>` names it (a resolved
+            path, so another spelling of the same folder matches, or a URL).
+        options: the recorded pack options (:meth:`PackOptions.recorded`), ``source_files`` included.
         files: the number of source files (images found plus items the scan left out).
-        print_: :func:`fingerprint` of the source list, labels and options.
+        print_: :func:`fingerprint` of the options (and so of the source's rows).
 
     Returns:
         ``{"fingerprint", "src", "options", "files"}``.
     """
-    return {"fingerprint": print_, "src": str(Path(src).resolve()), "options": dict(options), "files": int(files)}
+    return {"fingerprint": print_, "src": str(src), "options": dict(options), "files": int(files)}
 
 
 def differences(recorded: dict[str, Any], expected: dict[str, Any]) -> list[str]:

@@ -39,6 +39,8 @@ class OutputLock:
 
     Args:
         folder: the output folder (must exist).
+        name: the lock file's name (``.range-00003.lock`` locks one range of a plan, see
+            :mod:`fastdata.packing.ranges`).
 
     Example::
 
@@ -49,9 +51,10 @@ class OutputLock:
         OutputLockedError: (on enter) another process holds the lock; the message names it.
     """
 
-    def __init__(self, folder: str | os.PathLike) -> None:
+    def __init__(self, folder: str | os.PathLike, name: str = LOCK_NAME) -> None:
         self.folder = Path(folder)
-        self.path = self.folder / LOCK_NAME
+        self.path = self.folder / name
+        self.what = "output folder" if name == LOCK_NAME else f"{name} in output folder"
         self._fd: int | None = None
 
     def acquire(self) -> None:
@@ -67,7 +70,7 @@ class OutputLock:
                 holder = _read_holder(fd)
                 os.close(fd)
                 raise OutputLockedError(
-                    f"output folder {str(self.folder)!r} is being written by another fastdata pack ({holder}): "
+                    f"{self.what} {str(self.folder)!r} is being written by another fastdata pack ({holder}): "
                     "wait for it to finish, or stop it and run your command with --resume or --overwrite"
                 ) from None
             if not _same_file(fd, self.path):  # the holder deleted the file as we opened it: lock the new one

@@ -1,21 +1,29 @@
 """A pack's output folder: created, checked, and cleaned of fastdata's own files only.
 
 fastdata never deletes or replaces a file it did not write. Its own files are recognised by
-name, and only in a folder that holds a fastdata ``manifest.json`` or resume journal:
+name, and only in a folder that holds a ``manifest.json`` fastdata wrote (:func:`is_fastdata_manifest`:
+its ``created_by``, ``format``, ``version`` and ``shards``) or a resume journal:
 ``shard-NNNNN.tfrecord``, ``shard-NNNNN.idx``, ``shard-NNNNN.lmdb``, ``targets.npy``,
-``manifest.json``, ``.pack-journal.jsonl`` and the ``.tmp`` pieces of each (plus the lock
-file, ``.fastdata.lock``, while a pack runs). A non-empty folder without a manifest or journal
+``manifest.json``, ``.pack-journal.jsonl``, a range plan's ``shard-RRRRR-JJJJJ.*``, range records
+``.range-RRRRR.json`` and part manifests ``part-IIIII-of-NNNNN.json``, the ``.tmp`` pieces of each, and
+a range task's staging folder ``.range-RRRRR.tmp/`` (plus the lock files ``.fastdata.lock`` and
+``.range-RRRRR.lock`` while a pack runs). A non-empty folder without a manifest or journal
 is refused unless ``overwrite`` is set, and even then a file there with one of those names is
 refused rather than replaced, because fastdata did not write it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
+import shutil
 from pathlib import Path
 
+from fastdata.formats import FORMATS
+from fastdata.formats.errors import CorruptRecordError
+from fastdata.formats.files import read_regular
 from fastdata.formats.manifest import MANIFEST_NAME
 from fastdata.packing.journal import PackJournal
 from fastdata.packing.lock import LOCK_NAME
@@ -23,14 +31,40 @@ from fastdata.packing.scan import printable_name
 
 logger = logging.getLogger(__name__)
 
+RANGE_STAGING = re.compile(r"\.range-\d{5,}\.tmp")  # a range task's unpublished shards (a folder)
+RANGE_LOCK = re.compile(r"\.range-\d{5,}\.lock")
 OWN_NAME = re.compile(
-    r"(?:shard-\d{5,}\.(?:tfrecord|idx|lmdb)|targets\.npy|manifest\.json|\.pack-journal\.jsonl)(?:\.tmp)?"
+    r"(?:shard-\d{5,}(?:-\d{5,})?\.(?:tfrecord|idx|lmdb)|targets(?:-\d+)?\.npy|manifest\.json|\.pack-journal\.jsonl"
+    r"|\.range-\d{5,}\.json|part-\d{5,}-of-\d{5,}\.json)(?:\.tmp)?"
 )
 
 
 def is_own_name(name: str) -> bool:
     """True when ``name`` is one that a pack writes (shards, indexes, targets, manifest, journal, their ``.tmp``)."""
     return OWN_NAME.fullmatch(name) is not None
+
+
+def is_fastdata_manifest(path: Path) -> bool:
+    """True when ``path`` is a ``manifest.json`` that fastdata wrote: a regular file of at most 256 MiB holding a
+    JSON object whose ``created_by`` is ``"fastdata ..."``, with a known ``format``, an integer ``version`` and a
+    list of ``shards``. Anyone's ``manifest.json`` (a web app's, another tool's) is not, and is never deleted."""
+    try:
+        data = read_regular(path, max_bytes=256 << 20)
+        manifest = json.loads(data.decode("utf-8"))
+    except (OSError, CorruptRecordError, UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return (isinstance(manifest, dict) and isinstance(manifest.get("created_by"), str)
+            and manifest["created_by"].startswith("fastdata ") and manifest.get("format") in FORMATS
+            and type(manifest.get("version")) is int and isinstance(manifest.get("shards"), list))
+
+
+def holds_pack(out: Path) -> bool:
+    """True when ``out`` holds a fastdata dataset or an unfinished pack (journal, range records or parts)."""
+    if is_fastdata_manifest(out / MANIFEST_NAME) or PackJournal(out).exists():
+        return True
+    with os.scandir(out) as entries:
+        return any(OWN_NAME.fullmatch(e.name) and e.name.endswith(".json") and e.name != MANIFEST_NAME
+                   for e in entries)
 
 
 def create_output(out: Path) -> Path:
@@ -63,7 +97,7 @@ def prepare_output(out: Path, *, resume: bool, overwrite: bool) -> None:
             fastdata did not write and ``overwrite`` is not set, or holds a file with a name
             fastdata would write although fastdata did not write it.
     """
-    if (out / MANIFEST_NAME).is_file() or PackJournal(out).exists():
+    if holds_pack(out):
         if not (resume or overwrite):
             raise FileExistsError(
                 f"{str(out)!r} already holds a dataset (or an interrupted pack): "
@@ -71,7 +105,8 @@ def prepare_output(out: Path, *, resume: bool, overwrite: bool) -> None:
             )
         remove_own_files(out, only_tmp=not overwrite)
         return
-    foreign = sorted(printable_name(e.name) for e in os.scandir(out) if e.name != LOCK_NAME)
+    foreign = sorted(printable_name(e.name) for e in os.scandir(out)
+                     if e.name != LOCK_NAME and not RANGE_LOCK.fullmatch(e.name))
     clashing = [name for name in foreign if is_own_name(name)]
     if clashing:
         raise FileExistsError(
@@ -99,6 +134,10 @@ def remove_own_files(out: Path, *, only_tmp: bool = False) -> list[str]:
         The names deleted.
     """
     removed = []
+    with os.scandir(out) as entries:
+        staging = [e.path for e in entries if RANGE_STAGING.fullmatch(e.name) and e.is_dir(follow_symlinks=False)]
+    for folder in staging:
+        shutil.rmtree(folder, ignore_errors=True)
     with os.scandir(out) as entries:
         names = sorted(e.name for e in entries if e.is_file(follow_symlinks=False) or e.is_symlink())
     names.sort(key=lambda name: name != MANIFEST_NAME)  # the manifest first: never one that names deleted shards

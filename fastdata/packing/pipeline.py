@@ -9,26 +9,31 @@ continues exactly where the last complete shard ended.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 
 import cv2
 import numpy as np
 from tqdm import tqdm
 
-from fastdata.decode import DEFAULT_MAX_PIXELS, DecodeError, get_decoder, pixel_limit
+from fastdata.decode import DecodeError, get_decoder, pixel_limit
 from fastdata.decode.base import image_format
 from fastdata.decode.capture import codec_messages
 from fastdata.formats.example import ImageRecord
+from fastdata.formats.fields import encode_values
 from fastdata.formats.manifest import FileWarnings, SkippedFile
 from fastdata.packing.journal import JournalEntry
+from fastdata.packing.options import PackOptions
 from fastdata.packing.pool import OrderedProcessMap
+from fastdata.packing.sources.base import Row, Source
 from fastdata.packing.space import is_out_of_space, out_of_space_error
 from fastdata.packing.transcode import transcode_jpeg
 from fastdata.packing.writer import ShardWriter
 
-__all__ = ["BadImageError", "Job", "write_shards"]
+__all__ = ["BadImageError", "Job", "make_jobs", "write_shards"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,16 +44,27 @@ class BadImageError(ValueError):
 
 @dataclass(frozen=True)
 class Job:
-    """One source image to read, validate and (optionally) downscale."""
+    """One source row to read, validate and (optionally) downscale.
+
+    Attributes:
+        number: the row's place in the pack order.
+        rel: the row's locator (what ``source.open`` takes, and the name recorded for it).
+        label: its class index.
+        source: where its bytes come from (``source.open(rel)``, unless ``data`` holds them).
+        options: the pack's options (``max_side``, ``quality``, ``max_pixels``, ``keep_bytes`` apply here).
+        fields: the row's fields as feature lists (:func:`fastdata.formats.fields.encode_values`).
+        data: the image bytes when the scan already had them.
+        where: how a skipped-file entry names the row (its locator, and its row number in a list).
+    """
 
     number: int
-    path: str
     rel: str
     label: int
-    max_side: int | None
-    quality: int
-    max_pixels: int | None = DEFAULT_MAX_PIXELS
-    transcode: bool = False  # JPEGs re-coded losslessly with restart intervals (fastdata.packing.transcode)
+    source: Source
+    options: PackOptions
+    fields: dict = field(default_factory=dict)
+    data: bytes | None = None
+    where: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,8 +79,19 @@ class _Loaded:
     transcoded: bool = False
 
 
-def write_shards(jobs, writer, journal, classes, workers, strict, progress, total, start, found) -> list[JournalEntry]:
+def make_jobs(source: Source, rows: Iterable[Row], types: dict[str, dict], options: PackOptions,
+              start: int = 0, relabel: list[int] | None = None) -> Iterator[Job]:
+    """The pipeline's jobs for ``rows`` from number ``start`` on, made as they are needed."""
+    for i, r in enumerate(itertools.islice(rows, start, None), start):
+        label = relabel[r.label] if relabel else r.label
+        yield Job(i, r.locator, label, source, options, encode_values(types, r.fields, text=source.text), r.data,
+                  r.where)
+
+
+def write_shards(jobs, writer, journal, classes, options, workers, total, start, found) -> list[JournalEntry]:
     """Load ``jobs`` in ``workers`` processes, in order, into ``writer``'s shards; journal each finished shard.
+
+    ``options.strict`` stops at the first bad row, ``options.progress`` shows a bar.
 
     Returns the journal entries of the shards written (plus one for trailing skipped files); ``found`` are the
     items the scan already skipped, recorded with the first shard. On any exception the open shard is dropped,
@@ -75,21 +102,25 @@ def write_shards(jobs, writer, journal, classes, workers, strict, progress, tota
     pending_warnings: list[FileWarnings] = []
     pending_labels: list[int] = []
     pending_transcoded: list[int] = []  # positions in the open shard of the records that were transcoded
-    bar = tqdm(total=total, initial=start, unit="img", desc="pack", disable=not progress, smoothing=0.05)
-    written_bytes, last_postfix, started = 0, 0.0, time.monotonic()
+    bar = tqdm(total=total, initial=start, unit="img", desc="pack", disable=not options.progress, smoothing=0.05)
+    written_bytes, last_postfix, started, processed = 0, 0.0, time.monotonic(), 0
     try:
-        with _results(jobs, workers) as results:
-            for job, loaded in zip(jobs, results):
+        results = _loaded(jobs, workers)
+        try:
+            for job, loaded in results:
+                processed += 1
                 if loaded.error:
-                    pending_skipped.append(SkippedFile(job.rel, loaded.error))
-                    if strict:
+                    pending_skipped.append(SkippedFile(job.where or job.rel, loaded.error))
+                    if options.strict:
                         raise BadImageError(
-                            f"bad image {job.rel}: {loaded.error} (fix or remove it, or pack without --strict "
+                            f"bad image {job.where or job.rel}: {loaded.error} (fix or remove it, or pack without --strict "
                             "to skip and report bad files)"
                         )
                 else:
+                    name = classes[job.label] if job.label < len(classes) else ""
                     record = ImageRecord(
-                        loaded.data, job.label, classes[job.label], job.rel, loaded.image_format, loaded.height, loaded.width
+                        loaded.data, job.label, name, job.rel, loaded.image_format, loaded.height, loaded.width,
+                        job.fields,
                     )
                     if writer.is_full_for(record):
                         entries.append(_journal_shard(
@@ -107,8 +138,10 @@ def write_shards(jobs, writer, journal, classes, workers, strict, progress, tota
                 if time.monotonic() - last_postfix > 1.0:
                     last_postfix = time.monotonic()
                     bar.set_postfix_str(f"{written_bytes / 1e6 / (last_postfix - started):.1f} MB/s", refresh=False)
+        finally:
+            results.close()  # stops the workers of an unfinished window at once
         entries.append(
-            _journal_shard(writer, journal, start + len(jobs), pending_skipped, pending_labels, pending_warnings,
+            _journal_shard(writer, journal, start + processed, pending_skipped, pending_labels, pending_warnings,
                            pending_transcoded)
         )
     except BaseException as exc:
@@ -147,24 +180,23 @@ def _journal_shard(writer, journal, next_source, skipped, labels, warned, transc
     return entry
 
 
-class _results:
-    """Ordered results of ``_load`` over the jobs, from worker processes (or inline for workers=0)."""
+WINDOW = 8192  # jobs held at a time: a source of any length is packed in bounded memory
 
-    def __init__(self, jobs: list[Job], workers: int) -> None:
-        self.jobs = jobs
-        self.workers = workers
-        self.pool: OrderedProcessMap | None = None
 
-    def __enter__(self):
-        if self.workers == 0 or len(self.jobs) < 2:
-            return map(_load, self.jobs)
-        chunk = max(1, min(32, len(self.jobs) // (self.workers * 8)))
-        self.pool = OrderedProcessMap(_load, self.jobs, workers=min(self.workers, len(self.jobs)), chunksize=chunk)
-        return self.pool.__enter__()
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if self.pool is not None:
-            self.pool.__exit__(exc_type, exc, tb)
+def _loaded(jobs: Iterable[Job], workers: int) -> Iterator[tuple[Job, _Loaded]]:
+    """``(job, _load(job))`` in order, from worker processes (or inline for workers=0), a window of jobs at a time."""
+    jobs = iter(jobs)
+    while True:
+        window = list(itertools.islice(jobs, WINDOW))
+        if not window:
+            return
+        if workers == 0 or len(window) < 2:
+            for job in window:
+                yield job, _load(job)
+            continue
+        chunk = max(1, min(32, len(window) // (workers * 8)))
+        with OrderedProcessMap(_load, window, workers=min(workers, len(window)), chunksize=chunk) as results:
+            yield from zip(window, results)
 
 
 def _load(job: Job) -> _Loaded:
@@ -175,26 +207,28 @@ def _load(job: Job) -> _Loaded:
     recorded in the manifest, instead of reaching the terminal.
     """
     try:
-        with open(job.path, "rb") as f:
-            data = f.read()
+        data = job.data if job.data is not None else job.source.open(job.rel)
     except OSError as exc:
         return _Loaded(job.number, None, error=f"unreadable ({exc.strerror or exc})")
     if not data:
         return _Loaded(job.number, None, error="empty file")
     decoder = get_decoder("auto")
     error = ""
-    with pixel_limit(job.max_pixels), codec_messages() as messages:
+    max_side = job.options.max_side
+    with pixel_limit(job.options.max_pixels), codec_messages() as messages:
         try:
             height, width = decoder.validate(data)
-            if job.max_side and max(height, width) > job.max_side:
-                data, height, width = _downscale(decoder.decode(data), job.max_side, job.quality)
+            if max_side and max(height, width) > max_side:
+                data, height, width = _downscale(decoder.decode(data), max_side, job.options.quality or 0)
         except DecodeError as exc:
             error = str(exc) or "cannot be decoded"
     if error:
         said = [m for m in messages if m not in error]
         return _Loaded(job.number, None, error=error + (f" [{'; '.join(said[:3])}]" if said else ""))
     kind = image_format(data)
-    recoded = transcode_jpeg(data, max_pixels=job.max_pixels) if job.transcode and kind == "JPEG" else None
+    recoded = None
+    if kind == "JPEG" and not job.options.keep_bytes:  # see fastdata.packing.transcode
+        recoded = transcode_jpeg(data, max_pixels=job.options.max_pixels)
     return _Loaded(job.number, recoded or data, height, width, kind, warnings=tuple(messages),
                    transcoded=recoded is not None)
 

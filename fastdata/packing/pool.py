@@ -34,17 +34,12 @@ from multiprocessing.connection import wait
 from types import TracebackType
 from typing import Any
 
+from fastdata.cpus import available_cpus
+
 logger = logging.getLogger(__name__)
 
 _JOIN_TIMEOUT = 5.0
 _AHEAD = 2  # result chunks read ahead from each worker while the parent waits for another
-
-
-def available_cpus() -> int:
-    """CPUs this process may run on (its affinity mask, which containers and ``taskset`` narrow)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1  # pragma: no cover - macOS, Windows
 
 
 def cap_workers(workers: int | None) -> int:

@@ -28,7 +28,7 @@ from fastdata.formats.packed import open_pack
 from fastdata.packing.journal import JournalEntry, PackJournal
 from fastdata.packing.lock import OutputLock
 from fastdata.packing.output import create_output, prepare_output, remove_own_files
-from fastdata.packing.packer import _finalize
+from fastdata.packing.finish import finalize
 from fastdata.packing.pool import OrderedProcessMap, cap_workers
 from fastdata.packing.transcode import transcode_jpeg
 from fastdata.packing.writer import DEFAULT_SHARD_SIZE, ShardWriter
@@ -90,7 +90,7 @@ def repack(
             bar.close()
         entries[0].skipped = list(pack.manifest.skipped)
         entries[0].warnings = list(pack.manifest.warnings)
-        return _finalize(out, format, pack.manifest.classes, entries, options, PackJournal(out))
+        return finalize(out, format, pack.manifest.classes, entries, options, PackJournal(out))
 
 
 def _write(pack, source, writer: ShardWriter, workers: int, bar) -> list[JournalEntry]:

@@ -16,9 +16,9 @@ DEFAULT_SHARD_SIZE = 256 * 1024 * 1024
 RECORD_OVERHEAD = 256  # framing + metadata bytes per record, for the size bound
 
 
-def shard_name(number: int, suffix: str) -> str:
-    """File name of shard ``number``: ``shard-00000.tfrecord``."""
-    return f"shard-{number:05d}{suffix}"
+def shard_name(number: int, suffix: str, prefix: str = "shard-") -> str:
+    """File name of shard ``number``: ``shard-00000.tfrecord`` (``prefix`` ``"shard-00003-"``: a range's shard)."""
+    return f"{prefix}{number:05d}{suffix}"
 
 
 class ShardWriter:
@@ -34,6 +34,7 @@ class ShardWriter:
         samples_per_shard: upper bound on records per shard (None: no count bound).
         first_shard: number of the first shard to write (for resuming).
         on_shard: called with each shard's manifest entry once the shard is published (e.g. to upload it).
+        prefix: shard file names start with it (see :meth:`fastdata.packing.plan.RangePlan.shard_prefix`).
 
     Example::
 
@@ -52,6 +53,7 @@ class ShardWriter:
         samples_per_shard: int | None = None,
         first_shard: int = 0,
         on_shard: Callable[[ShardInfo], None] | None = None,
+        prefix: str = "shard-",
     ) -> None:
         if int(shard_size) <= 0:
             raise ValueError(f"shard_size must be a positive number of bytes, got {shard_size!r}")
@@ -66,6 +68,7 @@ class ShardWriter:
         self._current: ShardWriterBase | None = None
         self._current_bytes = 0
         self.on_shard = on_shard
+        self.prefix = prefix
 
     def is_full_for(self, record: ImageRecord) -> bool:
         """True when the open shard must be finished before ``record`` can be written."""
@@ -79,7 +82,7 @@ class ShardWriter:
         """Append ``record``; return the shard it finished first, if it had to start a new one."""
         finished = self.finish_shard() if self.is_full_for(record) else None
         if self._current is None:
-            path = self.out / shard_name(self.next_shard, self.format.suffix)
+            path = self.out / shard_name(self.next_shard, self.format.suffix, self.prefix)
             self._current = self.format.writer(path)
             self._current_bytes = 0
             self.next_shard += 1

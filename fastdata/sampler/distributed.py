@@ -27,6 +27,7 @@ from torch.utils.data import Sampler
 
 from fastdata.sampler.blocks import BLOCKS, DEFAULT_BLOCK_SHARDS, block_permutation, layout_id, shard_offsets, shard_order
 from fastdata.sampler.elastic import adapt_loader_state, as_int, parse_origin, per_rank, rescale_state
+from fastdata.sampler.repeats import check_repeats, check_state_repeats, take_repeated
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +83,8 @@ class DistributedSampler(Sampler[int]):
             (``block_shards`` shards) at a time, two where a global batch straddles blocks.
         shard_sizes: samples in each shard, in dataset order, for ``shuffle="blocks"`` over a
             dataset without ``shard_offsets`` (a :class:`~fastdata.ShardDataset` has them).
+        repeats: repeated augmentation (DeiT's ``RASampler``): each index ``repeats`` times in a row in
+            every pass, the copies on different ranks, pass length unchanged (:mod:`fastdata.sampler.repeats`).
 
     Attributes:
         dataset, num_replicas, rank, epoch, seed, shuffle, drop_last, ratio, block_shards: as
@@ -123,6 +126,7 @@ class DistributedSampler(Sampler[int]):
         ratio: int = 1,
         block_shards: int = DEFAULT_BLOCK_SHARDS,
         shard_sizes: Sequence[int] | None = None,
+        repeats: int = 1,
     ) -> None:
         num_replicas, rank = _check_world(num_replicas, rank)
         self.ratio = as_int(ratio, "ratio", "pass a whole number of passes per iter(), e.g. ratio=100")
@@ -134,6 +138,7 @@ class DistributedSampler(Sampler[int]):
         self.block_shards = as_int(block_shards, "block_shards", "pass the number of shards per block, e.g. 8")
         if self.block_shards < 1:
             raise ValueError(f"block_shards must be >= 1, got {self.block_shards}; e.g. block_shards=8")
+        self.repeats = check_repeats(repeats)
         self.dataset = dataset
         self.num_replicas = num_replicas
         self.rank = rank
@@ -228,6 +233,8 @@ class DistributedSampler(Sampler[int]):
             state.update(block_shards=self.block_shards, shard_layout=layout_id(self._offsets))
         if origin != (0, 0):
             state["origin"] = list(origin)
+        if self.repeats != 1:
+            state["repeats"] = self.repeats
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -286,6 +293,7 @@ class DistributedSampler(Sampler[int]):
         missing = [key for key in _REQUIRED_KEYS if key not in state]
         if missing:
             raise ValueError(f"state is missing {missing}; pass a dict returned by DistributedSampler.state_dict()")
+        check_state_repeats(state, self.repeats)
         current = self.state_dict()
         for key in _MATCHED_KEYS:
             if key == "num_replicas" and not same_world:
@@ -368,7 +376,7 @@ class DistributedSampler(Sampler[int]):
         # truncates with drop_last; both are "position j takes order[j % N]".
         end = position + per_rank(self._length, position, self.num_replicas, self.drop_last) * self.num_replicas
         positions = np.arange(position + self.rank, end, self.num_replicas, dtype=np.int64)
-        return order[positions % self._length] if self._length else order[:0]
+        return take_repeated(order, positions, self.repeats)
 
     def _generator(self, virtual_epoch: int) -> torch.Generator:
         generator = torch.Generator()
@@ -380,6 +388,7 @@ class DistributedSampler(Sampler[int]):
         return (
             f"{type(self).__name__}(num_replicas={self.num_replicas}, rank={self.rank}, "
             f"shuffle={self.shuffle!r}{blocks}, seed={self.seed}, drop_last={self.drop_last}, "
-            f"ratio={self.ratio}, epoch={self.epoch}, num_samples={self.num_samples})"
+            f"ratio={self.ratio}, epoch={self.epoch}, num_samples={self.num_samples}"
+            f"{f', repeats={self.repeats}' if self.repeats != 1 else ''})"
         )
 

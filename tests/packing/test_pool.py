@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from fastdata.cpus import available_cpus
 from fastdata.packing.packer import pack
 
 from tests.packing.slow_pack import make_small_images
@@ -89,7 +90,7 @@ def test_workers_capped_at_the_cpu_count(tmp_path, caplog, monkeypatch):
         real_start(self)
 
     monkeypatch.setattr(BaseProcess, "start", count)
-    cpus = len(os.sched_getaffinity(0))
+    cpus = available_cpus()
     with caplog.at_level(logging.WARNING):
         pack(src, tmp_path / "out", format="lmdb", workers=1000, progress=False)
     assert f"workers=1000 capped at {cpus}, the number of CPUs this process may use" in caplog.text

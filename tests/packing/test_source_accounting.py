@@ -64,9 +64,7 @@ def test_unreadable_folder_really_chmodded(src, tmp_path):  # pragma: no cover -
 
 
 def test_unreadable_file_is_listed_as_skipped(src, tmp_path, monkeypatch):
-    import builtins
-
-    deny(monkeypatch, builtins, "open", src.root / "cat" / "c.bmp")  # the packer reads with open() (workers=0)
+    deny(monkeypatch, os, "open", src.root / "cat" / "c.bmp")  # the packer reads with os.open() (workers=0)
     manifest = pack_and_strict(src.root, tmp_path)
     assert [(s.path, s.reason) for s in manifest.skipped] == [("cat/c.bmp", "unreadable (Permission denied)")]
     assert manifest.num_samples == len(src.good) - 1

@@ -1,0 +1,155 @@
+"""Decode a whole batch of JPEG crops with one call into the native kernel (the GIL released once).
+
+:meth:`fastdata.ShardDataset.__getitems__` hands a batch's records here when its transform is a plain
+:class:`~fastdata.transforms.RandomResizedCrop` on the native decoder. The crops are drawn exactly as the per-sample
+path draws them (same generator, same order), the regions of every JPEG are decoded by
+``fastdata.decode._jpegcrop.decode_batch`` (one call per :data:`CHUNK_BYTES` of regions; on ``threads`` threads
+inside each call, each with its own libjpeg
+decompressor), then OpenCV resizes each region into its slot, as :func:`fastdata.decode.native.decode_crop_into`
+does: the pixels are the per-sample path's. A record the batch cannot take (not a JPEG, a header libjpeg refuses, an
+error or a warning while decoding) goes through the per-sample path with the same crop, which gives its exact
+result or error.
+
+Example::
+
+    images = np.empty((len(datas), 224, 224, 3), np.uint8)
+    decode_batch_into(RandomResizedCrop(224), datas, images, rngs, threads=4)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from fastdata.decode import native
+from fastdata.decode.base import DecodeError, choose_scale, is_jpeg, resize_into, scaled_box, scaled_size
+from fastdata.transforms import RandomResizedCrop
+
+__all__ = ["batch_capable", "decode_all_into", "decode_batch_into"]
+
+_local = threading.local()
+
+#: Scratch bytes of decoded regions (before their resize) one kernel call may hold: a batch of large regions is
+#: decoded in several calls, so the batch path needs little more memory than the per-sample one.
+CHUNK_BYTES = 24 << 20
+
+
+def batch_capable(transform) -> bool:
+    """True when ``transform``'s per-sample decode is the one :func:`decode_batch_into` reproduces."""
+    return (type(transform).decode_into is RandomResizedCrop.decode_into and isinstance(transform, RandomResizedCrop)
+            and native.available() and isinstance(transform.resolve_decoder(), native.NativeJpegDecoder))
+
+
+def _decompressors(threads: int) -> list:
+    pool = getattr(_local, "decompressors", None)
+    if pool is None:
+        pool = _local.decompressors = []
+    while len(pool) < threads:
+        pool.append(native._jpegcrop.Decompressor())
+    return pool[:threads]
+
+
+def _executor(threads: int) -> ThreadPoolExecutor:
+    executor = getattr(_local, "executor", None)
+    if executor is None or executor._max_workers != threads:
+        if executor is not None:
+            executor.shutdown(wait=False)
+        executor = _local.executor = ThreadPoolExecutor(threads, thread_name_prefix="fastdata-resize")
+    return executor
+
+
+def _scratch(nbytes: int) -> np.ndarray:
+    buffer = getattr(_local, "scratch", None)
+    if buffer is None or buffer.size < nbytes:
+        buffer = _local.scratch = np.empty(max(nbytes + nbytes // 4, 1 << 20), np.uint8)
+    return buffer
+
+
+def decode_batch_into(transform: RandomResizedCrop, datas: Sequence[bytes], out: np.ndarray,
+                      rngs: Sequence[np.random.Generator | None], *, threads: int = 1) -> None:
+    """Decode every record's random crop into ``out[i]``, like ``transform.decode_into(datas[i], out[i], rng=rngs[i])``.
+
+    Args:
+        transform: a :class:`~fastdata.transforms.RandomResizedCrop` (see :func:`batch_capable`).
+        datas: the encoded records.
+        out: C-contiguous uint8 ``(N, H, W, 3)`` with ``(H, W) == transform.size``.
+        rngs: one generator (or None: torch's RNG) per record, drawn from in order.
+        threads: decoding threads inside the one kernel call (and resizing threads after it).
+
+    Raises:
+        DecodeError: a record cannot be decoded (the per-sample path's error).
+    """
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    decoder = transform.resolve_decoder()
+    out_h, out_w = out.shape[1], out.shape[2]
+    jobs, plans = [], []
+    for i, data in enumerate(datas):
+        try:
+            height, width = native.read_header(data)[:2] if is_jpeg(data) else (None, None)
+        except DecodeError:
+            height = None
+        if height is None:  # the per-sample path, in order (it draws the crop itself)
+            transform.decode_into(data, out[i], rng=rngs[i])
+            continue
+        box = transform._params(height, width, rngs[i])
+        scale = choose_scale(native.NATIVE_SCALES, box[2], box[3], out_h, out_w)
+        y0, y1, x0, x1 = scaled_box(box, scale, scaled_size(height, width, scale))
+        jobs.append([data, scale[1], y0, y1, x0, x1, None])
+        plans.append((i, box))
+    start = 0
+    while start < len(jobs):  # chunks of regions up to CHUNK_BYTES of scratch: one kernel call each
+        end, total = start, 0
+        while end < len(jobs) and (end == start or total + _scratch_bytes(jobs[end], out_h, out_w) <= CHUNK_BYTES):
+            total += _scratch_bytes(jobs[end], out_h, out_w)
+            end += 1
+        _decode_chunk(transform, decoder, jobs[start:end], plans[start:end], out, threads)
+        start = end
+
+
+def _scratch_bytes(job: list, out_h: int, out_w: int) -> int:
+    rows, cols = job[3] - job[2], job[5] - job[4]
+    return 0 if (rows, cols) == (out_h, out_w) else rows * cols * 3
+
+
+def _decode_chunk(transform: RandomResizedCrop, decoder, jobs: list[list], plans: list[tuple], out: np.ndarray,
+                  threads: int) -> None:
+    out_h, out_w = out.shape[1], out.shape[2]
+    scratch = _scratch(sum(_scratch_bytes(job, out_h, out_w) for job in jobs))
+    direct, offset = [], 0
+    for job, (i, _) in zip(jobs, plans):
+        size = _scratch_bytes(job, out_h, out_w)
+        direct.append(size == 0)  # decoded straight into the slot
+        rows, cols = job[3] - job[2], job[5] - job[4]
+        job[6] = out[i] if size == 0 else scratch[offset:offset + size].reshape(rows, cols, 3)
+        offset += size
+    results = native._jpegcrop.decode_batch(_decompressors(threads), [tuple(job) for job in jobs])
+
+    def finish(k: int) -> None:
+        (i, box), job, (status, warnings, _) = plans[k], jobs[k], results[k]
+        if status != 0 or warnings:  # errors and damage: the per-sample path decides, with the same crop
+            decoder.decode_crop_into(job[0], box, out[i], antialias=transform.antialias)
+        elif not direct[k]:
+            resize_into(job[6], out[i], transform.antialias)
+
+    if threads == 1 or len(jobs) < 2:
+        for k in range(len(jobs)):
+            finish(k)
+    else:
+        for _ in _executor(threads).map(finish, range(len(jobs))):  # cv2.resize releases the GIL
+            pass
+
+
+def decode_all_into(transform: Any, datas: Sequence[bytes], slots: np.ndarray, rngs: Sequence[Any], *,
+                    threads: int = 1) -> None:
+    """Decode a batch's records into ``slots``: in one native call when the transform allows it
+    (:func:`batch_capable`), else one ``transform.decode_into`` per record."""
+    if batch_capable(transform):
+        decode_batch_into(transform, datas, slots, rngs, threads=threads)
+    else:
+        for slot, (data, rng) in enumerate(zip(datas, rngs)):
+            transform.decode_into(data, slots[slot], rng=rng)

@@ -1,0 +1,240 @@
+"""Batched image ops with one parameter per image, the building blocks of the augmentation policies.
+
+Every op takes a batch ``x`` ``[n, C, H, W]`` (uint8 in 0..255, or float in [0, 1]) and per-image
+parameters as tensors of shape ``[n]`` on ``x``'s device, and returns a batch of the same dtype,
+shape and device. Each image's result equals torchvision's ``transforms.v2.functional`` op applied
+to that image alone with its parameter (same formulas, roundings and truncations). No op reads a
+device tensor back to the host or loops over the images.
+
+Geometric ops go through :func:`affine_matrix` (an inverse matrix per image, torchvision's
+convention: pixel coordinates with the origin at the image centre) and one :func:`warp_affine`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from fastdata.gpu_transforms.base import to_device
+
+__all__ = [
+    "adjust_brightness", "adjust_contrast", "adjust_saturation", "adjust_sharpness", "affine_matrix", "autocontrast",
+    "equalize", "gaussian_blur", "grayscale", "invert", "max_value", "posterize", "solarize", "solarize_add",
+    "warp_affine",
+]
+
+_GRAY = (0.2989, 0.587, 0.114)  # torchvision's rgb_to_grayscale weights
+
+
+def _to(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``t`` on ``device``: as it is when already there, else copied without blocking (pinned) from the CPU."""
+    return t if t.device == device else to_device(t, device)
+
+
+def max_value(x: torch.Tensor) -> float:
+    """The value of white: 255 for uint8, 1 for float."""
+    return 255.0 if x.dtype == torch.uint8 else 1.0
+
+
+def _per_image(v: torch.Tensor, x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``[n]`` parameters as ``[n, 1, 1, 1]`` on ``x``'s device (float32 for uint8 input, else x's dtype)."""
+    work = dtype or (torch.float32 if x.dtype == torch.uint8 else x.dtype)
+    return _to(v.to(work), x.device).view(-1, 1, 1, 1)
+
+
+def _finish(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Clamp to the value range; uint8 is truncated back like torchvision's colour kernels."""
+    out = out.clamp_(0.0, max_value(x))
+    return out if x.is_floating_point() else out.to(x.dtype)
+
+
+def _gray(x: torch.Tensor) -> torch.Tensor:
+    """Float luma ``[n, 1, H, W]`` (floored for uint8 like torchvision), the image itself for 1 channel."""
+    if x.shape[1] == 1:
+        return x if x.is_floating_point() else x.float()
+    r, g, b = x.unbind(1)  # uint8 * float promotes to float32 inside each kernel: no converted copy
+    gray = r.mul(_GRAY[0]).add_(g, alpha=_GRAY[1]).add_(b, alpha=_GRAY[2]).unsqueeze(1)
+    return gray if x.is_floating_point() else gray.floor_()
+
+
+def _blend(x: torch.Tensor, other: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    f = _per_image(factor, x)
+    one_minus = _per_image(1.0 - factor.double(), x)  # 1 - factor rounded once, as torchvision's alpha
+    return _finish(torch.addcmul(x * f, other, one_minus), x)
+
+
+def adjust_brightness(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """``x * factor`` per image (factor >= 0)."""
+    return _finish(x * _per_image(factor, x), x)
+
+
+def adjust_saturation(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """Blend each image with its grayscale version (1 channel: unchanged)."""
+    return x.clone() if x.shape[1] == 1 else _blend(x, _gray(x), factor)
+
+
+def adjust_contrast(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """Blend each image with the mean of its grayscale version."""
+    return _blend(x, _gray(x).mean(dim=(-3, -2, -1), keepdim=True), factor)
+
+
+def adjust_sharpness(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """Blend the inner pixels with a 3x3 smoothed image (PIL's SMOOTH kernel); the border is kept."""
+    n, c, h, w = x.shape
+    if h <= 2 or w <= 2:
+        return x.clone()
+    work = x.dtype if x.is_floating_point() else torch.float32
+    out = x.to(work, copy=True)
+    # PIL's SMOOTH kernel (1s around a 5, / 13) as a separable 3x3 box sum plus 4x the centre: sums of integers
+    # are exact, and their / 13 never lands near a .5, so uint8 rounds exactly as torchvision's conv2d does
+    rows = out[:, :, :-2] + out[:, :, 1:-1] + out[:, :, 2:]
+    box = rows[..., :-2] + rows[..., 1:-1] + rows[..., 2:]
+    blurred = box.add_(out[..., 1:-1, 1:-1], alpha=4.0).div_(13.0)
+    if not x.is_floating_point():
+        blurred = blurred.round_()
+    inner = out[..., 1:-1, 1:-1]
+    inner.add_((blurred - inner) * (1.0 - _per_image(factor, x, work)))
+    return _finish(out, x)
+
+
+def posterize(x: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
+    """Keep the ``bits`` (0..8, int tensor) most significant bits of each value."""
+    if x.is_floating_point():
+        levels = torch.pow(2.0, _per_image(bits, x))
+        return torch.minimum(torch.floor(x * levels), levels - 1).clamp_(min=0).div_(levels)
+    shift = (8 - _to(bits, x.device).long()).clamp(0, 8)
+    mask = ((255 << shift) & 255).to(torch.uint8).view(-1, 1, 1, 1)
+    return x & mask
+
+
+def invert(x: torch.Tensor) -> torch.Tensor:
+    """``white - x``."""
+    return torch.bitwise_not(x) if x.dtype == torch.uint8 else 1.0 - x
+
+
+def solarize(x: torch.Tensor, threshold: torch.Tensor) -> torch.Tensor:
+    """Invert the values ``>= threshold`` (in the image's units: 0..255 for uint8, 0..1 for float)."""
+    if x.dtype == torch.uint8:  # integer compare: a uint8 value v >= t exactly when v >= ceil(t); t > 255: none
+        t = _to(threshold, x.device).float().double().ceil()  # torchvision compares in float32
+        mask = (x >= t.clamp(0, 255).to(torch.uint8).view(-1, 1, 1, 1)) & (t <= 255).view(-1, 1, 1, 1)
+        return torch.where(mask, invert(x), x)
+    return torch.where(x >= _per_image(threshold, x), invert(x), x)
+
+
+def solarize_add(x: torch.Tensor, add: torch.Tensor, threshold: float = 128.0) -> torch.Tensor:
+    """Add ``add`` to the values below ``threshold`` (clipped to white), as timm's SolarizeAdd (image units)."""
+    if x.dtype == torch.uint8:  # saturating uint8 add: x + min(add, 255 - x)
+        a = _to(add, x.device).round().clamp(0, 255).to(torch.uint8).view(-1, 1, 1, 1)
+        return torch.where(x < threshold, x + torch.minimum(a, 255 - x), x)
+    added = (x + _per_image(add, x)).clamp_(max=1.0)
+    return torch.where(x < threshold, added, x)
+
+
+def autocontrast(x: torch.Tensor) -> torch.Tensor:
+    """Stretch each channel to the full range (a flat channel is kept)."""
+    bound = max_value(x)
+    xf = x if x.is_floating_point() else x.float()
+    lo = xf.amin(dim=(-2, -1), keepdim=True)
+    hi = xf.amax(dim=(-2, -1), keepdim=True)
+    flat = hi == lo
+    scale = torch.where(flat, torch.ones_like(hi), (hi - lo).mul_(1.0 / bound))
+    lo = torch.where(flat, torch.zeros_like(lo), lo)
+    return ((xf - lo) / scale).clamp_(0, bound).to(x.dtype)
+
+
+def equalize(x: torch.Tensor) -> torch.Tensor:
+    """Histogram-equalize each channel with PIL's lookup table (float input is binned to 256 levels)."""
+    u8 = x if x.dtype == torch.uint8 else x.mul(256.0 - 1e-3).to(torch.uint8)
+    n, c, h, w = u8.shape
+    flat = u8.reshape(n, c, h * w).long()
+    hist = torch.zeros(n, c, 256, dtype=torch.int32, device=x.device)
+    hist.scatter_add_(2, flat, torch.ones(1, dtype=torch.int32, device=x.device).expand_as(flat))
+    cum = hist.cumsum(dim=2)
+    last = hist.gather(2, cum.argmax(dim=2, keepdim=True))  # count of the brightest value present
+    step = torch.div(h * w - last, 255, rounding_mode="floor")
+    lut = torch.div(cum[..., :-1] + step // 2, step.clamp(min=1), rounding_mode="floor").clamp_(0, 255)
+    lut = torch.cat([torch.zeros_like(lut[..., :1]), lut], dim=2).to(torch.uint8)
+    out = torch.where(step.ne(0).view(n, c, 1, 1), lut.gather(2, flat).view(n, c, h, w), u8)
+    return out if x.dtype == torch.uint8 else out.to(x.dtype).mul_(1.0 / 255.0)
+
+
+def grayscale(x: torch.Tensor) -> torch.Tensor:
+    """The luma copied to every channel (torchvision's ``rgb_to_grayscale(..., 3)``; uint8 truncated)."""
+    if x.shape[1] == 1:
+        return x.clone()
+    xf = x if x.is_floating_point() else x.float()
+    r, g, b = xf.unbind(1)
+    gray = r.mul(_GRAY[0]).add_(g, alpha=_GRAY[1]).add_(b, alpha=_GRAY[2]).unsqueeze(1).to(x.dtype)
+    return gray.expand_as(x).contiguous()
+
+
+def gaussian_blur(x: torch.Tensor, sigma: torch.Tensor, kernel_size: int) -> torch.Tensor:
+    """Gaussian blur with a per-image ``sigma`` (> 0) and an odd ``kernel_size``, reflect padding, separable."""
+    if kernel_size % 2 == 0 or kernel_size < 1:
+        raise ValueError(f"kernel_size must be a positive odd int, got {kernel_size}")
+    n, c, h, w = x.shape
+    work = x.dtype if x.is_floating_point() else torch.float32
+    lim = (kernel_size - 1) / (2.0 * math.sqrt(2.0))
+    pos = torch.linspace(-lim, lim, kernel_size, dtype=work, device=x.device)
+    s = _to(sigma, x.device).to(work).view(-1, 1)
+    k1 = torch.softmax(-(pos / s).pow(2), dim=1).repeat_interleave(c, dim=0)  # [n*c, k]
+    pad = kernel_size // 2
+    y = F.pad(x.to(work).reshape(1, n * c, h, w), [pad, pad, pad, pad], mode="reflect")
+    y = F.conv2d(y, k1.view(n * c, 1, 1, kernel_size), groups=n * c)
+    y = F.conv2d(y, k1.view(n * c, 1, kernel_size, 1), groups=n * c).view(n, c, h, w)
+    return y if x.is_floating_point() else y.round_().to(x.dtype)
+
+
+def affine_matrix(angle: torch.Tensor, translate_x: torch.Tensor, translate_y: torch.Tensor,
+                  shear_x: torch.Tensor, shear_y: torch.Tensor, center_x: torch.Tensor | float = 0.0,
+                  center_y: torch.Tensor | float = 0.0) -> torch.Tensor:
+    """Inverse affine matrices ``[n, 6]`` (float64) as torchvision's ``affine``: degrees, pixels, centre offsets.
+
+    ``angle`` turns clockwise like ``F.affine`` (``F.rotate``'s counter-clockwise angle is ``-angle``); shears are
+    in degrees; ``center_*`` are pixel offsets from the image centre (``-w/2, -h/2`` is the top-left corner).
+    """
+    rot, sx, sy = (torch.deg2rad(t.double()) for t in (angle, shear_x, shear_y))
+    cx = torch.as_tensor(center_x, dtype=torch.float64).expand_as(rot)
+    cy = torch.as_tensor(center_y, dtype=torch.float64).expand_as(rot)
+    a = torch.cos(rot - sy) / torch.cos(sy)
+    b = -(a * torch.tan(sx) + torch.sin(rot))
+    c = torch.sin(rot - sy) / torch.cos(sy)
+    d = torch.cos(rot) - c * torch.tan(sx)
+    ctx, cty = cx + translate_x.double(), cy + translate_y.double()
+    m0, m1, m3, m4 = d, -b, -c, a
+    return torch.stack([m0, m1, cx - m0 * ctx - m1 * cty, m3, m4, cy - m3 * ctx - m4 * cty], dim=1)
+
+
+def warp_affine(x: torch.Tensor, matrix: torch.Tensor, fill: torch.Tensor | None = None,
+                interpolation: str = "bilinear") -> torch.Tensor:
+    """Resample each image through its inverse ``matrix`` ``[n, 6]`` in one ``grid_sample``.
+
+    Pixels that map outside the image get ``fill`` (a ``[C]`` tensor in image units; None: 0).
+    """
+    if interpolation not in ("nearest", "bilinear"):
+        raise ValueError(f"interpolation must be 'nearest' or 'bilinear', got {interpolation!r}")
+    n, c, h, w = x.shape
+    work = x.dtype if x.is_floating_point() else torch.float32
+    theta = _to(matrix.to(work), x.device).view(n, 2, 3)  # pinned, non-blocking from the CPU
+    xs = torch.linspace((1.0 - w) * 0.5, (w - 1.0) * 0.5, w, dtype=work, device=x.device)
+    ys = torch.linspace((1.0 - h) * 0.5, (h - 1.0) * 0.5, h, dtype=work, device=x.device)
+    base = torch.stack([xs.expand(h, w), ys.view(h, 1).expand(h, w), torch.ones(h, w, dtype=work, device=x.device)],
+                       dim=-1).view(1, h * w, 3)
+    rescaled = theta.transpose(1, 2).clone()  # [n, 3, 2]: x by w / 2, y by h / 2 (no host tensor to copy)
+    rescaled[..., 0] /= 0.5 * w
+    rescaled[..., 1] /= 0.5 * h
+    grid = torch.matmul(base, rescaled).view(n, h, w, 2)
+    src = x.to(work)
+    if fill is not None:
+        src = torch.cat([src, torch.ones(n, 1, h, w, dtype=work, device=x.device)], dim=1)
+    out = F.grid_sample(src, grid, mode=interpolation, padding_mode="zeros", align_corners=False)
+    if fill is not None:
+        out, mask = out[:, :c], out[:, c:]
+        fill_img = _to(fill.to(work), x.device).view(1, -1, 1, 1)
+        if interpolation == "nearest":
+            out = torch.where(mask < 0.5, fill_img.expand_as(out), out)
+        else:
+            out = (out - fill_img).mul_(mask).add_(fill_img)
+    return out if x.is_floating_point() else out.round_().to(x.dtype)

@@ -1,0 +1,103 @@
+"""Pack sources: every kind of SRC behind one interface (:class:`~fastdata.packing.sources.base.Source`).
+
+- :mod:`~fastdata.packing.sources.base`: :class:`Row` ``(locator, label, fields)`` and :class:`Source` (``scan``, ``open``).
+- :mod:`~fastdata.packing.sources.image_folder`: an ImageFolder tree (torchvision's layout).
+- :mod:`~fastdata.packing.sources.table`: a ``.csv``/``.jsonl``/``.parquet`` file list (paths or URLs, labels, columns).
+- :mod:`~fastdata.packing.sources.parquet`: Hugging Face-style Parquet datasets (an image column of ``{bytes, path}``).
+- :mod:`~fastdata.packing.sources.webdataset`: WebDataset tars (brace patterns, samples grouped by key).
+- :mod:`~fastdata.packing.sources.shards`: a fastdata pack, or third-party TFRecords of ``tf.train.Example`` images.
+
+:func:`open_source` picks the source by what SRC is, or by ``options.source``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from fastdata.formats.manifest import MANIFEST_NAME
+
+from fastdata.packing.options import PackOptions
+from fastdata.packing.sources.base import Row, Source, max_file_bytes, source_digest
+from fastdata.packing.sources.image_folder import ImageFolderSource
+from fastdata.packing.sources.parquet import ParquetSource, image_column_of, parquet_files
+from fastdata.packing.sources.shards import PackSource, TFRecordSource
+from fastdata.packing.sources.table import FileListSource
+from fastdata.packing.sources.webdataset import WebDatasetSource
+
+__all__ = [
+    "FileListSource", "ImageFolderSource", "PackSource", "ParquetSource", "Row", "Source", "TFRecordSource",
+    "WebDatasetSource", "open_source", "source_digest", "source_kind",
+]
+
+
+def open_source(src: str | os.PathLike, options: PackOptions) -> Source:
+    """The source for ``src``: chosen by ``options.source``, or (``"auto"``) by what ``src`` is (:func:`source_kind`);
+    it reads no source file larger than the pixel limit allows (:func:`~fastdata.packing.sources.base.max_file_bytes`).
+
+    Raises:
+        FileNotFoundError: ``src`` does not exist or holds no sample.
+        ValueError: ``src`` is of no known kind, or a column named by the options is missing.
+    """
+    source = _open(src, options)
+    source.max_bytes = max_file_bytes(options.max_pixels)
+    return source
+
+
+def _open(src: str | os.PathLike, options: PackOptions) -> Source:
+    kind = options.source if options.source != "auto" else source_kind(src)
+    columns = {"image_column": options.image_column, "label_column": options.label_column, "fields": options.fields}
+    if kind == "imagefolder":
+        _no_columns(kind, options)
+        return ImageFolderSource(src)
+    if kind == "list":
+        return FileListSource(src, **columns)
+    if kind == "parquet":
+        return ParquetSource(src, **columns)
+    if kind == "webdataset":
+        return WebDatasetSource(src, label_column=options.label_column, fields=options.fields)
+    _no_columns(kind, options)
+    return PackSource(src) if kind == "pack" else TFRecordSource(src)
+
+
+def source_kind(src: str | os.PathLike) -> str:
+    """What ``src`` is: ``"pack"`` (a folder with ``manifest.json``), ``"webdataset"`` (``.tar``, a brace pattern
+    or a folder of tars), ``"tfrecord"``, ``"parquet"`` (files with an image column of ``{bytes, path}``),
+    ``"list"`` (``.csv``, ``.jsonl``, or ``.parquet`` of paths) or ``"imagefolder"``.
+    """
+    text = os.fspath(src)
+    path = Path(text)
+    name = text.lower().rstrip("/")
+    if "{" in text or name.endswith(".tar"):
+        return "webdataset"
+    if name.endswith((".csv", ".jsonl")):
+        return "list"
+    if name.endswith((".tfrecord", ".tfrecords")):
+        return "tfrecord"
+    if name.endswith(".parquet") or (path.is_dir() and any(path.rglob("*.parquet"))):
+        return _parquet_kind(src)
+    if path.is_dir():
+        if (path / MANIFEST_NAME).is_file():
+            return "pack"
+        files = [p.name.lower() for p in path.iterdir() if p.is_file()]
+        if files and all(f.endswith(".tar") for f in files):
+            return "webdataset"
+        if any(f.endswith((".tfrecord", ".tfrecords")) for f in files) and not any(p.is_dir() for p in path.iterdir()):
+            return "tfrecord"
+    return "imagefolder"
+
+
+def _parquet_kind(src: str | os.PathLike) -> str:
+    """``"parquet"`` when the first file has an image column of structs, else ``"list"`` (a single file of paths)."""
+    import pyarrow.parquet as pq
+
+    _, files = parquet_files(src)
+    if image_column_of(pq.ParquetFile(files[0]).schema_arrow) is not None or len(files) > 1:
+        return "parquet"
+    return "list"
+
+
+def _no_columns(kind: str, options: PackOptions) -> None:
+    if options.image_column or options.label_column or options.fields:
+        raise ValueError(f"--image-column, --label-column and --fields apply to lists, Parquet and WebDataset sources, "
+                         f"not to a {kind} source")

@@ -1,0 +1,127 @@
+"""File-list sources: a ``.csv``, ``.jsonl`` or ``.parquet`` list with one row per sample.
+
+Each row names an image by path or URL (a relative path resolves against the list's folder;
+``s3://``, ``gs://``, ``https://`` are read through :mod:`fastdata.storage`), a label and any
+other columns. The list is read twice, streamed (once for the class table, once for the rows),
+never held whole in memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from fastdata.formats.manifest import SkippedFile
+from fastdata.packing.sources.base import Labels, Row, Source, read_location
+from fastdata.storage.urls import is_url
+
+PATH_COLUMNS = ("path", "image_path", "file", "filename", "file_name", "image", "url")
+LIST_SUFFIXES = (".csv", ".jsonl", ".parquet")
+
+
+class FileListSource(Source):
+    """A list file of (path, label, fields) rows.
+
+    Args:
+        path: the ``.csv`` (with a header line), ``.jsonl`` (one JSON object a line) or ``.parquet`` list.
+        image_column: the column with the path or URL (default: the first of :data:`PATH_COLUMNS` present).
+        label_column: the column with the label (default ``label``; without such a column every label is 0).
+        fields: further columns to keep with each sample.
+    """
+
+    name = "list"
+
+    def __init__(self, path: str | os.PathLike, *, image_column: str | None = None, label_column: str | None = None,
+                 fields: tuple[str, ...] = ()) -> None:
+        self.path = Path(path)
+        super().__init__(str(self.path.resolve()))
+        if not self.path.is_file():
+            raise FileNotFoundError(f"file list {str(path)!r} does not exist: pass a .csv, .jsonl or .parquet list")
+        self.kind = self.path.suffix.lower()
+        if self.kind not in LIST_SUFFIXES:
+            raise ValueError(f"{str(path)!r} is not a file list: expected a .csv, .jsonl or .parquet file")
+        self.base = self.path.parent
+        self.text = self.kind == ".csv"
+        columns = self._columns()
+        self.image_column = image_column or next((c for c in PATH_COLUMNS if c in columns), None)
+        if self.image_column is None or (columns and self.image_column not in columns):
+            raise ValueError(f"{str(path)!r} has no {image_column or 'path'} column (its columns: {', '.join(columns)}): "
+                             "name the column with the image paths with --image-column")
+        if label_column is not None and columns and label_column not in columns:
+            raise ValueError(f"{str(path)!r} has no label column {label_column!r} (its columns: {', '.join(columns)})")
+        self.label_column = label_column or "label"
+        missing = [f for f in fields if columns and f not in columns]
+        if missing:
+            raise ValueError(f"{str(path)!r} has no column {', '.join(missing)} (its columns: {', '.join(columns)})")
+        self.fields = tuple(fields)
+        self.labelled = not columns or self.label_column in columns
+        self.labels = Labels((r.get(self.label_column) for _, r in self._records([self.label_column]) if r),
+                             text=self.kind == ".csv") if self.labelled else None
+        self.classes = self.labels.classes if self.labels else []
+
+    def scan(self) -> Iterator[Row]:
+        self.skipped = []
+        wanted = [self.image_column, self.label_column, *self.fields]
+        for number, record in self._records(wanted):
+            if record is None:
+                self.skipped.append(SkippedFile(f"row {number}", "not a JSON object"))
+                continue
+            location = record.get(self.image_column)
+            if not isinstance(location, str) or not location:
+                self.skipped.append(SkippedFile(f"row {number}", f"no image path in column {self.image_column!r}"))
+                continue
+            try:
+                label = self.labels.index(record.get(self.label_column)) if self.labels else 0
+            except ValueError as exc:
+                self.skipped.append(SkippedFile(f"{location} (row {number})", str(exc)))
+                continue
+            yield Row(location, label, {f: record.get(f) for f in self.fields}, row=number)
+
+    def open(self, locator: str) -> bytes:
+        if is_url(locator) or os.path.isabs(locator):
+            return read_location(locator, self.max_bytes)
+        return read_location(str(self.base / locator), self.max_bytes)
+
+    def _columns(self) -> list[str]:
+        """The list's column names (for JSONL: the keys of its first row)."""
+        if self.kind == ".csv":
+            with open(self.path, newline="", encoding="utf-8") as f:
+                return next(csv.reader(f), [])
+        if self.kind == ".parquet":
+            import pyarrow.parquet as pq
+
+            return list(pq.ParquetFile(self.path).schema_arrow.names)
+        first = next((record for _, record in self._records([]) if record is not None), None)
+        return list(first) if first else []
+
+    def _records(self, columns: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+        """``(row number, {column: value})`` for every row, streamed (1-based numbers)."""
+        if self.kind == ".csv":
+            with open(self.path, newline="", encoding="utf-8") as f:
+                yield from enumerate(csv.DictReader(f), 1)
+        elif self.kind == ".jsonl":
+            with open(self.path, encoding="utf-8") as f:
+                number = 0
+                for line in f:
+                    if not line.strip():
+                        continue
+                    number += 1
+                    try:
+                        record = json.loads(line)
+                    except ValueError:
+                        record = None
+                    yield number, record if isinstance(record, dict) else None
+        else:
+            import pyarrow.parquet as pq
+
+            table = pq.ParquetFile(self.path)
+            present = [c for c in dict.fromkeys(columns) if c in table.schema_arrow.names]
+            number = 0
+            for batch in table.iter_batches(batch_size=8192, columns=present):
+                for record in batch.to_pylist():
+                    number += 1
+                    yield number, record

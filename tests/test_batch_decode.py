@@ -1,0 +1,137 @@
+"""One native call per batch (fastdata.batch_decode): the per-sample path's pixels and errors, on 1 or more threads."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from fastdata import batch_decode
+from fastdata.dataset import ShardDataset
+from fastdata.decode import DecodeError, native
+from fastdata.seeding import SampleIndex, sample_generator
+from fastdata.transforms import RandomResizedCrop
+from tests.images import encode, natural_image
+
+pytestmark = pytest.mark.skipif(not native.available(), reason="native JPEG kernel not built")
+
+
+def _records() -> list[bytes]:
+    rng = np.random.default_rng(12)
+    photo = natural_image(rng, 150, 203)
+    jpeg = encode(photo, "JPEG", quality=90)
+    records = [
+        jpeg,
+        encode(natural_image(rng, 97, 131), "JPEG", quality=85, progressive=True),
+        encode(photo[..., 0], "JPEG", quality=90),
+        encode(natural_image(rng, 61, 40), "JPEG", "CMYK", quality=90),
+        encode(natural_image(rng, 33, 47), "PNG"),  # not a JPEG: the per-sample path
+        jpeg[: len(jpeg) * 2 // 3],  # truncated: libjpeg warns, the per-sample path decides
+        encode(natural_image(rng, 17, 17), "JPEG", quality=90, subsampling=0),
+        encode(natural_image(rng, 300, 260), "JPEG", quality=90, subsampling=1),
+    ]
+    if shutil.which("jpegtran"):
+        records.append(subprocess.run(["jpegtran", "-optimize", "-restart", "1B"], input=jpeg, capture_output=True,
+                                      check=True).stdout)
+    return records
+
+
+def _per_sample(transform, datas, seeds) -> np.ndarray:
+    out = np.empty((len(datas), *transform.size, 3), np.uint8)
+    for i, data in enumerate(datas):
+        transform.decode_into(data, out[i], rng=None if seeds is None else sample_generator(seeds[i]))
+    return out
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("size", [(48, 40), (224, 224)])
+def test_batch_equals_per_sample(threads, size):
+    transform = RandomResizedCrop(size, decoder="native")
+    assert batch_decode.batch_capable(transform)
+    datas = _records() * 3
+    seeds = [SampleIndex(i, 0, i) for i in range(len(datas))]
+    expected = _per_sample(transform, datas, seeds)
+    out = np.zeros_like(expected)
+    with pytest.warns(UserWarning):  # the truncated file decodes with libjpeg's warning, as per sample
+        batch_decode.decode_batch_into(transform, datas, out, [sample_generator(s) for s in seeds], threads=threads)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_torch_rng_draws_in_the_same_order():
+    transform = RandomResizedCrop(32, decoder="native")
+    datas = _records()[:5] + _records()[6:]  # no damaged file
+    torch.manual_seed(3)
+    expected = _per_sample(transform, datas, None)
+    torch.manual_seed(3)
+    out = np.empty_like(expected)
+    batch_decode.decode_batch_into(transform, datas, out, [None] * len(datas), threads=2)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_errors_are_the_per_sample_errors():
+    transform = RandomResizedCrop(32, decoder="native")
+    good = _records()[0]
+    for bad in (good[:20], good[:2] + b"\xff\xc0\x00\x11" + b"\x00" * 40, b"not an image at all"):
+        out = np.empty((2, 32, 32, 3), np.uint8)
+        with pytest.raises(DecodeError):
+            batch_decode.decode_batch_into(transform, [good, bad], out, [sample_generator(1), sample_generator(2)])
+    with pytest.raises(ValueError, match="threads"):
+        batch_decode.decode_batch_into(transform, [good], np.empty((1, 32, 32, 3), np.uint8), [None], threads=0)
+
+
+def test_kernel_decode_batch_arguments():
+    kernel = native._jpegcrop
+    data = _records()[0]
+    one = kernel.Decompressor()
+    out = np.empty((10, 10, 3), np.uint8)
+    assert kernel.decode_batch([one, kernel.Decompressor()], [(data, 2, 0, 10, 0, 10, out)] * 3) == [(0, 0, "")] * 3
+    assert kernel.decode_batch([one], [(b"", 1, 0, 1, 0, 1, out), (data, 1, 0, 200, 0, 1, out)]) == [
+        (1, 0, "empty file"), (2, 0, "box rows [0, 200) x columns [0, 1) is empty or outside the 150 x 203 image "
+                                     "at scale 1/1")]
+    with pytest.raises(ValueError, match="own Decompressor"):
+        kernel.decode_batch([one, one], [])
+    with pytest.raises(TypeError, match="jobs\\[0\\]"):
+        kernel.decode_batch([one], [(data, 1)])
+    with pytest.raises(ValueError, match="scale_denom"):
+        kernel.decode_batch([one], [(data, 3, 0, 1, 0, 1, out)])
+
+
+def test_dataset_decode_threads(tmp_path):
+    from fastdata.packing.packer import pack
+
+    src = tmp_path / "src" / "a"
+    src.mkdir(parents=True)
+    for i, data in enumerate(_records()[:4] + _records()[6:]):  # the last: a restart transcode (jpegtran)
+        suffix = "png" if data.startswith(b"\x89PNG") else "jpg"
+        (src / f"{i}.{suffix}").write_bytes(data)
+    pack(tmp_path / "src", tmp_path / "pack", format="tfrecord", workers=0, progress=False)
+    assert batch_decode.batch_capable(RandomResizedCrop(40))  # the default decoder is the native one
+    indices = [SampleIndex(i, 0, i) for i in range(7)]
+    before = sum(d.spliced for d in batch_decode._decompressors(3))
+    batches = [ShardDataset(tmp_path / "pack", transform=RandomResizedCrop(40), decode_threads=t).__getitems__(indices)
+               for t in (1, 3)]
+    assert sum(d.spliced for d in batch_decode._decompressors(3)) > before  # the restart record was spliced
+    per_sample = np.stack([ShardDataset(tmp_path / "pack", transform=RandomResizedCrop(40))[i][0] for i in indices])
+    for batch in batches:
+        np.testing.assert_array_equal(batch.images.numpy(), per_sample)
+
+
+def test_small_chunks_give_the_same_batch(monkeypatch):
+    """A batch split into several kernel calls (the scratch bound) decodes the same pixels."""
+    transform = RandomResizedCrop(64, decoder="native")
+    datas = _records()[:5] + _records()[6:]
+    seeds = [SampleIndex(i, 1, i) for i in range(len(datas))]
+    expected = _per_sample(transform, datas, seeds)
+    calls = []
+    real = native._jpegcrop.decode_batch
+    monkeypatch.setattr(batch_decode, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(native._jpegcrop, "decode_batch", lambda *a: calls.append(len(a[1])) or real(*a))
+    out = np.empty_like(expected)
+    batch_decode.decode_batch_into(transform, datas, out, [sample_generator(s) for s in seeds], threads=2)
+    np.testing.assert_array_equal(out, expected)
+    assert len(calls) > 1 and max(calls) == 1
