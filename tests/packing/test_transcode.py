@@ -423,3 +423,32 @@ def test_generated_sets_keep_their_pixels(tmp_path, profile, count, growth):
         before, after = before + len(data), after + len(recoded)
     # ImageNet-like: optimized Huffman tables pay for the markers; large photos (fewer bytes per MCU) grow a little
     assert after < growth * before
+
+
+def test_every_engine_records_the_same_transcoded_records(source, tmp_path):
+    from fastdata.packing.merge import merge
+
+    opts = dict(format="lmdb", samples_per_shard=2, range_size=4, workers=0, progress=False)
+    whole = pack(source, tmp_path / "whole", **opts)
+    for i in range(3):
+        pack(source, tmp_path / "parts", part=(i, 3), **opts)
+    merged = merge(str(tmp_path / "parts"))
+    assert len(whole.shards) > 2 and whole.transcoded and merged.to_dict() == whole.to_dict()
+    for name in ["manifest.json"] + [s.path for s in whole.shards]:
+        assert (tmp_path / "parts" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
+    for i in range(2):  # parts packed in the two modes are not merged
+        pack(source, tmp_path / "mixed", part=(i, 2), keep_bytes=bool(i), **opts)
+    with pytest.raises(ValueError, match=r"--keep-bytes is True \(part 0/2 used False\)"):
+        merge(str(tmp_path / "mixed"))
+
+
+def test_append_adds_its_transcoded_records_after_the_old(source, tmp_path):
+    from fastdata.packing import verify
+
+    out = tmp_path / "out"
+    first = pack(source, out, format="tfrecord", samples_per_shard=3, workers=0, progress=False)
+    n = first.num_samples
+    both = pack(source, out, format="tfrecord", samples_per_shard=3, workers=0, progress=False, append=True)
+    assert first.transcoded and both.num_samples == 2 * n
+    assert both.transcoded == first.transcoded + [[a + n, b + n] for a, b in first.transcoded]
+    assert Manifest.load(out).transcoded == both.transcoded and verify(out).ok
