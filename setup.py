@@ -1,9 +1,10 @@
 """Build the optional native kernels; everything else is configured in pyproject.toml.
 
 ``fastdata.decode._jpegcrop`` (crop-region JPEG decoding with libjpeg-turbo) and
-``fastdata.loader._floatbatch`` (uint8 batches to normalized float in one pass) are optional:
+``fastdata.loader._floatbatch`` (uint8 batches to normalized float in one pass) and
+``fastdata.packing._jpegtranscode`` (pack's lossless JPEG transcoding to restart intervals) are optional:
 when there is no C compiler or no ``jpeglib.h``, the build prints one warning per kernel and the
-install goes on without it (fastdata then decodes through PyTurboJPEG/OpenCV and normalizes with torch).
+install goes on without it (fastdata then decodes through PyTurboJPEG/OpenCV, normalizes with torch, and pack stores JPEG bytes unchanged).
 """
 
 import re
@@ -51,6 +52,12 @@ setup(
             ["fastdata/decode/_jpegcrop.c"],
             libraries=["jpeg"],
             extra_compile_args=["-O3"],
+        ),
+        Extension(
+            "fastdata.packing._jpegtranscode",
+            ["fastdata/packing/_jpegtranscode.c"],
+            libraries=["jpeg"],
+            extra_compile_args=["-O2"],
         ),
         Extension("fastdata.loader._floatbatch", ["fastdata/loader/_floatbatch.c"], extra_compile_args=["-O3"]),
     ],

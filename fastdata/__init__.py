@@ -18,7 +18,7 @@ from fastdata.decode import get_decoder
 from fastdata.formats import CorruptRecordError, DatasetChangedError, Manifest
 from fastdata.loader import DataLoaderX, DataPrefetcher, NormalizeCollate, fast_collate
 from fastdata.mixing import MixedDataset
-from fastdata.packing import ShardWriter, pack, verify
+from fastdata.packing import ShardWriter, pack, repack, verify
 from fastdata.sampler import DistributedSampler, EvalSampler, MixedSampler
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "get_decoder",
     "gpu_transforms",
     "pack",
+    "repack",
     "transforms",
     "verify",
 ]

@@ -1,4 +1,4 @@
-"""``fastdata pack | merge | inspect | verify | bench``: the command line. Flags map one to one onto function keywords."""
+"""``fastdata pack | repack | merge | inspect | verify | bench``: the command line. Flags map one to one onto function keywords."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"fastdata {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more detail")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{pack,merge,inspect,verify,bench}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{pack,repack,merge,inspect,verify,bench}")
 
     p = sub.add_parser("pack", help="pack an image folder (one subfolder per class) into shards",
                        epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples-per-shard", type=_positive_int, default=None, help="max records per shard")
     p.add_argument("--max-side", type=_positive_int, default=None,
                    help="downscale so the longer side is at most N px and re-encode as JPEG (default: store bytes unchanged)")
+    p.add_argument("--keep-bytes", action="store_true",
+                   help="store every source file byte for byte (default: re-code each JPEG losslessly, same pixels, "
+                        "with restart intervals so crops decode faster; EXIF, ICC and comments are dropped)")
     p.add_argument("--quality", type=int, default=90, help="JPEG quality for --max-side re-encoding (default 90)")
     p.add_argument("--shuffle-seed", type=int, default=None, help="pre-shuffle the sample order with this seed")
     p.add_argument("--workers", type=int, default=None,
@@ -135,6 +138,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pack only part I of N (0-based; e.g. $SLURM_ARRAY_TASK_ID/16) and write its partial "
                         "manifest; `fastdata merge OUT` finishes once every part is done")
     p.set_defaults(run=_run_pack)
+
+    p = sub.add_parser("repack", help="rewrite a packed dataset with every JPEG re-coded losslessly for random access")
+    p.add_argument("old", help="folder written by `fastdata pack` (read only)")
+    p.add_argument("new", help="output folder for the new dataset")
+    p.add_argument("--format", choices=["tfrecord", "lmdb"], default=None, help="storage format (default: OLD's)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="re-coding processes (default and most: the CPUs this process may use)")
+    p.add_argument("--overwrite", action="store_true", help="replace the dataset NEW holds")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    p.set_defaults(run=_run_repack)
 
     p = sub.add_parser("merge", help="check the parts that `pack --part I/N` wrote into OUT and write its manifest")
     p.add_argument("out", help="the folder every `fastdata pack SRC OUT --part I/N` wrote into")
@@ -196,6 +209,18 @@ def _run_pack(args: argparse.Namespace) -> int:
     if manifest.warnings:
         print(f"{len(manifest.warnings)} file(s) packed with codec warnings (PIL decodes them too); "
               f"`fastdata inspect {args.out}` lists them")
+    return 0
+
+
+def _run_repack(args: argparse.Namespace) -> int:
+    from fastdata.packing.repack import repack
+
+    manifest = repack(args.old, args.new, format=args.format, workers=args.workers, overwrite=args.overwrite,
+                      progress=args.progress)
+    size = sum(s.nbytes for s in manifest.shards)
+    recoded = sum(stop - start for start, stop in manifest.transcoded or [])
+    print(f"repacked {manifest.num_samples} images ({recoded} JPEGs re-coded) into {len(manifest.shards)} "
+          f"{manifest.format} shard(s), {size / 1e6:.1f} MB, in {args.new}")
     return 0
 
 

@@ -28,8 +28,12 @@ def make_distinct_folder(root: Path, *, per_class: int = 15, classes: tuple[str,
 
 
 def pack_quietly(src: Path, out: Path, fmt: str, **options) -> Manifest:
-    """``pack`` in this process, without a progress bar (``samples_per_shard=5`` unless given)."""
+    """``pack`` in this process, without a progress bar (``samples_per_shard=5`` and ``keep_bytes`` unless given).
+
+    ``keep_bytes``: the integrity tests find each record by its source bytes.
+    """
     options.setdefault("samples_per_shard", 5)
+    options.setdefault("keep_bytes", True)
     return pack(src, out, format=fmt, workers=0, progress=False, **options)
 
 

@@ -15,6 +15,9 @@ need=()
 ldconfig -p 2>/dev/null | grep -q 'libturbojpeg\.so' || need+=(libturbojpeg0)
 [ -f /usr/include/jpeglib.h ] || [ -f "/usr/include/$(uname -m)-linux-gnu/jpeglib.h" ] || need+=(libjpeg-dev)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
+# The tests make odd JPEGs (arithmetic-coded, 4:1:1, restart markers) with libjpeg-turbo's cjpeg and jpegtran.
+case ",$extras," in *,test,*) command -v cjpeg >/dev/null 2>&1 && command -v jpegtran >/dev/null 2>&1 \
+  || need+=(libjpeg-turbo-progs) ;; esac
 command -v taskset >/dev/null 2>&1 || need+=(util-linux)  # taskset: the CPU-budget tests pin a process
 # The `peers` extra (`fastdata bench --peers`): FFCV builds against OpenCV and libturbojpeg (pkg-config finds
 # them), SPDL loads FFmpeg's libraries.

@@ -113,7 +113,8 @@ def prepare_cache(data: str | os.PathLike, cache: str | os.PathLike, *, formats:
 
     data, cache = Path(data), Path(cache)
     scan = scan_image_folder(data)
-    stamp = _fingerprint(data, scan.paths, scan.classes + [f"shuffle_seed={_PACK_SEED}"])
+    # "records=transcoded": packs cached before pack re-coded JPEGs (keep-bytes records) are packed again
+    stamp = _fingerprint(data, scan.paths, scan.classes + [f"shuffle_seed={_PACK_SEED}", "records=transcoded"])
     roots = {}
     for fmt in formats:
         out, stamp_file = cache / fmt, cache / f"{fmt}{_STAMP}"

@@ -276,22 +276,44 @@ def measure_breakdown(roots: dict[str, Path], files: Sequence[str], *, size: int
     with _one_thread():
         torch.manual_seed(0)
         part, payloads = _fastdata_part(roots, picks, size, batch_size)
-        matched = _match_files(payloads, files)
+        matched = _match_files(payloads, files, _record_names(roots, picks))
         same = all(m is not None for m in matched)
         part["baselines_on_same_images"] = same
         baseline_files = list(matched) if same else [files[i] for i in picks]
         return {"fastdata": part, **_baseline_parts(baseline_files, size, batch_size)}
 
 
-def _match_files(payloads: Sequence[bytes], files: Sequence[str]) -> list[str | None]:
-    """The source file of each packed record (same bytes), or None where none matches (a re-encoded pack)."""
+def _match_files(payloads: Sequence[bytes], files: Sequence[str], names: Sequence[str]) -> list[str | None]:
+    """The source file of each packed record: same bytes, else the file the record names (a JPEG pack re-coded
+    losslessly: same pixels), or None where neither matches (a re-encoded pack)."""
     by_size: dict[int, list[str]] = {}
     for path in files:
         by_size.setdefault(os.stat(path).st_size, []).append(path)
+    by_name = {Path(p).as_posix(): p for p in files}
     found: list[str | None] = []
-    for data in payloads:
-        found.append(next((p for p in by_size.get(len(data), []) if _read_file(p) == data), None))
+    for k, data in enumerate(payloads):
+        same = next((p for p in by_size.get(len(data), []) if _read_file(p) == data), None)
+        named = [p for rel in names[k:k + 1] if rel for key, p in by_name.items() if key.endswith("/" + rel)]
+        found.append(same or (named[0] if len(named) == 1 else None))
     return found
+
+
+def _record_names(roots: dict[str, Path], picks: np.ndarray) -> list[str]:
+    """``image/filename`` (relative to the packed folder) of the picked TFRecord records; [] without TFRecord."""
+    from fastdata.formats.example import decode_example
+    from fastdata.formats.packed import open_pack
+    from fastdata.formats.tfrecord import TFRecordShardReader
+
+    if "tfrecord" not in roots:
+        return []
+    pack = open_pack(roots["tfrecord"])
+    shard_of = np.searchsorted(np.cumsum(pack.counts), picks, side="right")
+    readers = {int(s): TFRecordShardReader(Path(pack.shard_paths[s])) for s in np.unique(shard_of)}
+    names = [decode_example(readers[int(s)].read_payload(int(pack.positions[i]), int(pack.sizes[i]))).filename
+             for i, s in zip(picks, shard_of)]
+    for reader in readers.values():
+        reader.close()
+    return names
 
 
 def _dummy_model(num_classes: int) -> torch.nn.Module:

@@ -83,6 +83,9 @@ class Manifest:
         created_by: the fastdata version that wrote it.
         targets_nbytes: size of the targets file in bytes (None in older manifests).
         targets_crc32c: CRC32C of the targets file, 8 hex digits (None in older manifests).
+        transcoded: ``[start, stop)`` ranges of the samples whose record pack re-coded losslessly
+            (a baseline JPEG with restart intervals tiling its MCU rows, see README "What pack
+            stores"); the others hold their source bytes. None in older manifests.
     """
 
     format: str
@@ -96,6 +99,7 @@ class Manifest:
     created_by: str = ""
     targets_nbytes: int | None = None
     targets_crc32c: str | None = None
+    transcoded: list[list[int]] | None = None
 
     @property
     def num_samples(self) -> int:
@@ -151,6 +155,7 @@ class Manifest:
             targets_nbytes=f.integer(root, "targets_nbytes"),
             targets_crc32c=f.checksum(root, "targets_crc32c"),
         )
+        manifest.transcoded = f.ranges(root, "transcoded", manifest.num_samples)
         declared = f.integer(root, "num_samples")
         if declared is not None and declared != manifest.num_samples:
             raise ValueError(
@@ -186,7 +191,7 @@ class Manifest:
 
 
 MAX_MANIFEST_BYTES = 256 << 20
-_OPTIONAL = ("index", "index_nbytes", "index_crc32c", "meta_crc32c", "targets_nbytes", "targets_crc32c")
+_OPTIONAL = ("index", "index_nbytes", "index_crc32c", "meta_crc32c", "targets_nbytes", "targets_crc32c", "transcoded")
 _MAX_INT = 2**63
 _HEX = frozenset("0123456789abcdef")
 
@@ -299,6 +304,24 @@ class _Fields:
             path=self.string(entry, "path", required=True, name=f"{name}.path"),
             messages=[self.check(m, f"{name}.messages[{i}]", str, "a string") for i, m in enumerate(messages)],
         )
+
+    def ranges(self, data: dict, key: str, samples: int) -> list[list[int]] | None:
+        """Sorted, disjoint ``[start, stop)`` ranges of sample indices below ``samples``."""
+        value = self.array(data, key)
+        if value is None:
+            return None
+        ranges, end = [], 0
+        for i, item in enumerate(value):
+            pair = self.check(item, f"{key}[{i}]", list, "a [start, stop) pair")
+            if len(pair) != 2:
+                raise self.fail(f"{key}[{i}]", "a [start, stop) pair", pair)
+            start, stop = (self.integer({"v": v}, "v", required=True, name=f"{key}[{i}]") for v in pair)
+            if not end <= start < stop <= samples:
+                raise ValueError(f"{self.source}: field {key}[{i}] is not a sorted range of the {samples} samples; "
+                                 "re-create it with `fastdata pack`")
+            ranges.append([start, stop])
+            end = stop
+        return ranges
 
     def options(self, data: dict) -> dict[str, Any]:
         return dict(self.mapping(data.get("options", {}), "options"))

@@ -15,16 +15,19 @@
 - :mod:`~fastdata.packing.output`: the output folder (never a file fastdata did not write is deleted).
 - :mod:`~fastdata.packing.space`: a full disk reported as such (:class:`OutOfSpaceError`, exit code 3).
 - :mod:`~fastdata.packing.check`: ``fastdata inspect`` (:func:`describe`) and ``fastdata verify`` (:func:`verify`).
+- :mod:`~fastdata.packing.transcode`: JPEGs re-coded losslessly with restart intervals (the C extension ``_jpegtranscode``).
+- :mod:`~fastdata.packing.repack`: ``fastdata repack OLD NEW`` (:func:`repack`): an existing pack re-coded.
 """
 
 from fastdata.packing.check import describe, verify
 from fastdata.packing.lock import OutputLockedError
 from fastdata.packing.packer import BadImageError, pack
+from fastdata.packing.repack import repack
 from fastdata.packing.scan import scan_image_folder
 from fastdata.packing.space import OutOfSpaceError
 from fastdata.packing.writer import ShardWriter
 
 __all__ = [
-    "BadImageError", "OutOfSpaceError", "OutputLockedError", "ShardWriter", "describe", "pack", "scan_image_folder",
-    "verify",
+    "BadImageError", "OutOfSpaceError", "OutputLockedError", "ShardWriter", "describe", "pack", "repack",
+    "scan_image_folder", "verify",
 ]

@@ -24,6 +24,7 @@ from fastdata.formats.files import crc32c_hex
 from fastdata.formats.manifest import Manifest, ShardInfo
 from fastdata.formats.packed import open_pack
 from fastdata.formats.targets import encode_targets
+from fastdata.packing.finish import transcoded_ranges
 from fastdata.packing.journal import PackJournal, journal_header
 from fastdata.packing.options import PackOptions
 from fastdata.packing.pipeline import make_jobs, write_shards
@@ -75,12 +76,20 @@ def append_locked(source: Source, count: int, types: dict[str, dict], out: Path,
         skipped=old.manifest.skipped + [s for e in entries for s in e.skipped],
         warnings=old.manifest.warnings + [w for e in entries for w in e.warnings], targets=name, options=recorded,
         created_by=f"fastdata {__version__}", targets_nbytes=len(data), targets_crc32c=crc32c_hex(data),
+        transcoded=_joined(old.manifest.transcoded or [], transcoded_ranges(entries, old.manifest.num_samples)),
     )
     manifest.save(out)  # the one step that makes the new samples visible
     journal.remove()
     if old.manifest.targets != name:
         (out / old.manifest.targets).unlink(missing_ok=True)
     return manifest
+
+
+def _joined(old: list[list[int]], new: list[list[int]]) -> list[list[int]]:
+    """Two sorted lists of ``[start, stop)`` ranges, the second after the first, as one (touching ranges joined)."""
+    if old and new and old[-1][1] == new[0][0]:
+        return old[:-1] + [[old[-1][0], new[0][1]]] + new[1:]
+    return old + new
 
 
 def _next_targets(current: str) -> str:

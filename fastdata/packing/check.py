@@ -19,6 +19,7 @@ from fastdata.formats.example import ImageRecord
 from fastdata.formats.files import open_regular, resolve_inside
 from fastdata.formats.manifest import Manifest, ShardInfo
 from fastdata.formats.targets import load_targets
+from fastdata.packing.transcode import restart_interval
 from fastdata.storage.transfer import CheckSource
 
 _SHOWN = 5  # label mismatches listed one by one per shard; the rest are counted
@@ -64,6 +65,9 @@ def describe(root: str | os.PathLike) -> str:
     lines += [f"  {s.path}: {s.reason}" for s in manifest.skipped]
     lines.append(f"warnings  {len(manifest.warnings)} file(s) packed with codec warnings")
     lines += [f"  {w.path}: {'; '.join(w.messages)}" for w in manifest.warnings]
+    if manifest.transcoded is not None:
+        recoded = sum(stop - start for start, stop in manifest.transcoded)
+        lines.append(f"transcoded {recoded} of {manifest.num_samples} records (lossless JPEGs with restart intervals)")
     options = ", ".join(f"{k}={v}" for k, v in sorted(manifest.options.items()) if v is not None)
     lines.append(f"options   {options}")
     return "\n".join(lines)
@@ -107,7 +111,9 @@ def verify(
     base = root.resolve()
     decoder = get_decoder("auto") if decode else None
     labels: list[array | None] = []
+    first = 0
     for shard in manifest.shards:
+        first += shard.num_samples
         if not source.fetch(shard):  # a no-op for a local folder; one shard at a time from a URL
             report.problems.append(f"{shard.path}: missing")
             labels.append(None)
@@ -115,7 +121,8 @@ def verify(
         if not _check_file(base, shard, report.problems):
             labels.append(None)
             continue
-        seen = _RecordCheck(shard.path, manifest.classes, decoder)
+        seen = _RecordCheck(shard.path, manifest.classes, decoder,
+                            _positions(manifest.transcoded or [], first - shard.num_samples, first))
         with pixel_limit(manifest.options.get("max_pixels", DEFAULT_MAX_PIXELS)):  # the limit the pack applied
             shard_problems = storage.verify(base, shard, seen)  # one read of each record serves every check
         named = tuple(name for name in (shard.path, shard.index) if name)
@@ -149,8 +156,9 @@ def _check_file(root: Path, shard: ShardInfo, problems: list[str]) -> bool:
 class _RecordCheck:
     """The per-record callback of a shard: keeps each record's label, checks its class text and decodes it."""
 
-    def __init__(self, shard_path: str, classes: list[str], decoder) -> None:
+    def __init__(self, shard_path: str, classes: list[str], decoder, recoded: set[int] = frozenset()) -> None:
         self.shard_path = shard_path
+        self.recoded = recoded  # records the manifest says pack re-coded: their restart intervals must tile MCU rows
         self.classes = classes
         self.decoder = decoder
         self.labels = array("q")
@@ -170,12 +178,22 @@ class _RecordCheck:
                 f"{where}: its class text is not {self.classes[record.label]!r}, the manifest's name of class "
                 f"{record.label} (an edited class table?)"
             )
+        if number in self.recoded:
+            layout = restart_interval(record.image)
+            if layout is None or not layout[0] or layout[1] % layout[0]:
+                self.problems.append(f"{where}: the manifest lists it as transcoded, but it is not a JPEG whose "
+                                     "restart intervals tile its MCU rows")
         if self.decoder is not None:
             with codec_messages():  # the codecs' own warnings were recorded at pack time; keep them off the terminal
                 try:
                     self.decoder.validate(record.image)
                 except DecodeError as exc:
                     self.problems.append(f"{where}: image does not decode ({exc})")
+
+
+def _positions(ranges: list[list[int]], start: int, stop: int) -> set[int]:
+    """Positions in the shard of samples ``[start, stop)`` that ``ranges`` (sample ranges) cover."""
+    return {i - start for a, b in ranges if a < stop and b > start for i in range(max(a, start), min(b, stop))}
 
 
 def _check_targets(root: Path, manifest: Manifest, labels: list[array | None]) -> list[str]:

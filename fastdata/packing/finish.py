@@ -13,8 +13,9 @@ from fastdata.formats.files import crc32c_hex
 from fastdata.formats.manifest import Manifest, SkippedFile
 from fastdata.formats.targets import encode_targets
 from fastdata.packing.journal import JournalEntry, PackJournal
+from fastdata.packing.transcode import to_ranges
 
-__all__ = ["TARGETS_NAME", "NothingPackedError", "finalize"]
+__all__ = ["TARGETS_NAME", "NothingPackedError", "finalize", "transcoded_ranges"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ def finalize(out: Path, format: str, classes: list[str], entries: list[JournalEn
         created_by=f"fastdata {__version__}",
         targets_nbytes=len(targets_data),
         targets_crc32c=crc32c_hex(targets_data),
+        transcoded=transcoded_ranges(entries),
     )
     manifest.save(out)
     if journal is not None:
@@ -67,6 +69,15 @@ def finalize(out: Path, format: str, classes: list[str], entries: list[JournalEn
     for bad in skipped:
         logger.info("skipped %s: %s", bad.path, bad.reason)
     return manifest
+
+
+def transcoded_ranges(entries: list[JournalEntry], first: int = 0) -> list[list[int]]:
+    """The transcoded records of ``entries`` as ``[start, stop)`` sample ranges (from ``first``), from each shard's positions."""
+    indices = []
+    for entry in entries:
+        indices += [first + j for j in entry.transcoded]
+        first += len(entry.labels)
+    return to_ranges(indices)
 
 
 def _save_npy(path: Path, array: np.ndarray) -> bytes:

@@ -35,6 +35,7 @@ class JournalEntry:
     skipped: list[SkippedFile]
     labels: list[int]
     warnings: list[FileWarnings] = field(default_factory=list)
+    transcoded: list[int] = field(default_factory=list)  # positions in the shard of the transcoded records
 
 
 def fingerprint(options: dict[str, Any]) -> str:
@@ -157,6 +158,7 @@ class PackJournal:
                 skipped=[SkippedFile(**s) for s in data["skipped"]],
                 labels=[int(x) for x in data["labels"]],
                 warnings=[FileWarnings(**w) for w in data.get("warnings", [])],
+                transcoded=[int(x) for x in data.get("transcoded", [])],
             )
             if not _shard_intact(root, entry.shard):
                 break

@@ -52,6 +52,7 @@ class PackOptions:
     engine: str = "local"
     part: tuple[int, int] | None = None
     ray_address: str | None = None
+    keep_bytes: bool = False
 
     def __post_init__(self) -> None:
         get_format(self.format)  # unknown names are refused first, listing the valid ones
@@ -81,6 +82,7 @@ class PackOptions:
         if self.part is not None:
             object.__setattr__(self, "part", tuple(self.part))
             check_part(*self.part)
+        _check(isinstance(self.keep_bytes, bool), f"keep_bytes must be True or False, got {self.keep_bytes!r}")
         object.__setattr__(self, "max_pixels", as_limit(self.max_pixels))
         if not self.max_side:
             object.__setattr__(self, "quality", None)
@@ -113,7 +115,7 @@ class PackOptions:
         data: dict[str, Any] = {
             "format": self.format, "shard_size": self.shard_size, "samples_per_shard": self.samples_per_shard,
             "max_side": self.max_side, "quality": self.quality, "shuffle_seed": self.shuffle_seed,
-            "max_pixels": self.max_pixels, "range_size": self.plan(0).range_size,
+            "max_pixels": self.max_pixels, "range_size": self.plan(0).range_size, "keep_bytes": self.keep_bytes,
         }
         for name in ("label_column", "image_column"):
             if getattr(self, name) is not None:

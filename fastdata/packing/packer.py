@@ -100,6 +100,12 @@ def pack(
             partial manifest; :func:`fastdata.packing.merge.merge` (``fastdata merge OUT``) writes
             the manifest once every part is there. Returns a :class:`PartResult` instead of a manifest.
         ray_address: the Ray cluster for ``engine="ray"``.
+        keep_bytes: store every source file byte for byte. By default each JPEG is re-coded
+            losslessly (same DCT coefficients, so the same pixels as the original file in PIL and
+            every decoder) as an optimized baseline JPEG with restart intervals that tile its MCU
+            rows, so a crop decodes from only the intervals that cover it; EXIF, ICC and comments
+            are dropped. A JPEG that cannot be re-coded, and any other format, is stored unchanged;
+            the manifest's ``transcoded`` lists the records that were (see README "What pack stores").
 
     Images are accepted as PIL accepts them: a JPEG with libjpeg warnings ("extraneous bytes
     before marker") is packed, and the codec messages of every such file are recorded in the

@@ -30,6 +30,7 @@ from fastdata.packing.options import PackOptions
 from fastdata.packing.pool import OrderedProcessMap
 from fastdata.packing.sources.base import Row, Source
 from fastdata.packing.space import is_out_of_space, out_of_space_error
+from fastdata.packing.transcode import transcode_jpeg
 from fastdata.packing.writer import ShardWriter
 
 __all__ = ["BadImageError", "Job", "make_jobs", "throughput", "write_shards"]
@@ -52,7 +53,7 @@ class Job:
         rel: the row's locator (what ``source.open`` takes, and the name recorded for it).
         label: its class index.
         source: where its bytes come from (``source.open(rel)``, unless ``data`` holds them).
-        options: the pack's options (``max_side``, ``quality``, ``max_pixels`` apply here).
+        options: the pack's options (``max_side``, ``quality``, ``max_pixels``, ``keep_bytes`` apply here).
         fields: the row's fields as feature lists (:func:`fastdata.formats.fields.encode_values`).
         data: the image bytes when the scan already had them.
         where: how a skipped-file entry names the row (its locator, and its row number in a list).
@@ -77,6 +78,7 @@ class _Loaded:
     image_format: str = ""
     error: str = ""
     warnings: tuple[str, ...] = ()
+    transcoded: bool = False
 
 
 def make_jobs(source: Source, rows: Iterable[Row], types: dict[str, dict], options: PackOptions,
@@ -101,6 +103,7 @@ def write_shards(jobs, writer, journal, classes, options, workers, total, start,
     pending_skipped: list[SkippedFile] = list(found)
     pending_warnings: list[FileWarnings] = []
     pending_labels: list[int] = []
+    pending_transcoded: list[int] = []  # positions in the open shard of the records that were transcoded
     bar = tqdm(total=total, initial=start, unit="img", desc="pack", disable=not options.progress, smoothing=0.05)
     started = last_postfix = _clock()
     first_bytes, processed = writer.written_bytes, 0
@@ -124,8 +127,11 @@ def write_shards(jobs, writer, journal, classes, options, workers, total, start,
                     )
                     if writer.is_full_for(record):
                         entries.append(_journal_shard(
-                            writer, journal, job.number, pending_skipped, pending_labels, pending_warnings
+                            writer, journal, job.number, pending_skipped, pending_labels, pending_warnings,
+                            pending_transcoded,
                         ))
+                    if loaded.transcoded:
+                        pending_transcoded.append(len(pending_labels))
                     writer.write(record)
                     pending_labels.append(job.label)
                     if loaded.warnings:  # journaled with the shard that holds the file
@@ -138,7 +144,8 @@ def write_shards(jobs, writer, journal, classes, options, workers, total, start,
         finally:
             results.close()  # stops the workers of an unfinished window at once
         entries.append(
-            _journal_shard(writer, journal, start + processed, pending_skipped, pending_labels, pending_warnings)
+            _journal_shard(writer, journal, start + processed, pending_skipped, pending_labels, pending_warnings,
+                           pending_transcoded)
         )
         bar.set_postfix_str(throughput(writer.written_bytes - first_bytes, _clock() - started))  # the final figure
     except BaseException as exc:
@@ -166,19 +173,19 @@ def _abort(writer: ShardWriter) -> None:
         logger.warning("could not remove the unfinished shard in %s: %s", writer.out, exc)
 
 
-def _journal_shard(writer, journal, next_source, skipped, labels, warned) -> JournalEntry | None:
+def _journal_shard(writer, journal, next_source, skipped, labels, warned, transcoded) -> JournalEntry | None:
     """Publish the open shard and journal it; an entry without a shard only carries trailing bad files."""
     info = writer.finish_shard()
     if info is None and not skipped:
         return None
     entry = JournalEntry(
-        shard=info, next_source=next_source, skipped=list(skipped), labels=list(labels), warnings=list(warned)
+        shard=info, next_source=next_source, skipped=list(skipped), labels=list(labels), warnings=list(warned),
+        transcoded=list(transcoded),
     )
     if info is not None:
         journal.append(entry)
-    skipped.clear()
-    labels.clear()
-    warned.clear()
+    for pending in (skipped, labels, warned, transcoded):
+        pending.clear()
     return entry
 
 
@@ -227,7 +234,12 @@ def _load(job: Job) -> _Loaded:
     if error:
         said = [m for m in messages if m not in error]
         return _Loaded(job.number, None, error=error + (f" [{'; '.join(said[:3])}]" if said else ""))
-    return _Loaded(job.number, data, height, width, image_format(data), warnings=tuple(messages))
+    kind = image_format(data)
+    recoded = None
+    if kind == "JPEG" and not job.options.keep_bytes:  # see fastdata.packing.transcode
+        recoded = transcode_jpeg(data, max_pixels=job.options.max_pixels)
+    return _Loaded(job.number, recoded or data, height, width, kind, warnings=tuple(messages),
+                   transcoded=recoded is not None)
 
 
 def _downscale(rgb: np.ndarray, max_side: int, quality: int) -> tuple[bytes, int, int]:

@@ -146,7 +146,7 @@ def _shards(record: dict[str, Any]) -> list[ShardInfo]:
 
 
 def record_entries(record: dict[str, Any]) -> list[JournalEntry]:
-    """The journal entries (shards, skipped files, labels, warnings) of a range record."""
+    """The journal entries (shards, skipped files, labels, warnings, transcoded positions) of a range record."""
     return [
         JournalEntry(
             shard=ShardInfo(**e["shard"]) if e.get("shard") else None,
@@ -154,6 +154,7 @@ def record_entries(record: dict[str, Any]) -> list[JournalEntry]:
             skipped=[SkippedFile(**s) for s in e["skipped"]],
             labels=[int(x) for x in e["labels"]],
             warnings=[FileWarnings(**w) for w in e.get("warnings", [])],
+            transcoded=[int(x) for x in e.get("transcoded", [])],
         )
         for e in record["entries"]
     ]

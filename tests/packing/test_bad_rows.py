@@ -31,7 +31,7 @@ def write_bad_list(root):
 
 def test_bad_rows_are_skipped_and_listed_with_row_and_reason(tmp_path):
     src, samples = write_bad_list(tmp_path / "src")
-    manifest = pack(src, tmp_path / "out", format="tfrecord", workers=0, progress=False)
+    manifest = pack(src, tmp_path / "out", format="tfrecord", workers=0, progress=False, keep_bytes=True)
     assert [r[:2] for r in read_back(tmp_path / "out")[1]] == [(samples[0][0], 0), (samples[2][0], 1)]
     reasons = {s.path: s.reason for s in manifest.skipped}
     assert set(reasons) == {"missing.jpg (row 2)", "1.jpg (row 3)", "broken.jpg (row 4)", "row 5", "row 6"}

@@ -81,7 +81,7 @@ def tfrecord_pack(samples, tmp_path_factory):
     root = tmp_path_factory.mktemp("tf-fields")
     out = root / "out"
     manifest = pack(write_jsonl(root / "src", samples), out, format="tfrecord", fields=",".join(FIELDS),
-                    samples_per_shard=5, workers=0, progress=False)
+                    samples_per_shard=5, workers=0, progress=False, keep_bytes=True)
     return out, manifest
 
 

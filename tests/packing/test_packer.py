@@ -20,22 +20,37 @@ from fastdata.packing.packer import BadImageError, image_format, pack
 from tests.images import make_image_folder, natural_image
 
 
+def pil_rgb(data: bytes) -> np.ndarray:
+    import io
+
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        return np.asarray(image.convert("RGB"))
+
+
 def all_files(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 @pytest.mark.parametrize("fmt", ["tfrecord", "lmdb"])
-def test_round_trip_bytes_and_labels(image_folder, tmp_path, fmt):
+@pytest.mark.parametrize("keep_bytes", [True, False])
+def test_round_trip_bytes_and_labels(image_folder, tmp_path, fmt, keep_bytes):
     from fastdata.dataset import ShardDataset
 
-    manifest = pack(image_folder.root, tmp_path, format=fmt, samples_per_shard=4, workers=2, progress=False)
+    manifest = pack(image_folder.root, tmp_path, format=fmt, samples_per_shard=4, workers=2, progress=False,
+                    keep_bytes=keep_bytes)
     assert manifest.num_samples == len(image_folder.good)
     assert manifest.classes == image_folder.classes
     assert [s.num_samples for s in manifest.shards] == [4, 4, 4, 1]
     ds = ShardDataset(tmp_path)
     for i, (rel, label) in enumerate(image_folder.good):
         data, got_label = ds.read(i)
-        assert data == (image_folder.root / rel).read_bytes(), rel  # stored unchanged
+        source = (image_folder.root / rel).read_bytes()
+        if keep_bytes or not source.startswith(b"\xff\xd8"):
+            assert data == source, rel  # stored unchanged
+        else:  # re-coded losslessly: PIL gives the original file's pixels
+            assert data != source and np.array_equal(pil_rgb(data), pil_rgb(source)), rel
         assert got_label == label
     assert ds.targets.tolist() == [label for _, label in image_folder.good]
 
@@ -55,7 +70,7 @@ def test_manifest_fields(image_folder, tmp_path):
 
 def test_plain_lmdb_reader_gets_every_image(image_folder, tmp_path):
     """No fastdata and no pickle needed: lmdb + manifest + the JSON __meta__ key."""
-    pack(image_folder.root, tmp_path, format="lmdb", samples_per_shard=5, workers=0, progress=False)
+    pack(image_folder.root, tmp_path, format="lmdb", samples_per_shard=5, workers=0, progress=False, keep_bytes=True)
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     got = []
     for shard in manifest["shards"]:
@@ -79,9 +94,10 @@ def test_deterministic_and_independent_of_workers(image_folder, tmp_path):
 def test_shuffle_seed(image_folder, tmp_path):
     from fastdata.dataset import ShardDataset
 
-    pack(image_folder.root, tmp_path / "s1", format="tfrecord", shuffle_seed=3, workers=0, progress=False)
-    pack(image_folder.root, tmp_path / "s2", format="tfrecord", shuffle_seed=3, workers=0, progress=False)
-    pack(image_folder.root, tmp_path / "s3", format="tfrecord", shuffle_seed=4, workers=0, progress=False)
+    same = {"format": "tfrecord", "workers": 0, "progress": False, "keep_bytes": True}
+    pack(image_folder.root, tmp_path / "s1", shuffle_seed=3, **same)
+    pack(image_folder.root, tmp_path / "s2", shuffle_seed=3, **same)
+    pack(image_folder.root, tmp_path / "s3", shuffle_seed=4, **same)
     assert all_files(tmp_path / "s1") == all_files(tmp_path / "s2")
     order = [ShardDataset(tmp_path / "s1").read(i)[0] for i in range(len(image_folder.good))]
     sources = [(image_folder.root / rel).read_bytes() for rel, _ in image_folder.good]
@@ -121,7 +137,8 @@ def test_max_side_reencodes(tmp_path):
     cv2.imwrite(str(src / "a" / "small.jpg"), rgb[:50, :40])
     from fastdata.dataset import ShardDataset
 
-    pack(src, tmp_path / "out", format="tfrecord", max_side=128, quality=80, workers=0, progress=False)
+    pack(src, tmp_path / "out", format="tfrecord", max_side=128, quality=80, workers=0, progress=False,
+         keep_bytes=True)
     ds = ShardDataset(tmp_path / "out")
     big, small = ds.read(0)[0], ds.read(1)[0]
     assert image_format(big) == "JPEG" and ds[0][0].shape == (128, 85, 3)

@@ -29,7 +29,7 @@ def sources(samples, tmp_path_factory):
     by_folder = [listed[k] for k in imagefolder_order(samples)]
     packs = {fmt: root / f"pack-{fmt}" for fmt in FORMATS}
     for fmt, out in packs.items():
-        pack(folder, out, format=fmt, samples_per_shard=7, workers=0, progress=False)
+        pack(folder, out, format=fmt, samples_per_shard=7, workers=0, progress=False, keep_bytes=True)
     return {
         "imagefolder": (str(folder), by_folder, list(CLASSES)),
         "csv": (str(write_csv(root / "csv", samples)), listed, list(CLASSES)),
@@ -48,13 +48,13 @@ KINDS = ("imagefolder", "csv", "jsonl", "parquet", "webdataset", "pack", "tfreco
 @pytest.mark.parametrize("kind", KINDS)
 def test_each_source_packs_and_reads_back_equal(kind, fmt, sources, tmp_path):
     src, expected, classes = sources[kind]
-    manifest = pack(src, tmp_path / "a", format=fmt, samples_per_shard=5, workers=0, progress=False)
+    manifest = pack(src, tmp_path / "a", format=fmt, samples_per_shard=5, workers=0, progress=False, keep_bytes=True)
     got_manifest, records = read_back(tmp_path / "a")
     assert manifest.classes == classes and got_manifest.classes == classes
     assert [(image, label) for image, label, _ in records] == expected  # the source's bytes, labels, order
     assert [text for _, _, text in records] == [classes[label] for _, label in expected]
     assert not manifest.skipped
-    again = pack(src, tmp_path / "b", format=fmt, samples_per_shard=5, workers=2, progress=False)
+    again = pack(src, tmp_path / "b", format=fmt, samples_per_shard=5, workers=2, progress=False, keep_bytes=True)
     assert again.to_dict() == manifest.to_dict()
     assert shard_bytes(tmp_path / "b") == shard_bytes(tmp_path / "a")  # byte-identical, with or without workers
 
@@ -67,8 +67,8 @@ def test_the_source_kind_is_told_by_what_src_is(kind, sources):
 
 def test_a_shuffled_pack_of_a_list_is_a_permutation_and_deterministic(sources, tmp_path):
     src, expected, _ = sources["csv"]
-    pack(src, tmp_path / "a", format="lmdb", shuffle_seed=7, workers=0, progress=False)
-    pack(src, tmp_path / "b", format="lmdb", shuffle_seed=7, workers=0, progress=False)
+    pack(src, tmp_path / "a", format="lmdb", shuffle_seed=7, workers=0, progress=False, keep_bytes=True)
+    pack(src, tmp_path / "b", format="lmdb", shuffle_seed=7, workers=0, progress=False, keep_bytes=True)
     _, records = read_back(tmp_path / "a")
     assert sorted((i, label) for i, label, _ in records) == sorted(expected)
     assert [(i, label) for i, label, _ in records] != expected
