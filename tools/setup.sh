@@ -24,9 +24,6 @@ command -v taskset >/dev/null 2>&1 || need+=(util-linux)  # taskset: the CPU-bud
 if [[ ",$extras," == *",peers,"* ]]; then
   need+=(libopencv-dev libturbojpeg0-dev pkg-config libavdevice59 libavfilter8)
 fi
-# The tests also make JPEGs with libjpeg-turbo's own tools (cjpeg, jpegtran, djpeg).
-case ",$extras," in *,test,*) command -v cjpeg >/dev/null 2>&1 && command -v jpegtran >/dev/null 2>&1 \
-  || need+=(libjpeg-turbo-progs) ;; esac
 if [ "${#need[@]}" -gt 0 ]; then
   echo "==> installing ${need[*]} (apt-get)"
   as_root apt-get update -qq
