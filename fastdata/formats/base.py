@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -63,9 +64,17 @@ class ShardReaderBase(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} stores no fields")
 
-    @abc.abstractmethod
+    _fd: int = -1  # the shard's descriptor, for readers that read with pread
+
     def close(self) -> None:
-        """Release file handles."""
+        """Release the file handle (a reader holding others overrides this)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:
+        if getattr(self, "_fd", -1) >= 0:
+            self.close()
 
 
 class StorageFormat(abc.ABC):

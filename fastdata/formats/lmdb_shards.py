@@ -243,15 +243,6 @@ class LMDBShardReader(ShardReaderBase):
         except ValueError as exc:
             raise CorruptRecordError(self.path, position, str(exc)) from None
 
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def __del__(self) -> None:
-        if getattr(self, "_fd", -1) >= 0:
-            self.close()
-
 
 def _meta_from(index: LMDBIndex, fd: int, path: Path) -> bytes:
     raw = index.read(fd, META_KEY, path)

@@ -240,15 +240,6 @@ class TFRecordShardReader(ShardReaderBase):
         except ValueError as exc:
             raise CorruptRecordError(self.path, position, str(exc)) from exc
 
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def __del__(self) -> None:
-        if getattr(self, "_fd", -1) >= 0:
-            self.close()
-
 
 class TFRecordFormat(StorageFormat):
     """TFRecord shards with ``tf.train.Example`` records and ``.idx`` index files."""
