@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+import tests.torchvision_shim  # noqa: F401 - before lightning/accelerate import torchvision (see the module)
 import torch
 import torch.nn.functional as F
 from accelerate import Accelerator

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import tests.torchvision_shim  # noqa: F401 - before lightning/accelerate import torchvision (see the module)
 import lightning as L
 import torch
 import torch.nn.functional as F
