@@ -9,7 +9,6 @@
 - :mod:`~fastdata.formats.example`: one image record and its ``tf.train.Example`` encoding.
 - :mod:`~fastdata.formats.tfrecord`: TFRecord framing, crc32c, DALI ``.idx`` files.
 - :mod:`~fastdata.formats.lmdb_shards`: one single-file LMDB environment per shard, each record CRC-checked on read.
-- :mod:`~fastdata.formats.lmdb_env`: the per-process, per-file LMDB environment cache (fork-safe).
 """
 
 from __future__ import annotations

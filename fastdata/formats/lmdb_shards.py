@@ -29,12 +29,10 @@ from fastdata._fs import file_crc32c, publish, tmp_path
 from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase, ShardWriterBase, StorageFormat
 from fastdata.formats.example import ImageRecord, encode_fields, parse_features
 from fastdata.formats.files import FileIdentity, crc32c_hex, open_regular, resolve_inside
-from fastdata.formats.lmdb_env import open_readonly, shared_env
 from fastdata.formats.lmdb_pages import LMDBIndex, index_values
 from fastdata.formats.manifest import ShardInfo
 
-__all__ = ["LMDBFormat", "LMDBShardReader", "LMDBShardWriter", "META_KEY", "open_readonly", "parse_meta",
-           "read_meta", "sample_key", "shared_env"]
+__all__ = ["LMDBFormat", "LMDBShardReader", "LMDBShardWriter", "META_KEY", "parse_meta", "sample_key"]
 
 META_KEY = b"__meta__"
 FIELDS_SUFFIX = b".fields"  # sample j's fields (a serialized tf.train.Example) are under sample_key(j) + this
@@ -128,27 +126,6 @@ class LMDBShardWriter(ShardWriterBase):
             self._env.close()
         finally:
             self._tmp.unlink(missing_ok=True)
-
-
-def read_meta_bytes(env: lmdb.Environment, path: str | os.PathLike) -> bytes:
-    """The raw ``__meta__`` record of a shard.
-
-    Raises:
-        CorruptRecordError: the shard has none (not a fastdata LMDB shard, or an unfinished one).
-    """
-    try:
-        with env.begin(buffers=False) as txn:
-            raw = txn.get(META_KEY)
-    except lmdb.Error as exc:
-        raise CorruptRecordError(path, None, f"its LMDB pages are damaged ({type(exc).__name__})") from None
-    if raw is None:
-        raise CorruptRecordError(path, None, "no __meta__ entry (not a fastdata LMDB shard, or an unfinished one)")
-    return raw
-
-
-def read_meta(env: lmdb.Environment, path: str | os.PathLike) -> dict:
-    """The shard's ``__meta__`` JSON object, checked by :func:`parse_meta`."""
-    return parse_meta(read_meta_bytes(env, path), path)
 
 
 def parse_meta(raw: bytes, path: str | os.PathLike) -> dict:

@@ -227,10 +227,6 @@ class RemoteShards:
     def _release(self, shard: int) -> None:
         hold, reader, _ = self._held.pop(shard)
         reader.close()
-        if self.manifest.format == "lmdb":
-            from fastdata.formats.lmdb_env import close_file
-
-            close_file(hold.path)  # an evicted file must not stay mapped
         hold.release()
 
     def _release_idle(self, now: float) -> None:

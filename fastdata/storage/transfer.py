@@ -194,9 +194,6 @@ class CheckSource:
     def drop(self, shard: ShardInfo) -> None:
         """Delete the downloaded copy of a remote shard (a no-op for local datasets)."""
         if self.store is not None:
-            from fastdata.formats.lmdb_env import close_file
-
-            close_file(self.root / shard.path)  # an LMDB check maps the file: unmap it before deleting
             (self.root / shard.path).unlink(missing_ok=True)
 
     def close(self) -> None:

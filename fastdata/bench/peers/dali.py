@@ -8,11 +8,12 @@ antialiased), ``fn.crop_mirror_normalize`` to uint8 CHW with a 50% flip; ``num_t
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import torch
+
+from fastdata.bench.peers.file_list import write_file_list
 
 LIBRARY = "nvidia.dali"
 INSTALL = "pip install nvidia-dali-cuda120"
@@ -21,10 +22,7 @@ _READER = "Reader"
 
 def convert(images: Sequence[str], labels: Sequence[int], out_dir: Path) -> dict[str, Any]:
     """Write ``file_list.txt``; DALI reads the original files (their bytes are counted)."""
-    lines = [f"{os.path.abspath(p)} {int(label)}" for p, label in zip(images, labels)]
-    (out_dir / "file_list.txt").write_text("\n".join(lines) + "\n")
-    return {"note": "no format of its own: a file list over the original files",
-            "bytes": sum(os.path.getsize(p) for p in images)}
+    return write_file_list(images, labels, out_dir, sep=" ")
 
 
 class DaliFiles:

@@ -8,12 +8,13 @@ stacked to uint8 NCHW.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
+
+from fastdata.bench.peers.file_list import write_file_list
 
 LIBRARY = "spdl.io"
 INSTALL = "pip install spdl (and FFmpeg's libraries: apt-get install libavdevice59 libavfilter8)"
@@ -21,10 +22,7 @@ INSTALL = "pip install spdl (and FFmpeg's libraries: apt-get install libavdevice
 
 def convert(images: Sequence[str], labels: Sequence[int], out_dir: Path) -> dict[str, Any]:
     """Write ``file_list.txt``; SPDL reads the original files (their bytes are counted)."""
-    lines = [f"{os.path.abspath(p)}\t{int(label)}" for p, label in zip(images, labels)]
-    (out_dir / "file_list.txt").write_text("\n".join(lines) + "\n")
-    return {"note": "no format of its own: a file list over the original files",
-            "bytes": sum(os.path.getsize(p) for p in images)}
+    return write_file_list(images, labels, out_dir, sep="\t")
 
 
 def _decode(item: tuple[str, int], size: int) -> tuple[np.ndarray, int]:
