@@ -180,7 +180,11 @@ def _census(source: Source, options: PackOptions) -> tuple[int, dict[str, dict]]
             counted[0] += 1
             yield row.fields
 
-    if options.fields:
+    if source.field_types is not None:  # a pack's own fields keep the types its manifest records
+        types = dict(source.field_types)
+        for _ in rows():
+            pass
+    elif options.fields:
         types = infer_types(options.fields, rows(), text=source.text)
     else:
         types = {}

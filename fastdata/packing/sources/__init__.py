@@ -56,8 +56,8 @@ def _open(src: str | os.PathLike, options: PackOptions) -> Source:
         return ParquetSource(src, **columns)
     if kind == "webdataset":
         return WebDatasetSource(src, label_column=options.label_column, fields=options.fields)
-    _no_columns(kind, options)
-    return PackSource(src) if kind == "pack" else TFRecordSource(src)
+    _no_columns(kind, options, fields=False)
+    return PackSource(src, fields=options.fields) if kind == "pack" else TFRecordSource(src, fields=options.fields)
 
 
 def source_kind(src: str | os.PathLike) -> str:
@@ -97,7 +97,8 @@ def _parquet_kind(src: str | os.PathLike) -> str:
     return "list"
 
 
-def _no_columns(kind: str, options: PackOptions) -> None:
-    if options.image_column or options.label_column or options.fields:
-        raise ValueError(f"--image-column, --label-column and --fields apply to lists, Parquet and WebDataset sources, "
-                         f"not to a {kind} source")
+def _no_columns(kind: str, options: PackOptions, *, fields: bool = True) -> None:
+    if options.image_column or options.label_column or (fields and options.fields):
+        names = "--image-column, --label-column and --fields apply" if fields else \
+            "--image-column and --label-column apply"
+        raise ValueError(f"{names} to lists, Parquet and WebDataset sources, not to a {kind} source")
