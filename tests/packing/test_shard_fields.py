@@ -138,3 +138,23 @@ def test_a_record_without_a_named_feature_is_a_bad_row_and_an_unknown_one_is_ref
     with pytest.raises(BadImageError, match="year"):
         pack(tmp_path / "a.tfrecord", tmp_path / "out3", format="lmdb", fields=("year",), strict=True, **OPTS)
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["num_samples"] == 5
+
+
+def test_inspect_shows_each_field_with_its_type(packed, capsys):
+    from fastdata.cli import main
+
+    assert main(["inspect", str(packed["lmdb"])]) == 0
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("fields"))
+    assert lines[start] == f"fields    {len(FIELDS)}"
+    table = {line.split()[0]: line.split(None, 3)[1:] for line in lines[start + 2:start + 2 + len(FIELDS)]}
+    types = Manifest.load(packed["lmdb"]).options["field_types"]
+    assert sorted(table) == sorted(FIELDS)
+    for name, (kind, shape, rest) in table.items():
+        assert kind == types[name]["kind"]
+        dims = types[name]["shape"]
+        assert shape == ("scalar" if not dims else "[" + ", ".join("n" if d == -1 else str(d) for d in dims) + "]")
+    assert table["boxes"][2].endswith("list of tensors (pad_fields: padded + mask)")
+    assert table["center"][2].endswith("tensor [N, 2]") and table["caption"][2].endswith("list")
+    assert "field_types" not in text
