@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from fastdata.formats.manifest import MANIFEST_NAME
+from fastdata.storage.urls import is_url
 
 from fastdata.packing.options import PackOptions
 from fastdata.packing.sources.base import Row, Source, max_file_bytes, source_digest
@@ -74,6 +75,8 @@ def source_kind(src: str | os.PathLike) -> str:
         return "list"
     if name.endswith((".tfrecord", ".tfrecords")):
         return "tfrecord"
+    if name.endswith(".parquet") and is_url(text):
+        return "list"  # a Parquet list at a URL (Parquet datasets are read from local files)
     if name.endswith(".parquet") or (path.is_dir() and any(path.rglob("*.parquet"))):
         return _parquet_kind(src)
     if path.is_dir():
