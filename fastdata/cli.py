@@ -126,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="column with the image path/URL (lists; default: path, file, filename, image or url) or the "
                         "{bytes, path} image struct (Parquet; default: the first such column)")
     p.add_argument("--fields", type=_names, default=(),
-                   help="comma-separated columns (or .json keys) to keep with each sample, e.g. boxes,labels")
+                   help="comma-separated columns (.json keys, TFRecord features) to keep with each sample, e.g. "
+                        "boxes,labels (a pack source keeps all its fields by default)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     p.add_argument("--range-size", type=_positive_int, default=None,
                    help="samples per range of the plan (default 10000, rounded up to a multiple of "
