@@ -11,8 +11,9 @@ An append must match the options the pack was made with wherever mixing would be
 ``--keep-bytes``, shard bounds, resizing, the pixel limit: :data:`SAME_OPTIONS`); a difference is
 refused in one line naming it. An interrupted append (Ctrl-C, ``kill -9``) leaves the old dataset as it
 was for every reader (its manifest is untouched; the new shards are not in it): ``--append --resume``
-finishes it after its last complete shard, byte-identical to an uninterrupted append, and a plain
-``--append`` starts it over, removing the shards it had written.
+finishes it after its last complete shard, byte-identical to an uninterrupted append (and changes
+nothing once that append has finished), and a plain ``--append`` starts it over, removing the shards it
+had written.
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ def append_locked(source: Source, count: int, types: dict[str, dict], out: Path,
                                                                  old.manifest.targets]}
     header = journal_header(source.src, recorded, count, fingerprint(recorded))
     journal = PackJournal(out)
+    if options.resume and (old.manifest.options.get("appended") or [None])[-1] == digest:
+        journal.remove()  # this append had finished (its journal may have outlived the manifest by a moment)
+        return old.manifest
     entries = journal.load(header, out) if options.resume and journal.exists() else []
     if not entries:
         if journal.exists():

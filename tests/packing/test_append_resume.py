@@ -11,6 +11,7 @@ import pytest
 
 from fastdata.dataset import ShardDataset
 from fastdata.formats.manifest import Manifest
+from fastdata.packing.check import verify
 from fastdata.packing.packer import pack
 from tests.packing.slow_pack import all_files, make_small_images, start_pack, wait_for
 
@@ -59,6 +60,7 @@ def test_an_append_killed_mid_way_resumes_or_reruns_byte_identical(sources, tmp_
         assert proc.returncode == -signal.SIGKILL
         # readers see the old dataset, whole: its manifest is untouched and the new shards are not in it
         assert Manifest.load(out) == base and len(ShardDataset(out)) == base.num_samples
+        assert verify(out).ok
         published = {p.name: os.stat(p).st_ino for p in out.glob(f"shard-*.{suffix}")}
         assert len(published) > first_new + 3
         if how == "resume":
@@ -68,6 +70,9 @@ def test_an_append_killed_mid_way_resumes_or_reruns_byte_identical(sources, tmp_
         else:
             pack(sources[1], out, format=fmt, append=True, **OPTS)
         assert all_files(out) == expected, how
+        if how == "resume":  # a resume of the append that has finished changes nothing
+            pack(sources[1], out, format=fmt, append=True, resume=True, **OPTS)
+            assert all_files(out) == expected
         shutil.rmtree(out)
         shutil.copytree(_fresh(sources, tmp_path, fmt), out)
 
