@@ -1,6 +1,7 @@
 #!/usr/bin/env python
 """Pack speed per source kind, on the same images: images/s of ``fastdata pack`` from an ImageFolder tree,
-a CSV list, a JSONL list, Hugging Face-style Parquet, WebDataset tars, a fastdata pack and TFRecords.
+a CSV list, a JSONL list, Hugging Face-style Parquet, WebDataset tars, a fastdata pack and TFRecords; then
+a pack and TFRecords carrying six fields, and a CSV list and tars served over HTTP from this machine.
 
 Each source holds the same ``--images`` JPEGs (``--side`` px, photo-like); each is packed into a fresh
 TFRecord folder ``--repeats`` times with ``--workers`` processes and the best run is kept (the least
@@ -28,6 +29,9 @@ from tests.images import encode, natural_image  # noqa: E402
 from tests.packing.sources_data import (  # noqa: E402
     write_csv, write_hf_parquet, write_image_folder, write_jsonl, write_webdataset,
 )
+from tests.storage.servers import LoopbackServer, RangeFileHandler  # noqa: E402
+
+FIELDS = ("caption", "count", "score", "tags", "boxes", "center")
 
 
 def make_samples(count: int, side: int) -> list[tuple[bytes, int, dict]]:
@@ -49,32 +53,41 @@ def main() -> None:
         folder = write_image_folder(root / "folder", samples)
         pack(folder, root / "pack", format="lmdb", workers=args.workers, progress=False)
         pack(folder, root / "tf", format="tfrecord", workers=args.workers, progress=False)
+        jsonl = write_jsonl(root / "jsonl", samples)
+        pack(jsonl, root / "pack-fields", format="lmdb", workers=args.workers, progress=False, fields=FIELDS)
+        pack(jsonl, root / "tf-fields", format="tfrecord", workers=args.workers, progress=False, fields=FIELDS)
+        server = LoopbackServer(RangeFileHandler, directory=str(root))
         sources = {
-            "imagefolder": str(folder),
-            "csv list": str(write_csv(root / "csv", samples)),
-            "jsonl list": str(write_jsonl(root / "jsonl", samples)),
-            "parquet (HF)": str(write_hf_parquet(root / "hf", samples, files=4, row_group_size=100)),
-            "webdataset": write_webdataset(root / "wds", samples, shards=4),
-            "fastdata pack": str(root / "pack"),
-            "tfrecord": str(root / "tf" / "*.tfrecord"),
+            "imagefolder": (str(folder), {}),
+            "csv list": (str(write_csv(root / "csv", samples)), {}),
+            "jsonl list": (str(jsonl), {}),
+            "parquet (HF)": (str(write_hf_parquet(root / "hf", samples, files=4, row_group_size=100)), {}),
+            "webdataset": (write_webdataset(root / "wds", samples, shards=4), {}),
+            "fastdata pack": (str(root / "pack"), {}),
+            "tfrecord": (str(root / "tf" / "*.tfrecord"), {}),
+            "pack + 6 fields": (str(root / "pack-fields"), {}),
+            "tfrec + 6 fields": (str(root / "tf-fields" / "*.tfrecord"), {"fields": FIELDS}),
+            "csv list, http": (f"{server.url}/csv/list.csv", {}),
+            "tars, http": (f"{server.url}/wds/shard-{{000000..000003}}.tar", {}),
         }
         size = sum(len(d) for d, _, _ in samples) / len(samples) / 1e3
         print(f"{args.images} JPEGs of {args.side}x{args.side * 4 // 3} ({size:.1f} KB), {args.workers} workers, "
               f"best of {args.repeats}")
         print(f"{'source':<16}{'seconds':>10}{'images/s':>12}{'vs imagefolder':>16}")
         base = None
-        for name, src in sources.items():
+        for name, (src, extra) in sources.items():
             best = float("inf")
             for _ in range(args.repeats):
                 out = root / "out"
                 shutil.rmtree(out, ignore_errors=True)
                 started = time.perf_counter()
-                manifest = pack(src, out, format="tfrecord", workers=args.workers, progress=False)
+                manifest = pack(src, out, format="tfrecord", workers=args.workers, progress=False, **extra)
                 best = min(best, time.perf_counter() - started)
                 assert manifest.num_samples == args.images, (name, manifest.num_samples)
             rate = args.images / best
             base = base or rate
             print(f"{name:<16}{best:>10.2f}{rate:>12.0f}{rate / base:>15.2f}x")
+        server.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -110,11 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     group = p.add_mutually_exclusive_group()
     group.add_argument("--resume", action="store_true",
                        help="finish an interrupted pack in OUT (same SRC and options, or it is refused)")
-    group.add_argument("--append", action="store_true",
-                       help="add SRC's samples to the finished pack in OUT as new shards (new manifest written last)")
     group.add_argument("--overwrite", action="store_true",
                        help="replace the dataset OUT holds, or pack into a non-empty folder; only fastdata's own "
                             "files are ever deleted")
+    p.add_argument("--append", action="store_true",
+                   help="add SRC's samples to the finished pack in OUT as new shards (new manifest written last), "
+                        "with the pack's own options; with --resume, finish an interrupted append")
     p.add_argument("--source", default="auto",
                    choices=["auto", "imagefolder", "list", "parquet", "webdataset", "pack", "tfrecord"],
                    help="the kind of SRC (default: told by what SRC is)")
@@ -125,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="column with the image path/URL (lists; default: path, file, filename, image or url) or the "
                         "{bytes, path} image struct (Parquet; default: the first such column)")
     p.add_argument("--fields", type=_names, default=(),
-                   help="comma-separated columns (or .json keys) to keep with each sample, e.g. boxes,labels")
+                   help="comma-separated columns (.json keys, TFRecord features) to keep with each sample, e.g. "
+                        "boxes,labels (a pack source keeps all its fields by default)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     p.add_argument("--range-size", type=_positive_int, default=None,
                    help="samples per range of the plan (default 10000, rounded up to a multiple of "

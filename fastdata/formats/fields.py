@@ -184,3 +184,25 @@ def field_types(manifest: Any, names: Iterable[str] | None) -> tuple[tuple[str, 
         raise ValueError(f"the dataset has no field {', '.join(map(repr, missing))} (its fields: "
                          f"{', '.join(sorted(types)) or 'none'}; pack with --fields to keep columns)")
     return names, {n: types[n] for n in names}
+
+
+_READ_AS = {"int": "int", "float": "float (float32)", "string": "str", "int_list": "int64 array",
+            "float_array": "float32 array", "json": "JSON value"}
+
+
+def fields_table(types: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """``fastdata inspect``'s table of a pack's fields: name, kind, shape, what a read returns and how it collates."""
+    rows = [("name", "kind", "shape", "read as", "collates as")]
+    for name, spec in sorted(types.items()):
+        kind = str(spec.get("kind", "?"))
+        shape = list(spec.get("shape") or [])
+        shown = "scalar" if not shape else "[" + ", ".join("n" if d == -1 else str(d) for d in shape) + "]"
+        if kind in ("string", "json") or kind not in KINDS:
+            collate = "list"
+        elif fixed_size(spec):
+            collate = "tensor [N" + "".join(f", {d}" for d in shape) + "]"
+        else:
+            collate = "list of tensors (pad_fields: padded + mask)"
+        rows.append((name, kind, shown, _READ_AS.get(kind, "?"), collate))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows]

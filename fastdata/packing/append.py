@@ -5,12 +5,20 @@ of old and new samples go to a new ``targets-N.npy``, and ``manifest.json`` is r
 atomically at the end. A reader of the old manifest keeps reading the shards it opened, and
 gets :class:`~fastdata.formats.errors.DatasetChangedError` for any other (the manifest it
 opened was replaced), never a mixture of the two. New class names are added to the end of the
-class table (sorted), so every old label keeps its meaning. An interrupted append leaves the
-old dataset as it was; run the same append again.
+class table (sorted), so every old label keeps its meaning.
+
+An append must match the options the pack was made with wherever mixing would be wrong (format,
+``--keep-bytes``, shard bounds, resizing, the pixel limit: :data:`SAME_OPTIONS`); a difference is
+refused in one line naming it. An interrupted append (Ctrl-C, ``kill -9``) leaves the old dataset as it
+was for every reader (its manifest is untouched; the new shards are not in it): ``--append --resume``
+finishes it after its last complete shard, byte-identical to an uninterrupted append (and changes
+nothing once that append has finished), and a plain ``--append`` starts it over, removing the shards it
+had written.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import replace
@@ -25,13 +33,15 @@ from fastdata.formats.manifest import Manifest, ShardInfo
 from fastdata.formats.packed import open_pack
 from fastdata.formats.targets import encode_targets
 from fastdata.packing.finish import transcoded_ranges
-from fastdata.packing.journal import PackJournal, journal_header
+from fastdata.packing.journal import PackJournal, fingerprint, journal_header
 from fastdata.packing.options import PackOptions
 from fastdata.packing.pipeline import make_jobs, write_shards
 from fastdata.packing.sources.base import Source, source_digest
 from fastdata.packing.writer import ShardWriter
 
+logger = logging.getLogger(__name__)
 _NUMBER = re.compile(r"shard-(\d+)\.")
+SAME_OPTIONS = ("format", "keep_bytes", "samples_per_shard", "shard_size", "max_side", "quality", "max_pixels")
 _TARGETS = re.compile(r"targets(?:-(\d+))?\.npy")
 
 
@@ -41,12 +51,14 @@ def append_locked(source: Source, count: int, types: dict[str, dict], out: Path,
 
     Raises:
         FileNotFoundError: ``out`` holds no finished pack.
-        ValueError: the pack has another format or other field types than this append would write.
+        ValueError: the pack has another format, other options (:data:`SAME_OPTIONS`) or other field types than
+            this append would write; or ``options.resume`` finds the journal of another append.
     """
     old = open_pack(out)
     if old.manifest.format != options.format:
         raise ValueError(f"--append refused: {out} holds a {old.manifest.format} pack, not {options.format}: "
                          f"pass --format {old.manifest.format}")
+    _check_same_options(out, old.manifest.options or {}, options)
     classes = list(old.manifest.classes)
     new_names = sorted(set(source.classes) - set(classes))
     classes += new_names
@@ -55,16 +67,28 @@ def append_locked(source: Source, count: int, types: dict[str, dict], out: Path,
     if types != before:
         raise ValueError(f"--append refused: the new samples' fields {types or 'none'} differ from the pack's "
                          f"{before or 'none'}: pass the same --fields, with values of the same types")
-    journal = PackJournal(out)
-    journal.remove()  # what an interrupted append left: its shards are rewritten under the same numbers
-    digest = source_digest(source.classes, source.scan(), source.skipped)
-    journal.start(journal_header(source.src, {"append": digest}, count, digest))
     numbers = [int(m.group(1)) for s in old.manifest.shards if (m := _NUMBER.match(Path(s.path).name))]
+    first = max(numbers, default=-1) + 1
+    digest = source_digest(source.classes, source.scan(), source.skipped)
+    recorded = {**options.recorded(), "append": digest, "onto": [old.manifest.num_samples, len(old.manifest.shards),
+                                                                 old.manifest.targets]}
+    header = journal_header(source.src, recorded, count, fingerprint(recorded))
+    journal = PackJournal(out)
+    if options.resume and (old.manifest.options.get("appended") or [None])[-1] == digest:
+        journal.remove()  # this append had finished (its journal may have outlived the manifest by a moment)
+        return old.manifest
+    entries = journal.load(header, out) if options.resume and journal.exists() else []
+    if not entries:
+        if journal.exists():
+            logger.warning("an interrupted append in %s is started over (--resume finishes one instead)", out)
+        _remove_leftovers(out, old.manifest, first)
+        journal.start(header)
+    start = entries[-1].next_source if entries else 0
     writer = ShardWriter(out, format=options.format, shard_size=options.shard_size,
-                         samples_per_shard=options.samples_per_shard,
-                         first_shard=max(numbers, default=-1) + 1, on_shard=on_shard)
-    jobs = make_jobs(source, source.scan(), types, options, relabel=remap)
-    entries = write_shards(jobs, writer, journal, classes, options, options.workers, count, 0, list(source.skipped))
+                         samples_per_shard=options.samples_per_shard, first_shard=first + len(entries), on_shard=on_shard)
+    jobs = make_jobs(source, source.scan(), types, options, start, relabel=remap)
+    found = list(source.skipped) if start == 0 else []
+    entries += write_shards(jobs, writer, journal, classes, options, options.workers, count, start, found)
     targets = np.concatenate([old.targets, np.asarray([x for e in entries for x in e.labels], dtype=np.int64)])
     name = _next_targets(old.manifest.targets)
     data = encode_targets(targets)
@@ -83,6 +107,29 @@ def append_locked(source: Source, count: int, types: dict[str, dict], out: Path,
     if old.manifest.targets != name:
         (out / old.manifest.targets).unlink(missing_ok=True)
     return manifest
+
+
+def _check_same_options(out: Path, then: dict, options: PackOptions) -> None:
+    """Refuse, in one line, an append whose options differ from the pack's where mixing them would be wrong."""
+    now = options.recorded()
+    found = [f"--{key.replace('_', '-')} {_shown(now.get(key))} (the pack has {_shown(then[key])})"
+             for key in SAME_OPTIONS if key in then and then[key] != now.get(key)]
+    if found:
+        raise ValueError(f"--append refused: {out} was packed with other options: {'; '.join(found)}: "
+                         "append with the pack's own options")
+
+
+def _shown(value: object) -> str:
+    return "not set" if value is None else repr(value)
+
+
+def _remove_leftovers(out: Path, manifest: Manifest, first: int) -> None:
+    """Remove the shards (and their pieces) an interrupted append left: numbered from ``first``, not in the manifest."""
+    kept = {Path(s.path).name for s in manifest.shards} | {Path(s.index).name for s in manifest.shards if s.index}
+    for path in out.glob("shard-*"):
+        match = _NUMBER.match(path.name)
+        if match and int(match.group(1)) >= first and path.name not in kept and path.is_file():
+            path.unlink()
 
 
 def _joined(old: list[list[int]], new: list[list[int]]) -> list[list[int]]:

@@ -16,6 +16,7 @@ from fastdata.decode.capture import codec_messages
 from fastdata.formats import get_format
 from fastdata.formats.errors import CorruptRecordError
 from fastdata.formats.example import ImageRecord
+from fastdata.formats.fields import fields_table
 from fastdata.formats.files import open_regular, resolve_inside
 from fastdata.formats.manifest import Manifest, ShardInfo
 from fastdata.formats.targets import load_targets
@@ -59,6 +60,9 @@ def describe(root: str | os.PathLike) -> str:
     ]
     width = max((len(c) for c in manifest.classes), default=0)
     lines += [f"  {i:>5}  {name:<{width}}  {counts[i]}" for i, name in enumerate(manifest.classes)]
+    types = (manifest.options or {}).get("field_types") or {}
+    lines.append(f"fields    {len(types)}" + ("" if types else " (pack with --fields to keep columns)"))
+    lines += fields_table(types) if types else []
     lines.append(f"shards    {len(manifest.shards)}, {_human(total_bytes)} in all")
     lines += [f"  {s.path}  {s.num_samples} samples  {_human(s.nbytes)}" for s in manifest.shards]
     lines.append(f"skipped   {len(manifest.skipped)}")
@@ -68,7 +72,7 @@ def describe(root: str | os.PathLike) -> str:
     if manifest.transcoded is not None:
         recoded = sum(stop - start for start, stop in manifest.transcoded)
         lines.append(f"transcoded {recoded} of {manifest.num_samples} records (lossless JPEGs with restart intervals)")
-    options = ", ".join(f"{k}={v}" for k, v in sorted(manifest.options.items()) if v is not None)
+    options = ", ".join(f"{k}={v}" for k, v in sorted(manifest.options.items()) if v is not None and k != "field_types")
     lines.append(f"options   {options}")
     return "\n".join(lines)
 

@@ -68,8 +68,8 @@ class PackOptions:
                f"workers must be a non-negative integer (0: no pool), got {self.workers!r}")
         _check(not (self.resume and self.overwrite),
                "resume and overwrite exclude each other: resume finishes a pack, overwrite starts over")
-        _check(not (self.append and (self.resume or self.overwrite)),
-               "append excludes resume and overwrite: append adds shards to a finished pack")
+        _check(not (self.append and self.overwrite),
+               "append excludes overwrite: append adds shards to a finished pack")
         _check(self.source in SOURCES, f"unknown source {self.source!r}: choose one of {', '.join(SOURCES)}")
         if isinstance(self.fields, str):
             object.__setattr__(self, "fields", tuple(f for f in self.fields.split(",") if f))

@@ -86,7 +86,9 @@ def pack(
         label_column: the label column or ``.json`` key (default ``label``): class names map to indices in
             sorted order, integers are kept.
         image_column: the image path/URL column of a list, or the ``{bytes, path}`` column of Parquet.
-        fields: columns (or ``.json`` keys) kept with each sample, types inferred (:mod:`fastdata.formats.fields`).
+        fields: columns (``.json`` keys, TFRecord features) kept with each sample, types inferred
+            (:mod:`fastdata.formats.fields`); a pack source keeps all its fields, typed as its manifest says,
+            unless ``fields`` names some.
         append: add the samples to the finished pack in ``out`` as new shards (:mod:`fastdata.packing.append`).
         options: all of the above as one :class:`~fastdata.packing.options.PackOptions` instead of keywords.
         on_shard: called with each shard's manifest entry as soon as the shard is published.
@@ -180,7 +182,11 @@ def _census(source: Source, options: PackOptions) -> tuple[int, dict[str, dict]]
             counted[0] += 1
             yield row.fields
 
-    if options.fields:
+    if source.field_types is not None:  # a pack's own fields keep the types its manifest records
+        types = dict(source.field_types)
+        for _ in rows():
+            pass
+    elif options.fields:
         types = infer_types(options.fields, rows(), text=source.text)
     else:
         types = {}

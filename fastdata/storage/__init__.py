@@ -3,6 +3,7 @@
 - :mod:`~fastdata.storage.urls`: local path or URL, bucket and prefix, the default cache folder.
 - :mod:`~fastdata.storage.remote`: the clients (boto3 for S3, urllib3 for HTTP, fsspec otherwise),
   made lazily in each process; ranged reads must be answered with 206.
+- :mod:`~fastdata.storage.fileobj`: one object as a Python file, streamed or by ranged reads (pack sources at URLs).
 - :mod:`~fastdata.storage.locks`: ``flock`` locks shared by the node's processes, safe across fork.
 - :mod:`~fastdata.storage.cache`: :class:`ShardCache`, one checked download per shard per node,
   a byte budget, furthest-next-use eviction.

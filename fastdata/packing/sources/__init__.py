@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from fastdata.formats.manifest import MANIFEST_NAME
+from fastdata.storage.urls import is_url
 
 from fastdata.packing.options import PackOptions
 from fastdata.packing.sources.base import Row, Source, max_file_bytes, source_digest
@@ -56,8 +57,8 @@ def _open(src: str | os.PathLike, options: PackOptions) -> Source:
         return ParquetSource(src, **columns)
     if kind == "webdataset":
         return WebDatasetSource(src, label_column=options.label_column, fields=options.fields)
-    _no_columns(kind, options)
-    return PackSource(src) if kind == "pack" else TFRecordSource(src)
+    _no_columns(kind, options, fields=False)
+    return PackSource(src, fields=options.fields) if kind == "pack" else TFRecordSource(src, fields=options.fields)
 
 
 def source_kind(src: str | os.PathLike) -> str:
@@ -74,6 +75,8 @@ def source_kind(src: str | os.PathLike) -> str:
         return "list"
     if name.endswith((".tfrecord", ".tfrecords")):
         return "tfrecord"
+    if name.endswith(".parquet") and is_url(text):
+        return "list"  # a Parquet list at a URL (Parquet datasets are read from local files)
     if name.endswith(".parquet") or (path.is_dir() and any(path.rglob("*.parquet"))):
         return _parquet_kind(src)
     if path.is_dir():
@@ -97,7 +100,8 @@ def _parquet_kind(src: str | os.PathLike) -> str:
     return "list"
 
 
-def _no_columns(kind: str, options: PackOptions) -> None:
-    if options.image_column or options.label_column or options.fields:
-        raise ValueError(f"--image-column, --label-column and --fields apply to lists, Parquet and WebDataset sources, "
-                         f"not to a {kind} source")
+def _no_columns(kind: str, options: PackOptions, *, fields: bool = True) -> None:
+    if options.image_column or options.label_column or (fields and options.fields):
+        names = "--image-column, --label-column and --fields apply" if fields else \
+            "--image-column and --label-column apply"
+        raise ValueError(f"{names} to lists, Parquet and WebDataset sources, not to a {kind} source")

@@ -73,6 +73,7 @@ class Source(abc.ABC):
 
     name: str = ""
     text: bool = False  # True when every value is text (CSV): types are inferred from what the text spells
+    field_types: dict[str, dict] | None = None  # the fields' types when the source records them (a pack), else inferred
     max_bytes: int = max_file_bytes(DEFAULT_MAX_PIXELS)  # the pack sets it from its pixel limit (see read_location)
 
     def __init__(self, src: str) -> None:

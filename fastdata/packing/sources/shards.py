@@ -1,5 +1,12 @@
 """Existing shards as a source: a fastdata pack (converted to another format or layout), or
-third-party TFRecords with the standard ``image/encoded`` and ``image/class/label`` features."""
+third-party TFRecords with the standard ``image/encoded`` and ``image/class/label`` features.
+
+Fields come along: a pack's per-sample fields (all of them, or those ``--fields`` names) keep the types
+its manifest records; a TFRecord's extra features named by ``--fields`` are read as lists (``int64_list``,
+``float_list``, ``bytes_list`` as UTF-8 text), a feature with exactly one value in every record as that
+value, and typed like any other source's columns. A named field that a record lacks skips the record
+with the reason; one that no record has, or that a pack does not hold, is refused in one line.
+"""
 
 from __future__ import annotations
 
@@ -14,40 +21,70 @@ from fastdata.packing.sources.base import Labels, Row, Source
 
 
 class PackSource(Source):
-    """The samples of a finished fastdata pack, in its order, with its classes and labels.
+    """The samples of a finished fastdata pack, in its order, with its classes, labels and fields.
 
-    A locator is ``shard:record``; images are read (and CRC-checked) by the pack's own readers.
+    A locator is ``shard:record``; images and fields are read (and CRC-checked) by the pack's own readers.
+
+    Args:
+        root: the pack's folder.
+        fields: the fields to carry (default: every field the pack holds), with the manifest's types.
+
+    Raises:
+        ValueError: a field in ``fields`` that the pack does not hold (the message lists those it has).
     """
 
     name = "pack"
 
-    def __init__(self, root: str | os.PathLike) -> None:
+    def __init__(self, root: str | os.PathLike, *, fields: tuple[str, ...] = ()) -> None:
+        from fastdata.formats.fields import field_types
         from fastdata.formats.packed import open_pack
 
         super().__init__(str(Path(root).resolve()))
         self.pack = open_pack(root)
         self.classes = list(self.pack.manifest.classes)
         self._readers: dict[int, Any] = {}
+        held = (self.pack.manifest.options or {}).get("field_types") or {}
+        self.fields, self.field_types = field_types(self.pack.manifest, tuple(fields) or tuple(held))
 
     def scan(self) -> Iterator[Row]:
+        from fastdata.formats.errors import CorruptRecordError
+        from fastdata.formats.fields import decode_values
+
+        self.skipped = []
         number = 0
         for shard, info in enumerate(self.pack.manifest.shards):
             for j in range(info.num_samples):
-                yield Row(f"{info.path}:{j}", int(self.pack.targets[number]))
+                locator = f"{info.path}:{j}"
+                values: dict[str, Any] = {}
+                if self.fields:
+                    try:
+                        feature = self._reader(shard).read_fields(int(self.pack.positions[number]),
+                                                                  int(self.pack.sizes[number]))
+                        missing = [f for f in self.fields if f not in feature]
+                        if missing:
+                            raise ValueError(f"the record has no field {', '.join(map(repr, missing))}")
+                        values = {k: _plain(v) for k, v in decode_values(self.field_types, self.fields, feature).items()}
+                    except (CorruptRecordError, ValueError) as exc:
+                        self.skipped.append(SkippedFile(f"{locator} (record {number + 1})", str(exc)))
+                        number += 1
+                        continue
+                yield Row(locator, int(self.pack.targets[number]), values)
                 number += 1
 
-    def open(self, locator: str) -> bytes:
+    def _reader(self, shard: int) -> Any:
         from fastdata.formats import get_format
 
-        path, j = locator.rsplit(":", 1)
-        shard = next(i for i, s in enumerate(self.pack.manifest.shards) if s.path == path)
-        first = int(self.pack.counts[:shard].sum())
         if shard not in self._readers:
             info = self.pack.manifest.shards[shard]
             self._readers[shard] = get_format(self.pack.manifest.format).reader(Path(self.pack.shard_paths[shard]),
                                                                                 expected=info)
-        k = first + int(j)
-        return self._readers[shard].read(int(self.pack.positions[k]), int(self.pack.sizes[k]))[0]
+        return self._readers[shard]
+
+    def open(self, locator: str) -> bytes:
+        path, j = locator.rsplit(":", 1)
+        shard = next(i for i, s in enumerate(self.pack.manifest.shards) if s.path == path)
+        k = int(self.pack.counts[:shard].sum()) + int(j)
+        return self._reader(shard).read(int(self.pack.positions[k]), int(self.pack.sizes[k]))[0]
 
     def __getstate__(self) -> dict[str, Any]:
         return dict(self.__dict__, _readers={})
@@ -72,20 +109,28 @@ class TFRecordSource(Source):
     """Records of TFRecord files holding ``tf.train.Example`` images (``image/encoded``, ``image/class/label``).
 
     Labels are kept as the records hold them (TensorFlow's ImageNet records count from 1); a locator is
-    ``file:offset:size``.
+    ``file:offset:size``. ``fields`` names further features to carry (see the module's docstring).
+
+    Raises:
+        ValueError: (on the first scan) a field in ``fields`` that no record has, or one in ``image/...``.
     """
 
     name = "tfrecord"
 
-    def __init__(self, src: str | os.PathLike) -> None:
+    def __init__(self, src: str | os.PathLike, *, fields: tuple[str, ...] = ()) -> None:
         self.files = tfrecord_files(src)
         super().__init__(os.fspath(src) if "*" in os.fspath(src) else str(Path(src).resolve()))
-        self._found: list[tuple[str, Any, str]] | None = None
+        self.fields = tuple(fields)
+        reserved = [f for f in self.fields if f.startswith("image/")]
+        if reserved:
+            raise ValueError(f"--fields {', '.join(reserved)}: the image/... features are the image's own, not fields")
+        self._found: list[tuple[str, Any, str, dict[str, Any]]] | None = None
         self._file_skips: list[SkippedFile] = []
 
-    def _records(self) -> Iterator[tuple[str, Any, str]]:
+    def _records(self) -> Iterator[tuple[str, Any, str, dict[str, Any]]]:
+        """``(locator, raw label, error or "", {field: list of values})`` of every record."""
         from fastdata.formats.errors import CorruptRecordError
-        from fastdata.formats.example import decode_example
+        from fastdata.formats.example import decode_example, parse_features
         from fastdata.formats.tfrecord import build_index
 
         for path in self.files:
@@ -99,27 +144,46 @@ class TFRecordSource(Source):
                     f.seek(offset)
                     locator = f"{path.name}:{offset}:{size}"
                     try:
-                        record = decode_example(_payload(f.read(size), path, offset))
+                        payload = _payload(f.read(size), path, offset)
+                        record = decode_example(payload)
+                        values = _feature_lists(parse_features(payload), self.fields) if self.fields else {}
                     except (CorruptRecordError, ValueError) as exc:
-                        yield locator, None, str(exc)
+                        yield locator, None, str(exc), {}
                         continue
-                    yield locator, record.label, ""
+                    yield locator, record.label, "", values
 
     def scan(self) -> Iterator[Row]:
         if self._found is None:  # every record is read once, however often the rows are scanned
             self._found = list(self._records())
+            self._scalar = self._check_fields(self._found)
         self.skipped = list(self._file_skips)
         records = self._found
-        labels = Labels(label for _, label, error in records if not error)
+        labels = Labels(label for _, label, error, _ in records if not error)
         self.classes = labels.classes
-        for number, (locator, label, error) in enumerate(records, 1):
+        for number, (locator, label, error, values) in enumerate(records, 1):
+            missing = [f for f in self.fields if f not in values]
+            if not error and missing:
+                error = f"the record has no feature {', '.join(map(repr, missing))} (named by --fields)"
             if error:
                 self.skipped.append(SkippedFile(f"{locator} (record {number})", error))
                 continue
             try:
-                yield Row(locator, labels.index(label), row=number)
+                fields = {f: v[0] if self._scalar[f] else v for f, v in values.items()}
+                yield Row(locator, labels.index(label), fields, row=number)
             except ValueError as exc:
                 self.skipped.append(SkippedFile(f"{locator} (record {number})", str(exc)))
+
+    def _check_fields(self, records: list[tuple[str, Any, str, dict[str, Any]]]) -> dict[str, bool]:
+        """For each field, whether every record holding it has exactly one value (then it is that value).
+
+        Raises:
+            ValueError: a field that no record has.
+        """
+        absent = [f for f in self.fields if not any(f in r[3] for r in records)]
+        if absent and any(not r[2] for r in records):
+            raise ValueError(f"no record of {self.src} has the feature {', '.join(map(repr, absent))} named by "
+                             "--fields: name features the records hold")
+        return {f: all(len(r[3][f]) == 1 for r in records if f in r[3]) for f in self.fields}
 
     def __getstate__(self) -> dict[str, Any]:
         return dict(self.__dict__, _found=None)
@@ -136,6 +200,37 @@ class TFRecordSource(Source):
                 return decode_example(_payload(f.read(int(size)), path, int(offset))).image
             except (CorruptRecordError, ValueError) as exc:
                 raise OSError(str(exc)) from exc
+
+
+def _feature_lists(feature: Any, names: tuple[str, ...]) -> dict[str, list]:
+    """The features ``names`` that a record has, each as the list of its values (bytes as UTF-8 text).
+
+    Raises:
+        ValueError: a bytes feature that is not UTF-8 text.
+    """
+    out: dict[str, list] = {}
+    for name in names:
+        if name not in feature:
+            continue
+        entry = feature[name]
+        kind = entry.WhichOneof("kind")
+        if kind == "int64_list":
+            out[name] = [int(v) for v in entry.int64_list.value]
+        elif kind == "float_list":
+            out[name] = [float(v) for v in entry.float_list.value]
+        elif kind == "bytes_list":
+            try:
+                out[name] = [v.decode("utf-8") for v in entry.bytes_list.value]
+            except UnicodeDecodeError:
+                raise ValueError(f"feature {name!r} holds bytes that are not UTF-8 text") from None
+        else:
+            out[name] = []
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """A decoded field value as plain Python (arrays as nested lists), as other sources give them."""
+    return value.tolist() if hasattr(value, "tolist") else value
 
 
 def _payload(buf: bytes, path: Path, offset: int) -> bytes:

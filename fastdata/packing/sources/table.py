@@ -3,12 +3,15 @@
 Each row names an image by path or URL (a relative path resolves against the list's folder;
 ``s3://``, ``gs://``, ``https://`` are read through :mod:`fastdata.storage`), a label and any
 other columns. The list is read twice, streamed (once for the class table, once for the rows),
-never held whole in memory.
+never held whole in memory. The list itself may be at a URL: a CSV or JSONL list is then streamed
+in one GET per pass, a Parquet list read by ranges (footer, then row groups), and relative paths in
+it resolve against the list's URL folder (:mod:`fastdata.storage.fileobj`).
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 from collections.abc import Iterator
@@ -37,14 +40,15 @@ class FileListSource(Source):
 
     def __init__(self, path: str | os.PathLike, *, image_column: str | None = None, label_column: str | None = None,
                  fields: tuple[str, ...] = ()) -> None:
-        self.path = Path(path)
-        super().__init__(str(self.path.resolve()))
-        if not self.path.is_file():
+        self.url = os.fspath(path) if is_url(path) else None
+        self.path = Path(path) if self.url is None else Path(self.url.rpartition("/")[2])
+        super().__init__(self.url or str(self.path.resolve()))
+        if not self._exists():
             raise FileNotFoundError(f"file list {str(path)!r} does not exist: pass a .csv, .jsonl or .parquet list")
         self.kind = self.path.suffix.lower()
         if self.kind not in LIST_SUFFIXES:
             raise ValueError(f"{str(path)!r} is not a file list: expected a .csv, .jsonl or .parquet file")
-        self.base = self.path.parent
+        self.base: Path | str = self.path.parent if self.url is None else self.url.rpartition("/")[0]
         self.text = self.kind == ".csv"
         columns = self._columns()
         self.image_column = image_column or next((c for c in PATH_COLUMNS if c in columns), None)
@@ -84,27 +88,48 @@ class FileListSource(Source):
     def open(self, locator: str) -> bytes:
         if is_url(locator) or os.path.isabs(locator):
             return read_location(locator, self.max_bytes)
+        if isinstance(self.base, str):  # a list at a URL: its relative paths are URLs beside it
+            return read_location(f"{self.base}/{locator.lstrip('/')}", self.max_bytes)
         return read_location(str(self.base / locator), self.max_bytes)
+
+    def _exists(self) -> bool:
+        if self.url is None:
+            return self.path.is_file()
+        from fastdata.storage.fileobj import url_size
+
+        return url_size(self.url) is not None
+
+    def _open_binary(self, *, seekable: bool = False) -> io.BufferedIOBase:
+        """The list as a binary file: local, or at a URL (streamed; by ranges when ``seekable``)."""
+        if self.url is None:
+            return open(self.path, "rb")
+        from fastdata.storage.fileobj import open_ranged, open_stream
+
+        return open_ranged(self.url) if seekable else open_stream(self.url)
+
+    def _open_text(self) -> io.TextIOWrapper:
+        return io.TextIOWrapper(self._open_binary(), encoding="utf-8", newline="" if self.kind == ".csv" else None)
 
     def _columns(self) -> list[str]:
         """The list's column names (for JSONL: the keys of its first row)."""
         if self.kind == ".csv":
-            with open(self.path, newline="", encoding="utf-8") as f:
+            with self._open_text() as f:
                 return next(csv.reader(f), [])
         if self.kind == ".parquet":
             import pyarrow.parquet as pq
 
-            return list(pq.ParquetFile(self.path).schema_arrow.names)
+            with self._open_binary(seekable=True) as f:
+                return list(pq.ParquetFile(f).schema_arrow.names)
         first = next((record for _, record in self._records([]) if record is not None), None)
         return list(first) if first else []
 
     def _records(self, columns: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
         """``(row number, {column: value})`` for every row, streamed (1-based numbers)."""
         if self.kind == ".csv":
-            with open(self.path, newline="", encoding="utf-8") as f:
+            with self._open_text() as f:
                 yield from enumerate(csv.DictReader(f), 1)
         elif self.kind == ".jsonl":
-            with open(self.path, encoding="utf-8") as f:
+            with self._open_text() as f:
                 number = 0
                 for line in f:
                     if not line.strip():
@@ -118,10 +143,11 @@ class FileListSource(Source):
         else:
             import pyarrow.parquet as pq
 
-            table = pq.ParquetFile(self.path)
-            present = [c for c in dict.fromkeys(columns) if c in table.schema_arrow.names]
-            number = 0
-            for batch in table.iter_batches(batch_size=8192, columns=present):
-                for record in batch.to_pylist():
-                    number += 1
-                    yield number, record
+            with self._open_binary(seekable=True) as f:
+                table = pq.ParquetFile(f)
+                present = [c for c in dict.fromkeys(columns) if c in table.schema_arrow.names]
+                number = 0
+                for batch in table.iter_batches(batch_size=8192, columns=present):
+                    for record in batch.to_pylist():
+                        number += 1
+                        yield number, record

@@ -5,10 +5,14 @@ as WebDataset groups them); a sample's image is its member with an image extensi
 the integer (or class name) in ``.cls``, or the label column of its ``.json``, whose keys also
 provide fields. The scan reads the tar headers and the small ``.cls``/``.json`` members only;
 an image is read later, by offset, in a worker.
+
+Tars may be at URLs (``s3://bucket/shard-{000..009}.tar``, ``https://...``): the scan then streams each
+tar once through :mod:`fastdata.storage` (one GET, never whole in memory), and each image is one ranged read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -20,6 +24,7 @@ from typing import Any
 
 from fastdata.formats.manifest import SkippedFile
 from fastdata.packing.sources.base import Labels, Row, Source
+from fastdata.storage.urls import is_url
 
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff", "ppm", "pgm")
 _BRACE = re.compile(r"\{([^{}]*)\}")
@@ -42,13 +47,22 @@ def expand_braces(pattern: str) -> list[str]:
     return [name for choice in choices for name in expand_braces(head + choice + tail)]
 
 
-def tar_files(src: str | os.PathLike) -> list[Path]:
-    """The tars of ``src``: a brace pattern, a glob, a folder (its ``*.tar``, sorted) or one tar.
+def tar_files(src: str | os.PathLike) -> list[Path] | list[str]:
+    """The tars of ``src``: a brace pattern, a glob, a folder (its ``*.tar``, sorted) or one tar; or the URLs of
+    a brace pattern or one tar at a URL.
 
     Raises:
         FileNotFoundError: no tar there, or a tar the pattern names is missing.
     """
     text = os.fspath(src)
+    if is_url(text):
+        from fastdata.storage.fileobj import url_size
+
+        urls = expand_braces(text)
+        missing = [u for u in urls if url_size(u) is None]
+        if missing:
+            raise FileNotFoundError(f"{len(missing)} tar(s) of {text!r} are missing, e.g. {missing[0]}")
+        return urls
     if "{" in text:
         files = [Path(p) for p in expand_braces(text)]
         missing = [str(p) for p in files if not p.is_file()]
@@ -80,7 +94,8 @@ class WebDatasetSource(Source):
 
     def __init__(self, src: str | os.PathLike, *, label_column: str | None = None, fields: tuple[str, ...] = ()) -> None:
         self.tars = tar_files(src)
-        super().__init__(os.fspath(src) if "{" in os.fspath(src) or "*" in os.fspath(src) else str(Path(src).resolve()))
+        text = os.fspath(src)
+        super().__init__(text if "{" in text or "*" in text or is_url(text) else str(Path(src).resolve()))
         self.label_column = label_column or "label"
         self.fields = tuple(fields)
         self._samples: list[tuple[str, Any, dict[str, Any], str]] | None = None
@@ -89,39 +104,41 @@ class WebDatasetSource(Source):
         """One :meth:`_sample` per sample; small members are read, images are only located."""
         samples: list[tuple[str, Any, dict[str, Any], str]] = []
         for tar in self.tars:
-            with tarfile.open(tar, "r:") as archive:
-                key, members = None, {}
+            with _open_tar(tar) as archive:
+                key, members, small = None, {}, {}
                 for member in archive:
                     if not member.isfile():
                         continue
                     this, ext = split_key(member.name)
                     if this != key and key is not None:
-                        samples.append(self._sample(tar, archive, key, members))
-                        members = {}
+                        samples.append(self._sample(_name(tar), key, members, small))
+                        members, small = {}, {}
                     key = this
                     members[ext.lower()] = member
+                    if ext.lower() in ("cls", "json"):  # read now: a streamed tar cannot go back for it
+                        small[ext.lower()] = archive.extractfile(member).read()  # type: ignore[union-attr]
                 if key is not None:
-                    samples.append(self._sample(tar, archive, key, members))
+                    samples.append(self._sample(_name(tar), key, members, small))
         return samples
 
-    def _sample(self, tar: Path, archive: tarfile.TarFile, key: str,
-                members: dict[str, tarfile.TarInfo]) -> tuple[str, Any, dict[str, Any], str]:
+    def _sample(self, tar: str, key: str, members: dict[str, tarfile.TarInfo],
+                small: dict[str, bytes]) -> tuple[str, Any, dict[str, Any], str]:
         """``(locator or "" without an image, raw label, fields, how a skip names it)`` of one sample."""
         image = next((members[e] for e in IMAGE_EXTENSIONS if e in members), None)
         meta: dict[str, Any] = {}
-        if "json" in members:
+        if "json" in small:
             try:
-                meta = json.loads(archive.extractfile(members["json"]).read())  # type: ignore[union-attr]
+                meta = json.loads(small["json"])
             except ValueError:
                 meta = {}
             meta = meta if isinstance(meta, dict) else {}
-        label: Any = meta.get(self.label_column) if "json" in members else None
-        if "cls" in members:
-            label = archive.extractfile(members["cls"]).read().decode("utf-8", "replace").strip()  # type: ignore[union-attr]
+        label: Any = meta.get(self.label_column) if "json" in small else None
+        if "cls" in small:
+            label = small["cls"].decode("utf-8", "replace").strip()
         fields = {f: meta.get(f) for f in self.fields}
         if image is None:
-            return "", label, fields, f"{tar.name}:{key}"
-        locator = f"{tar.name}:{image.offset_data}:{image.size}:{image.name}"
+            return "", label, fields, f"{tar}:{key}"
+        locator = f"{tar}:{image.offset_data}:{image.size}:{image.name}"
         return locator, label, fields, locator
 
     def scan(self) -> Iterator[Row]:
@@ -149,10 +166,37 @@ class WebDatasetSource(Source):
 
     def open(self, locator: str) -> bytes:
         name, offset, size, _ = locator.split(":", 3)
-        tar = next(t for t in self.tars if t.name == name)
-        with open(tar, "rb") as f:
-            f.seek(int(offset))
-            data = f.read(int(size))
+        tar = next(t for t in self.tars if _name(t) == name)
+        if isinstance(tar, str):  # a tar at a URL: one ranged read
+            from fastdata.storage.fileobj import split_url
+
+            store, rel = split_url(tar)
+            try:
+                data = store.read(rel, int(offset), int(size))
+            except ConnectionError as exc:
+                raise OSError(str(exc)) from exc
+        else:
+            with open(tar, "rb") as f:
+                f.seek(int(offset))
+                data = f.read(int(size))
         if len(data) != int(size):
             raise OSError(f"{name} ends inside the member (truncated tar)")
         return data
+
+
+def _name(tar: Path | str) -> str:
+    """A tar's name in locators: its file name (the last part of its URL)."""
+    return tar.name if isinstance(tar, Path) else tar.rstrip("/").rpartition("/")[2]
+
+
+@contextlib.contextmanager
+def _open_tar(tar: Path | str) -> Iterator[tarfile.TarFile]:
+    """A local tar opened for random access, or a tar at a URL streamed front to back (``r|``)."""
+    if isinstance(tar, Path):
+        with tarfile.open(tar, "r:") as archive:
+            yield archive
+        return
+    from fastdata.storage.fileobj import open_stream
+
+    with open_stream(tar) as stream, tarfile.open(fileobj=stream, mode="r|") as archive:
+        yield archive
