@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from fastdata._fs import file_crc32c
+from fastdata._text import escaped
 from fastdata.decode import DEFAULT_MAX_PIXELS, DecodeError, get_decoder, pixel_limit
 from fastdata.decode.capture import codec_messages
 from fastdata.formats import get_format
@@ -51,24 +52,25 @@ def describe(root: str | os.PathLike) -> str:
     except (OSError, CorruptRecordError):
         counts = ["?"] * len(manifest.classes)  # the per-class counts come from targets.npy; verify says what is wrong
     total_bytes = sum(s.nbytes for s in manifest.shards)
+    names = [escaped(c) for c in manifest.classes]
     lines = [
-        f"dataset   {source.name}",
-        f"format    {manifest.format} (manifest v{manifest.version}, {manifest.created_by})",
+        f"dataset   {escaped(source.name)}",
+        f"format    {manifest.format} (manifest v{manifest.version}, {escaped(manifest.created_by)})",
         f"samples   {manifest.num_samples}",
         f"classes   {len(manifest.classes)}",
     ]
-    width = max((len(c) for c in manifest.classes), default=0)
-    lines += [f"  {i:>5}  {name:<{width}}  {counts[i]}" for i, name in enumerate(manifest.classes)]
+    width = max((len(c) for c in names), default=0)
+    lines += [f"  {i:>5}  {name:<{width}}  {counts[i]}" for i, name in enumerate(names)]
     lines.append(f"shards    {len(manifest.shards)}, {_human(total_bytes)} in all")
-    lines += [f"  {s.path}  {s.num_samples} samples  {_human(s.nbytes)}" for s in manifest.shards]
+    lines += [f"  {escaped(s.path)}  {s.num_samples} samples  {_human(s.nbytes)}" for s in manifest.shards]
     lines.append(f"skipped   {len(manifest.skipped)}")
-    lines += [f"  {s.path}: {s.reason}" for s in manifest.skipped]
+    lines += [f"  {escaped(s.path)}: {escaped(s.reason)}" for s in manifest.skipped]
     lines.append(f"warnings  {len(manifest.warnings)} file(s) packed with codec warnings")
-    lines += [f"  {w.path}: {'; '.join(w.messages)}" for w in manifest.warnings]
+    lines += [f"  {escaped(w.path)}: {escaped('; '.join(w.messages))}" for w in manifest.warnings]
     if manifest.transcoded is not None:
         recoded = sum(stop - start for start, stop in manifest.transcoded)
         lines.append(f"transcoded {recoded} of {manifest.num_samples} records (lossless JPEGs with restart intervals)")
-    options = ", ".join(f"{k}={v}" for k, v in sorted(manifest.options.items()) if v is not None)
+    options = ", ".join(f"{escaped(k)}={escaped(v)}" for k, v in sorted(manifest.options.items()) if v is not None)
     lines.append(f"options   {options}")
     return "\n".join(lines)
 
