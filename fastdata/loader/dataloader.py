@@ -31,6 +31,7 @@ from torch.utils.data.distributed import DistributedSampler as _TorchDistributed
 
 from fastdata.dataset import ShardDataset
 from fastdata.loader.background import LoaderIter, close_all, shutdown_persistent
+from fastdata.loader.worker_errors import keep_worker_exception_types
 from fastdata.loader.accelerate_hook import keep_for_accelerate
 from fastdata.loader.resume import (
     STATE_VERSION, PassState, after_base_seed, get_rng_states, has_state_methods, pass_key_for, restore_sampler,
@@ -192,6 +193,7 @@ class DataLoaderX(DataLoader):
         self._setup_pass = pass_state
         try:
             torch_iter = super().__iter__()
+            keep_worker_exception_types(torch_iter)
         finally:
             self._setup_pass = None
         pass_state.at_draw_point()  # without workers the sampler has not drawn yet: do it here

@@ -8,6 +8,7 @@ import pkgutil
 import shutil
 
 import pytest
+import torch
 from torch._utils import ExceptionWrapper
 
 import fastdata
@@ -109,3 +110,69 @@ def test_decode_and_dataset_changed_errors_reach_the_loop_as_themselves(tmp_path
     with pytest.raises(DatasetChangedError, match="re-packed"):
         for _ in loader:
             pass
+
+
+class TwoArgumentError(Exception):
+    def __init__(self, path, line):
+        super().__init__(f"{path}:{line}: bad label")
+        self.path, self.line = path, line
+
+
+class KeywordOnlyError(ValueError):
+    def __init__(self, message, *, code):
+        super().__init__(message)
+        self.code = code
+
+
+class UnbuildableError(Exception):
+    def __init__(self, path, line):
+        super().__init__(path, line)
+        self.path, self.line = path, line
+
+    def __str__(self):
+        return f"{self.path}:{self.line}"  # needs the attributes only __init__ sets
+
+
+class _Raising(torch.utils.data.Dataset):
+    def __init__(self, make):
+        self.make = make
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, index):
+        if index == 5:
+            raise self.make()
+        return torch.tensor([index])
+
+
+def _two():
+    return TwoArgumentError("labels.csv", 5)
+
+
+def _keyword():
+    return KeywordOnlyError("label 5 out of range", code=5)
+
+
+def _unbuildable():
+    return UnbuildableError("labels.csv", 5)
+
+
+@pytest.mark.parametrize("make, cls, text", [(_two, TwoArgumentError, "labels.csv:5: bad label"),
+                                             (_keyword, KeywordOnlyError, "label 5 out of range")],
+                         ids=["two-arguments", "keyword-only"])
+def test_user_exceptions_with_other_init_signatures_keep_their_type_from_two_workers(make, cls, text):
+    loader = DataLoaderX(_Raising(make), batch_size=2, num_workers=2, pin_memory=False)
+    for _ in range(2):  # the second pass reuses the persistent workers
+        with pytest.raises(cls, match=text) as info:
+            for _ in loader:
+                pass
+        assert type(info.value) is cls and "worker process" in str(info.value)
+
+
+def test_an_exception_that_cannot_be_rebuilt_names_its_type():
+    loader = DataLoaderX(_Raising(_unbuildable), batch_size=2, num_workers=2, pin_memory=False)
+    with pytest.raises(RuntimeError, match=f"{__name__}.UnbuildableError") as info:
+        for _ in loader:
+            pass
+    assert "labels.csv" in str(info.value)
