@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import os
 from array import array
 from collections.abc import Callable
@@ -124,7 +125,7 @@ def verify(
             labels.append(None)
             continue
         seen = _RecordCheck(shard.path, manifest.classes, decoder,
-                            _positions(manifest.transcoded or [], first - shard.num_samples, first))
+                            _Positions(manifest.transcoded or [], first - shard.num_samples, first))
         with pixel_limit(manifest.options.get("max_pixels", DEFAULT_MAX_PIXELS)):  # the limit the pack applied
             shard_problems = storage.verify(base, shard, seen)  # one read of each record serves every check
         named = tuple(name for name in (shard.path, shard.index) if name)
@@ -158,7 +159,7 @@ def _check_file(root: Path, shard: ShardInfo, problems: list[str]) -> bool:
 class _RecordCheck:
     """The per-record callback of a shard: keeps each record's label, checks its class text and decodes it."""
 
-    def __init__(self, shard_path: str, classes: list[str], decoder, recoded: set[int] = frozenset()) -> None:
+    def __init__(self, shard_path: str, classes: list[str], decoder, recoded: _Positions | frozenset = frozenset()) -> None:
         self.shard_path = shard_path
         self.recoded = recoded  # records the manifest says pack re-coded: their restart intervals must tile MCU rows
         self.classes = classes
@@ -193,9 +194,25 @@ class _RecordCheck:
                     self.problems.append(f"{where}: image does not decode ({exc})")
 
 
-def _positions(ranges: list[list[int]], start: int, stop: int) -> set[int]:
-    """Positions in the shard of samples ``[start, stop)`` that ``ranges`` (sample ranges) cover."""
-    return {i - start for a, b in ranges if a < stop and b > start for i in range(max(a, start), min(b, stop))}
+class _Positions:
+    """Positions in a shard of samples ``[start, stop)`` that ``ranges`` (sample ranges) cover, held as ranges.
+
+    Memory follows the manifest's ranges, not the counts they declare (a hostile ``[[0, 10**9]]`` is one pair).
+    """
+
+    def __init__(self, ranges: list[list[int]], start: int, stop: int) -> None:
+        self._starts: list[int] = []
+        self._stops: list[int] = []
+        for a, b in sorted((max(a, start) - start, min(b, stop) - start) for a, b in ranges if a < stop and b > start):
+            if self._stops and a <= self._stops[-1]:  # overlapping or touching: one range
+                self._stops[-1] = max(self._stops[-1], b)
+            else:
+                self._starts.append(a)
+                self._stops.append(b)
+
+    def __contains__(self, position: int) -> bool:
+        k = bisect.bisect_right(self._starts, position) - 1
+        return k >= 0 and position < self._stops[k]
 
 
 def _check_targets(root: Path, manifest: Manifest, labels: list[array | None]) -> list[str]:
