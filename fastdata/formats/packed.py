@@ -163,7 +163,7 @@ def _identity(path: Path) -> FileIdentity:
 
 
 def _concat(arrays: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(arrays).astype(np.int64) if arrays else np.zeros(0, np.int64)
+    return np.concatenate(arrays).astype(np.int64, copy=False) if arrays else np.zeros(0, np.int64)
 
 
 def _changed(root: Path, what: str) -> str:

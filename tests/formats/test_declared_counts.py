@@ -108,3 +108,31 @@ def test_verify_of_a_sparse_pack_stays_within_its_labels_file(tmp_path, fmt):
     assert problems >= 1
     labels_mb = 8 * DECLARED // 2**20
     assert int(peak_mb) < 3 * labels_mb, f"verify grew by {peak_mb} MB"
+
+
+INDEX = textwrap.dedent("""
+    import sys
+    from fastdata.formats.tfrecord import read_index
+
+    def kb(key):
+        return int(next(line for line in open("/proc/self/status") if line.startswith(key)).split()[1])
+
+    open("/proc/self/clear_refs", "w").write("5")
+    base = kb("VmRSS:")
+    index = read_index(sys.argv[1])
+    print(len(index), (kb("VmHWM:") - base) // 1024)
+""")
+
+
+def test_a_tfrecord_index_is_parsed_in_a_small_multiple_of_its_size(tmp_path):
+    lines = 2_000_000
+    path = tmp_path / "big.idx"
+    path.write_bytes(b"".join(b"%d 20000\n" % (i * 20000) for i in range(lines)))
+    size_mb = path.stat().st_size / 2**20
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", INDEX, str(path)], capture_output=True, text=True, timeout=120,
+                          cwd=repo, env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    count, peak_mb = map(int, done.stdout.split())
+    assert count == lines
+    assert peak_mb < 3 * size_mb, f"parsing a {size_mb:.0f} MB index took {peak_mb} MB"
