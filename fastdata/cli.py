@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from fastdata import __version__
 from fastdata._sizes import parse_size as _parse_size
+from fastdata._text import escaped
 from fastdata.decode.limits import DEFAULT_MAX_PIXELS
 
 if TYPE_CHECKING:
@@ -185,10 +186,10 @@ def _run_pack(args: argparse.Namespace) -> int:
     try:
         manifest = pack(args.src, args.out, options=_pack_options(args))
     except NothingPackedError as exc:
-        print(f"fastdata: error: nothing was packed: all {len(exc.skipped)} image(s) in {args.src} were skipped:",
-              file=sys.stderr)
+        print(f"fastdata: error: nothing was packed: all {len(exc.skipped)} image(s) in {escaped(args.src)} "
+              "were skipped:", file=sys.stderr)
         for bad in exc.skipped:
-            print(f"  {bad.path}: {bad.reason}", file=sys.stderr)
+            print(f"  {escaped(bad.path)}: {escaped(bad.reason)}", file=sys.stderr)
         print("fix or remove them, or pass --allow-empty to write an empty dataset", file=sys.stderr)
         return 2
     finally:
@@ -196,21 +197,22 @@ def _run_pack(args: argparse.Namespace) -> int:
             signal.signal(signal.SIGTERM, previous)
     if args.part is not None:
         print(f"packed part {manifest.part}/{manifest.parts}: {len(manifest.ranges)} range(s), {manifest.packed} "
-              f"packed by this run, {manifest.num_samples} images in {len(manifest.shards)} shard(s) into {args.out}; "
-              f"run `fastdata merge {args.out}` once every part is done")
+              f"packed by this run, {manifest.num_samples} images in {len(manifest.shards)} shard(s) into "
+              f"{escaped(args.out)}; "
+              f"run `fastdata merge {escaped(args.out)}` once every part is done")
         return 0
     size = sum(s.nbytes for s in manifest.shards)
     print(f"packed {manifest.num_samples} images of {len(manifest.classes)} classes into "
-          f"{len(manifest.shards)} {manifest.format} shard(s), {size / 1e6:.1f} MB, in {args.out}")
+          f"{len(manifest.shards)} {manifest.format} shard(s), {size / 1e6:.1f} MB, in {escaped(args.out)}")
     if not manifest.num_samples:
         print("the dataset is empty (--allow-empty): every image was skipped")
     if manifest.skipped:
         print(f"skipped {len(manifest.skipped)} bad file(s):")
         for bad in manifest.skipped:
-            print(f"  {bad.path}: {bad.reason}")
+            print(f"  {escaped(bad.path)}: {escaped(bad.reason)}")
     if manifest.warnings:
         print(f"{len(manifest.warnings)} file(s) packed with codec warnings (PIL decodes them too); "
-              f"`fastdata inspect {args.out}` lists them")
+              f"`fastdata inspect {escaped(args.out)}` lists them")
     return 0
 
 
@@ -222,7 +224,7 @@ def _run_repack(args: argparse.Namespace) -> int:
     size = sum(s.nbytes for s in manifest.shards)
     recoded = sum(stop - start for start, stop in manifest.transcoded or [])
     print(f"repacked {manifest.num_samples} images ({recoded} JPEGs re-coded) into {len(manifest.shards)} "
-          f"{manifest.format} shard(s), {size / 1e6:.1f} MB, in {args.new}")
+          f"{manifest.format} shard(s), {size / 1e6:.1f} MB, in {escaped(args.new)}")
     return 0
 
 
@@ -255,7 +257,7 @@ def _run_merge(args: argparse.Namespace) -> int:
 
     manifest = merge(args.out, check_crc=args.check_crc, allow_empty=args.allow_empty)
     print(f"merged {manifest.num_samples} images of {len(manifest.classes)} classes in {len(manifest.shards)} "
-          f"{manifest.format} shard(s) into {args.out}")
+          f"{manifest.format} shard(s) into {escaped(args.out)}")
     return 0
 
 
@@ -271,11 +273,11 @@ def _run_verify(args: argparse.Namespace) -> int:
 
     report = verify(args.root, decode=args.decode)
     for problem in report.problems:
-        print(f"DAMAGED {problem}")
+        print(f"DAMAGED {escaped(problem)}")
     if report.ok:
-        print(f"OK: {report.records} records checked in {args.root}")
+        print(f"OK: {report.records} records checked in {escaped(args.root)}")
         return 0
-    print(f"{len(report.problems)} problem(s) in {args.root}", file=sys.stderr)
+    print(f"{len(report.problems)} problem(s) in {escaped(args.root)}", file=sys.stderr)
     return 1
 
 
@@ -297,11 +299,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"fastdata: {how}; run the same command with --resume to finish a pack", file=sys.stderr)
         return 143 if isinstance(exc, Terminated) else 130
     except OutOfSpaceError as exc:
-        print(f"fastdata: error: {exc}", file=sys.stderr)
+        print(f"fastdata: error: {escaped(exc)}", file=sys.stderr)
         return EXIT_NO_SPACE
     except (FileNotFoundError, FileExistsError, NotADirectoryError, PermissionError, ValueError, ImportError,
             ConnectionError) as exc:
-        print(f"fastdata: error: {exc}", file=sys.stderr)
+        print(f"fastdata: error: {escaped(exc)}", file=sys.stderr)
         return 2
 
 

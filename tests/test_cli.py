@@ -93,3 +93,34 @@ def test_inspect_and_verify_of_a_missing_folder_name_it(capsys, tmp_path, monkey
     for command in ("inspect", "verify"):
         code, _, err = run(capsys, command, "nope")
         assert code == 2 and err == "fastdata: error: 'nope' does not exist: pass a folder written by `fastdata pack`\n"
+
+
+def test_names_are_printed_escaped(capsys, caplog, tmp_path):
+    """Class and file names with an escape sequence or a newline reach the terminal escaped, one line each."""
+    import numpy as np
+
+    from tests.images import encode, natural_image
+
+    src = tmp_path / "src"
+    rng = np.random.default_rng(0)
+    red, broken = "\x1b[31mred", "new\nline"
+    for name in (red, broken):
+        (src / name).mkdir(parents=True)
+        for i in range(2):
+            (src / name / f"im{i}.jpg").write_bytes(encode(natural_image(rng, 8, 8), "JPEG"))
+    (src / broken / "bad\x1b[2J\nfile.jpg").write_bytes(b"not a jpeg")
+    out = tmp_path / "out"
+    caplog.set_level("INFO")
+    code, text, err = run(capsys, "--verbose", "pack", str(src), str(out), "--format", "lmdb", "--no-progress")
+    assert code == 0, err
+    code, shown, _ = run(capsys, "inspect", str(out))
+    assert code == 0
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    for output in (text, shown, logged):
+        assert "\x1b" not in output
+        assert "bad\\x1b[2J\\nfile.jpg" in output
+    assert "\x1b" not in err
+    lines = shown.splitlines()
+    assert any(line.split()[1:] == ["\\x1b[31mred", "2"] for line in lines if line.startswith("      0"))
+    assert any(line.split()[1:] == ["new\\nline", "2"] for line in lines if line.startswith("      1"))
+    assert not any(line.strip() == "line" or line.startswith("line") for line in lines)

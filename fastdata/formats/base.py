@@ -100,6 +100,16 @@ class StorageFormat(abc.ABC):
         with a bound (the caller has already checked that the shard file has ``shard.nbytes``).
         """
 
+    def check_count(self, path: Path, shard: ShardInfo) -> None:
+        """Check, reading O(1) bytes, that the shard file at ``path`` itself holds ``shard.num_samples``
+        records (its own header's count), before anything of that size is allocated.
+
+        The default checks nothing (a format whose count lives in a separate, bounded index file).
+
+        Raises:
+            CorruptRecordError: the shard's header declares another count, or is not the format's.
+        """
+
     @abc.abstractmethod
     def verify(
         self, root: Path, shard: ShardInfo, on_record: Callable[[int, ImageRecord], None] | None = None

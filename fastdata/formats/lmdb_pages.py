@@ -39,6 +39,7 @@ _DB_OFFSET = _META.size  # two MDB_db records follow the fields above
 _TAIL = struct.Struct("<QQ")  # last page number, transaction id
 _NODE = struct.Struct("<HHHH")  # lo, hi, flags, key size
 _MAX_DEPTH = 64
+_MIN_NODE = 2 + _NODE_HEADER  # a leaf entry's smallest footprint: its 2-byte pointer and node header
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,19 @@ def index_values(fd: int, file_size: int, path: str | os.PathLike) -> LMDBIndex:
             structure is damaged (the message says where).
     """
     return _Walker(fd, file_size, Path(path)).run()
+
+
+def meta_entries(fd: int, file_size: int, path: str | os.PathLike) -> int:
+    """The main database's entry count from the newer sound meta page (two page reads, no walk).
+
+    Raises:
+        CorruptRecordError: no sound meta page, or an entry count that the file's pages cannot hold.
+    """
+    walker = _Walker(fd, file_size, Path(path))
+    _root, _depth, entries = walker._meta()
+    if entries > walker.pages * (walker.page_size // _MIN_NODE):
+        raise walker.fail(f"its meta page claims {entries} entries, more than its {walker.pages} pages can hold")
+    return entries
 
 
 class _Walker:

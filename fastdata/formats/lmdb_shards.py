@@ -29,7 +29,7 @@ from fastdata._fs import file_crc32c, publish, tmp_path
 from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase, ShardWriterBase, StorageFormat
 from fastdata.formats.example import ImageRecord, encode_fields, parse_features
 from fastdata.formats.files import FileIdentity, crc32c_hex, open_regular, resolve_inside
-from fastdata.formats.lmdb_pages import LMDBIndex, index_values
+from fastdata.formats.lmdb_pages import LMDBIndex, index_values, meta_entries
 from fastdata.formats.manifest import ShardInfo
 
 __all__ = ["LMDBFormat", "LMDBShardReader", "LMDBShardWriter", "META_KEY", "parse_meta", "sample_key"]
@@ -269,6 +269,17 @@ class LMDBFormat(StorageFormat):
 
     def reader(self, path: Path, *, expected: ShardInfo | None = None) -> LMDBShardReader:
         return LMDBShardReader(path, expected=expected)
+
+    def check_count(self, path: Path, shard: ShardInfo) -> None:
+        """The meta page's entry count must be the manifest's records (+1 for ``__meta__``; twice with fields)."""
+        fd, st = open_regular(path, nbytes=shard.nbytes)
+        try:
+            entries = meta_entries(fd, st.st_size, path)
+        finally:
+            os.close(fd)
+        if entries not in (shard.num_samples + 1, 2 * shard.num_samples + 1):
+            raise CorruptRecordError(path, None, f"holds {max(entries - 1, 0)} records by its LMDB meta page, "
+                                                 f"the manifest says {shard.num_samples}")
 
     def positions(self, root: Path, shard: ShardInfo) -> tuple[np.ndarray, np.ndarray]:
         n = shard.num_samples

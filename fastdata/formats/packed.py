@@ -5,11 +5,14 @@
 any memory is allocated from what it claims:
 
 1. the manifest: a regular file inside the folder, bounded, strict JSON, every field typed;
-2. ``targets.npy``: size and CRC32C as the manifest records them, a header whose shape is the
+2. every shard (and index file): inside the folder once symlinks are resolved, a regular file of the
+   manifest's size, no more records claimed than its bytes can hold, and as many records as its own
+   header says (an LMDB meta page: two page reads); TFRecord indexes are read with a bound and must
+   list exactly the manifest's records, inside the shard. So a count is proven by the shards before
+   anything of its size is allocated (a pack of sparse files declaring millions of samples is
+   refused in a few kilobytes);
+3. ``targets.npy``: size and CRC32C as the manifest records them, a header whose shape is the
    manifest's ``num_samples`` (checked before the array is built), labels inside the class table;
-3. every shard (and index file): inside the folder once symlinks are resolved, a regular file of the
-   manifest's size, no more records claimed than its bytes can hold; TFRecord indexes are read
-   with a bound and must list exactly the manifest's records, inside the shard;
 4. the manifest again: unchanged while all this was read.
 
 The identity of the manifest (device, inode, size, mtime) and of every shard (device, inode,
@@ -119,16 +122,18 @@ def open_pack(root: str | os.PathLike, *, shards_here: bool = True) -> OpenedPac
     before = _identity(base / MANIFEST_NAME)
     manifest = Manifest.load(base)
     storage = get_format(manifest.format)
-    targets = load_targets(base, manifest, _existing(base, manifest.targets))
     paths, identities = [], []
-    for shard in manifest.shards:
+    for shard in manifest.shards:  # O(1) reads per shard first: every count proven before O(samples) memory
         path = _existing(base, shard.path) if shards_here else resolve_inside(base, shard.path)
         if shard.num_samples > shard.nbytes // MIN_RECORD_BYTES:
             raise CorruptRecordError(path, None, f"cannot hold the {shard.num_samples} records the manifest claims")
         st = stat_regular(path, nbytes=shard.nbytes) if shards_here else None
+        if shards_here:
+            storage.check_count(path, shard)
         paths.append(str(path))
         identities.append((st.st_dev, st.st_ino, st.st_mtime_ns) if st is not None else (0, 0, 0))
-    located = [storage.positions(base, shard) for shard in manifest.shards]
+    located = [storage.positions(base, shard) for shard in manifest.shards]  # TFRecord: bounded index reads
+    targets = load_targets(base, manifest, _existing(base, manifest.targets))
     if _identity(base / MANIFEST_NAME) != before:
         raise DatasetChangedError(_changed(base, "its manifest.json was replaced while it was being opened"))
     counts = np.array([s.num_samples for s in manifest.shards], dtype=np.int64)
@@ -158,7 +163,7 @@ def _identity(path: Path) -> FileIdentity:
 
 
 def _concat(arrays: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(arrays).astype(np.int64) if arrays else np.zeros(0, np.int64)
+    return np.concatenate(arrays).astype(np.int64, copy=False) if arrays else np.zeros(0, np.int64)
 
 
 def _changed(root: Path, what: str) -> str:

@@ -125,12 +125,24 @@ def read_index(
     data = read_regular(path, max_bytes=max_bytes, nbytes=nbytes)
     check_crc32c(data, crc32c, path)
     try:
-        flat = np.array(data.split(), dtype=np.int64)
+        flat = _parse_index(data)
     except (ValueError, OverflowError):
         raise CorruptRecordError(path, None, "is not a TFRecord index (expected 'offset size' lines of integers)") from None
     if flat.size % 2 or (flat.size and flat.min() < 0):
         raise CorruptRecordError(path, None, "is not a TFRecord index (an odd number of fields, or a negative one)")
     return flat.reshape(-1, 2)
+
+
+def _parse_index(data: bytes, chunk: int = 1 << 22) -> np.ndarray:
+    """The integers of an index's text, parsed a few MB at a time: memory stays a small multiple of the file
+    (one ``bytes`` object per number for the whole file would be about 20 times its size)."""
+    parts, start = [], 0
+    while start < len(data):
+        stop = data.find(b"\n", min(start + chunk, len(data)))  # cut after a whole line
+        stop = len(data) if stop < 0 else stop + 1
+        parts.append(np.array(data[start:stop].split(), dtype=np.int64))
+        start = stop
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
 def index_path_for(path: str | os.PathLike) -> Path:

@@ -31,6 +31,7 @@ from torch.utils.data.distributed import DistributedSampler as _TorchDistributed
 
 from fastdata.dataset import ShardDataset
 from fastdata.loader.background import LoaderIter, close_all, shutdown_persistent
+from fastdata.loader.worker_errors import WorkerInit, keep_worker_exception_types
 from fastdata.loader.accelerate_hook import keep_for_accelerate
 from fastdata.loader.resume import (
     STATE_VERSION, PassState, after_base_seed, get_rng_states, has_state_methods, pass_key_for, restore_sampler,
@@ -171,6 +172,17 @@ class DataLoaderX(DataLoader):
         super().__init__(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory,
                          drop_last, timeout, worker_init_fn, multiprocessing_context, generator, **keywords)
 
+    def _get_iterator(self) -> Any:
+        """torch's iterator, its workers started with :class:`WorkerInit` around ``worker_init_fn``."""
+        if self.num_workers == 0 or isinstance(self.worker_init_fn, WorkerInit):
+            return super()._get_iterator()
+        user = self.worker_init_fn
+        self.worker_init_fn = WorkerInit(user)
+        try:
+            return super()._get_iterator()
+        finally:
+            self.worker_init_fn = user
+
     @property
     def _is_accelerate_prepared(self) -> bool:
         """Hugging Face Accelerate's "leave this loader alone" flag (see :mod:`fastdata.loader.accelerate_hook`)."""
@@ -192,6 +204,7 @@ class DataLoaderX(DataLoader):
         self._setup_pass = pass_state
         try:
             torch_iter = super().__iter__()
+            keep_worker_exception_types(torch_iter)
         finally:
             self._setup_pass = None
         pass_state.at_draw_point()  # without workers the sampler has not drawn yet: do it here

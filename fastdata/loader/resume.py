@@ -131,7 +131,7 @@ def snapshot_sampler(source: Any) -> Any:
     if has_state_methods(source):
         return copy.deepcopy(source.state_dict())
     if isinstance(source, _TorchDistributedSampler):
-        return {"epoch": source.epoch}
+        return {"epoch": source.epoch, "seed": source.seed}  # its order is a function of these two alone
     return None
 
 
@@ -147,12 +147,16 @@ def pass_key_for(rng_states: dict[str, str], sampler_state: Any, number: int) ->
 
     That is the seeded generators' states and the sampler's state at the pass's start, both
     restored exactly by a resume (and the sampler's epoch alone suffices for fastdata's
-    ``DistributedSampler``). Without seeded generators, torch's ``initial_seed()`` stands in for
-    them (as torch's workers derive their seeds from it); when the order has no state at all (a
-    ``SequentialSampler``), the loader's pass number tells passes apart.
+    ``DistributedSampler``). A sampler that seeds itself (a state with a ``seed``: fastdata's and
+    torch's ``DistributedSampler``) decides the pass alone, so the crops of a resumed or restarted
+    run do not depend on the process's global torch seed. Otherwise, without seeded generators,
+    torch's ``initial_seed()`` stands in for them (as torch's workers derive their seeds from it);
+    when the order has no state at all (a ``SequentialSampler``), the loader's pass number tells
+    passes apart.
     """
     parts: dict[str, Any] = {"rngs": rng_states, "sampler": sampler_state}
-    if not rng_states:
+    self_seeded = isinstance(sampler_state, Mapping) and "seed" in sampler_state
+    if not rng_states and not self_seeded:
         parts["torch_initial_seed"] = torch.initial_seed()
         if sampler_state is None:
             parts["pass_number"] = number

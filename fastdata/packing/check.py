@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import os
 from array import array
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from fastdata._fs import file_crc32c
+from fastdata._text import escaped
 from fastdata.decode import DEFAULT_MAX_PIXELS, DecodeError, get_decoder, pixel_limit
 from fastdata.decode.capture import codec_messages
 from fastdata.formats import get_format
@@ -52,27 +54,29 @@ def describe(root: str | os.PathLike) -> str:
     except (OSError, CorruptRecordError):
         counts = ["?"] * len(manifest.classes)  # the per-class counts come from targets.npy; verify says what is wrong
     total_bytes = sum(s.nbytes for s in manifest.shards)
+    names = [escaped(c) for c in manifest.classes]
     lines = [
-        f"dataset   {source.name}",
-        f"format    {manifest.format} (manifest v{manifest.version}, {manifest.created_by})",
+        f"dataset   {escaped(source.name)}",
+        f"format    {manifest.format} (manifest v{manifest.version}, {escaped(manifest.created_by)})",
         f"samples   {manifest.num_samples}",
         f"classes   {len(manifest.classes)}",
     ]
-    width = max((len(c) for c in manifest.classes), default=0)
-    lines += [f"  {i:>5}  {name:<{width}}  {counts[i]}" for i, name in enumerate(manifest.classes)]
+    width = max((len(c) for c in names), default=0)
+    lines += [f"  {i:>5}  {name:<{width}}  {counts[i]}" for i, name in enumerate(names)]
     types = (manifest.options or {}).get("field_types") or {}
     lines.append(f"fields    {len(types)}" + ("" if types else " (pack with --fields to keep columns)"))
-    lines += fields_table(types) if types else []
+    lines += [escaped(line) for line in fields_table(types)] if types else []
     lines.append(f"shards    {len(manifest.shards)}, {_human(total_bytes)} in all")
-    lines += [f"  {s.path}  {s.num_samples} samples  {_human(s.nbytes)}" for s in manifest.shards]
+    lines += [f"  {escaped(s.path)}  {s.num_samples} samples  {_human(s.nbytes)}" for s in manifest.shards]
     lines.append(f"skipped   {len(manifest.skipped)}")
-    lines += [f"  {s.path}: {s.reason}" for s in manifest.skipped]
+    lines += [f"  {escaped(s.path)}: {escaped(s.reason)}" for s in manifest.skipped]
     lines.append(f"warnings  {len(manifest.warnings)} file(s) packed with codec warnings")
-    lines += [f"  {w.path}: {'; '.join(w.messages)}" for w in manifest.warnings]
+    lines += [f"  {escaped(w.path)}: {escaped('; '.join(w.messages))}" for w in manifest.warnings]
     if manifest.transcoded is not None:
         recoded = sum(stop - start for start, stop in manifest.transcoded)
         lines.append(f"transcoded {recoded} of {manifest.num_samples} records (lossless JPEGs with restart intervals)")
-    options = ", ".join(f"{k}={v}" for k, v in sorted(manifest.options.items()) if v is not None and k != "field_types")
+    options = ", ".join(f"{escaped(k)}={escaped(v)}" for k, v in sorted(manifest.options.items())
+                        if v is not None and k != "field_types")
     lines.append(f"options   {options}")
     return "\n".join(lines)
 
@@ -126,7 +130,7 @@ def verify(
             labels.append(None)
             continue
         seen = _RecordCheck(shard.path, manifest.classes, decoder,
-                            _positions(manifest.transcoded or [], first - shard.num_samples, first))
+                            _Positions(manifest.transcoded or [], first - shard.num_samples, first))
         with pixel_limit(manifest.options.get("max_pixels", DEFAULT_MAX_PIXELS)):  # the limit the pack applied
             shard_problems = storage.verify(base, shard, seen)  # one read of each record serves every check
         named = tuple(name for name in (shard.path, shard.index) if name)
@@ -160,7 +164,7 @@ def _check_file(root: Path, shard: ShardInfo, problems: list[str]) -> bool:
 class _RecordCheck:
     """The per-record callback of a shard: keeps each record's label, checks its class text and decodes it."""
 
-    def __init__(self, shard_path: str, classes: list[str], decoder, recoded: set[int] = frozenset()) -> None:
+    def __init__(self, shard_path: str, classes: list[str], decoder, recoded: _Positions | frozenset = frozenset()) -> None:
         self.shard_path = shard_path
         self.recoded = recoded  # records the manifest says pack re-coded: their restart intervals must tile MCU rows
         self.classes = classes
@@ -195,9 +199,25 @@ class _RecordCheck:
                     self.problems.append(f"{where}: image does not decode ({exc})")
 
 
-def _positions(ranges: list[list[int]], start: int, stop: int) -> set[int]:
-    """Positions in the shard of samples ``[start, stop)`` that ``ranges`` (sample ranges) cover."""
-    return {i - start for a, b in ranges if a < stop and b > start for i in range(max(a, start), min(b, stop))}
+class _Positions:
+    """Positions in a shard of samples ``[start, stop)`` that ``ranges`` (sample ranges) cover, held as ranges.
+
+    Memory follows the manifest's ranges, not the counts they declare (a hostile ``[[0, 10**9]]`` is one pair).
+    """
+
+    def __init__(self, ranges: list[list[int]], start: int, stop: int) -> None:
+        self._starts: list[int] = []
+        self._stops: list[int] = []
+        for a, b in sorted((max(a, start) - start, min(b, stop) - start) for a, b in ranges if a < stop and b > start):
+            if self._stops and a <= self._stops[-1]:  # overlapping or touching: one range
+                self._stops[-1] = max(self._stops[-1], b)
+            else:
+                self._starts.append(a)
+                self._stops.append(b)
+
+    def __contains__(self, position: int) -> bool:
+        k = bisect.bisect_right(self._starts, position) - 1
+        return k >= 0 and position < self._stops[k]
 
 
 def _check_targets(root: Path, manifest: Manifest, labels: list[array | None]) -> list[str]:

@@ -9,6 +9,7 @@ import numpy as np
 
 from fastdata import __version__
 from fastdata._fs import atomic_write_bytes
+from fastdata._text import escaped
 from fastdata.formats.files import crc32c_hex
 from fastdata.formats.manifest import Manifest, SkippedFile
 from fastdata.formats.targets import encode_targets
@@ -67,7 +68,7 @@ def finalize(out: Path, format: str, classes: list[str], entries: list[JournalEn
     if journal is not None:
         journal.remove()
     for bad in skipped:
-        logger.info("skipped %s: %s", bad.path, bad.reason)
+        logger.info("skipped %s: %s", escaped(bad.path), escaped(bad.reason))
     return manifest
 
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fastdata._fs import atomic_write_bytes
+from fastdata._fs import atomic_write_bytes, file_crc32c
 from fastdata.formats.manifest import FileWarnings, Manifest, ShardInfo, SkippedFile
 
 JOURNAL_NAME = ".pack-journal.jsonl"
@@ -160,7 +160,7 @@ class PackJournal:
                 warnings=[FileWarnings(**w) for w in data.get("warnings", [])],
                 transcoded=[int(x) for x in data.get("transcoded", [])],
             )
-            if not _shard_intact(root, entry.shard):
+            if not shard_intact(root, entry.shard):
                 break
             entries.append(entry)
         self._rewrite(lines[0], entries)
@@ -204,8 +204,19 @@ def _parse(line: str) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def _shard_intact(root: Path, shard: ShardInfo) -> bool:
+def shard_intact(root: Path, shard: ShardInfo) -> bool:
+    """Whether a kept shard (and its index file) still holds the bytes recorded for it: size, then CRC32C.
+
+    A ``--resume`` reads each kept shard once: a shard of the right size whose bytes changed (a
+    flipped bit, a torn write that kept the length) is redone rather than trusted.
+    """
     path = root / shard.path
-    if not path.is_file() or path.stat().st_size != shard.nbytes:
+    try:
+        if not path.is_file() or path.stat().st_size != shard.nbytes or file_crc32c(path) != shard.crc32c:
+            return False
+        if shard.index is None:
+            return True
+        index = root / shard.index
+        return index.is_file() and (shard.index_crc32c is None or file_crc32c(index) == shard.index_crc32c)
+    except OSError:
         return False
-    return shard.index is None or (root / shard.index).is_file()

@@ -25,7 +25,7 @@ from typing import Any
 
 from fastdata._fs import atomic_write_bytes
 from fastdata.formats.manifest import FileWarnings, ShardInfo, SkippedFile
-from fastdata.packing.journal import JournalEntry
+from fastdata.packing.journal import JournalEntry, shard_intact
 from fastdata.packing.lock import OutputLock
 from fastdata.packing.options import PackOptions
 from fastdata.packing.pipeline import Job, write_shards
@@ -172,8 +172,6 @@ def load_record(out: Path, r: int, header: dict[str, Any] | None = None) -> dict
         shards = _shards(record)
     except (KeyError, TypeError, ValueError):
         return None
-    for shard in shards:
-        path = out / shard.path
-        if not path.is_file() or path.stat().st_size != shard.nbytes or (shard.index and not (out / shard.index).is_file()):
-            return None
+    if not all(shard_intact(out, shard) for shard in shards):  # size and CRC32C of each shard and index
+        return None
     return record

@@ -6,8 +6,11 @@ import importlib
 import pickle
 import pkgutil
 import shutil
+import threading
+import traceback
 
 import pytest
+import torch
 from torch._utils import ExceptionWrapper
 
 import fastdata
@@ -109,3 +112,96 @@ def test_decode_and_dataset_changed_errors_reach_the_loop_as_themselves(tmp_path
     with pytest.raises(DatasetChangedError, match="re-packed"):
         for _ in loader:
             pass
+
+
+class TwoArgumentError(Exception):
+    def __init__(self, path, line):
+        super().__init__(f"{path}:{line}: bad label")
+        self.path, self.line = path, line
+
+
+class KeywordOnlyError(ValueError):
+    def __init__(self, message, *, code):
+        super().__init__(message)
+        self.code = code
+
+
+class UnpicklableError(Exception):
+    """Two arguments and an attribute that cannot be pickled: rebuilt from its message in the main process."""
+
+    def __init__(self, path, line):
+        super().__init__(f"{path}:{line}: bad label")
+        self.lock = threading.Lock()
+
+
+class UnbuildableError(Exception):
+    def __init__(self, path, line):
+        super().__init__(path, line)
+        self.path, self.line, self.lock = path, line, threading.Lock()
+
+    def __str__(self):
+        return f"{self.path}:{self.line}"  # needs the attributes only __init__ sets
+
+
+class _Raising(torch.utils.data.Dataset):
+    def __init__(self, make):
+        self.make = make
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, index):
+        if index == 5:
+            raise self.make()
+        return torch.tensor([index])
+
+
+def _two():
+    return TwoArgumentError("labels.csv", 5)
+
+
+def _keyword():
+    return KeywordOnlyError("label 5 out of range", code=5)
+
+
+def _unpicklable():
+    return UnpicklableError("labels.csv", 5)
+
+
+def _unbuildable():
+    return UnbuildableError("labels.csv", 5)
+
+
+def _raised(make, workers=2):
+    loader = DataLoaderX(_Raising(make), batch_size=2, num_workers=workers, pin_memory=False)
+    caught = []
+    for _ in range(2):  # the second pass reuses the persistent workers
+        try:
+            for _ in loader:
+                pass
+        except Exception as exc:  # noqa: BLE001 - what the training loop would see
+            caught.append(exc)
+    assert len(caught) == 2
+    return caught
+
+
+@pytest.mark.parametrize("make, cls, attrs", [(_two, TwoArgumentError, {"path": "labels.csv", "line": 5}),
+                                              (_keyword, KeywordOnlyError, {"code": 5})],
+                         ids=["two-arguments", "keyword-only"])
+def test_user_exceptions_with_other_init_signatures_arrive_as_themselves_from_two_workers(make, cls, attrs):
+    for exc in _raised(make):
+        assert type(exc) is cls and str(exc) == str(make())
+        assert {k: getattr(exc, k) for k in attrs} == attrs  # the very object, pickled in the worker
+        text = "".join(traceback.format_exception(exc))
+        assert "in DataLoader worker process" in text and "__getitem__" in text  # the worker's traceback
+
+
+def test_an_unpicklable_exception_is_rebuilt_as_its_type_from_its_message():
+    for exc in _raised(_unpicklable):
+        assert type(exc) is UnpicklableError and "labels.csv:5: bad label" in str(exc)
+        assert "worker process" in str(exc)
+
+
+def test_an_exception_that_cannot_be_rebuilt_names_its_type():
+    for exc in _raised(_unbuildable):
+        assert type(exc) is RuntimeError and f"{__name__}.UnbuildableError" in str(exc).splitlines()[0]

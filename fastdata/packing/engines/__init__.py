@@ -146,8 +146,7 @@ def _done(out: Path, header: dict[str, Any], wanted: list[int]) -> dict[int, dic
             found = differences(record["header"], header) or ["its ranges record another input"]
             raise ValueError(f"refused: {str(out)!r} holds ranges of a pack of other input or with other options: "
                              f"{'; '.join(found)}. Pack with the same SRC and options, or into an empty folder")
-        if load_record(out, r, header) is not None:  # shards intact too
-            records[r] = record
+        records[r] = record  # load_record checked its shards (size and CRC32C) already
     return records
 
 

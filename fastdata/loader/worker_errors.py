@@ -1,0 +1,139 @@
+"""Worker exceptions keep their type: torch rebuilds them as ``type(message)`` or gives up with ``RuntimeError``.
+
+torch sends a worker's exception to the main process as its type and formatted traceback, then
+calls ``type(message)``; a user exception whose ``__init__`` takes two or keyword-only arguments
+fails that call and arrives as a ``RuntimeError``. Here, in order:
+
+1. in the worker (:class:`WorkerInit`, run before the user's ``worker_init_fn``), the exception is
+   also pickled when it survives a pickle round trip as its own type; the main process re-raises
+   that very object (attributes included), the worker's traceback added as a note;
+2. else :func:`rebuild`: ``type(message)``, else the instance made without ``__init__`` (``__new__``
+   plus ``args``), else a ``RuntimeError`` whose first line names the original type.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from torch._utils import ExceptionWrapper
+
+__all__ = ["TypedExceptionWrapper", "WorkerInit", "keep_worker_exception_types", "rebuild"]
+
+
+def rebuild(exc_type: type[BaseException], message: str) -> BaseException:
+    """An instance of ``exc_type`` carrying ``message``, or a ``RuntimeError`` that names ``exc_type``."""
+    try:
+        return exc_type(message)
+    except Exception:  # noqa: BLE001 - its __init__ wants other arguments: build it without calling __init__
+        pass
+    try:
+        exc = exc_type.__new__(exc_type, message)
+        exc.args = (message,)
+        str(exc)  # a __str__ that reads attributes __init__ would have set must not fail later, at print time
+        return exc
+    except Exception:  # noqa: BLE001 - it cannot be made at all: say which type it was
+        name = f"{exc_type.__module__}.{exc_type.__qualname__}"
+        return RuntimeError(f"{name} (could not be rebuilt in the main process): {message}")
+
+
+class TypedExceptionWrapper(ExceptionWrapper):
+    """torch's ``ExceptionWrapper`` whose ``reraise`` keeps the exception's type wherever it can be built."""
+
+    pickled: bytes | None = None  # the exception itself, when the worker could pickle it faithfully
+
+    def __init__(self, exc_info: Any = None, where: str = "in background") -> None:
+        exc_info = sys.exc_info() if exc_info is None else exc_info
+        super().__init__(exc_info, where)
+        self.pickled = _faithful_pickle(exc_info[1])
+
+    def reraise(self) -> NoReturn:
+        if self.pickled is not None:
+            try:
+                exc = _loads(self.pickled)
+            except Exception:  # noqa: BLE001 - its class is not importable here: rebuild it from the message
+                exc = None
+            if isinstance(exc, BaseException) and type(exc) is self.exc_type:
+                exc.add_note(f"Raised {self.where}; original {self.exc_msg}")
+                raise exc from None
+        if self.exc_type is KeyError or getattr(self.exc_type, "message", None):
+            super().reraise()  # torch's own special cases
+        message = f"Caught {self.exc_type.__name__} {self.where}.\nOriginal {self.exc_msg}"
+        raise rebuild(self.exc_type, message) from None
+
+
+def _faithful_pickle(exc: BaseException | None) -> bytes | None:
+    """``exc`` pickled so that it unpickles as its own type with the same message and attributes; else None.
+
+    Pickle's own way first (``type(*args)``); for an ``__init__`` that does not take ``args`` back
+    (two or keyword-only arguments), its class, ``args`` and ``__dict__``, rebuilt without ``__init__``.
+    """
+    if exc is None or isinstance(exc, KeyError):
+        return None
+    for data in (_dumps(exc), _dumps(_State(type(exc), exc.args, getattr(exc, "__dict__", {})))):
+        try:
+            clone = _loads(data)
+            if clone is not None and type(clone) is type(exc) and str(clone) == str(exc):
+                return data
+        except Exception:  # noqa: BLE001 - any failure: the next way, or torch's path (type and message)
+            continue
+    return None
+
+
+class _State:
+    """An exception's class, ``args`` and attributes: what rebuilds it without calling ``__init__``."""
+
+    def __init__(self, cls: type[BaseException], args: tuple, attrs: dict[str, Any]) -> None:
+        self.cls, self.args, self.attrs = cls, args, dict(attrs)
+
+    def build(self) -> BaseException:
+        exc = self.cls.__new__(self.cls, *self.args)
+        exc.args = self.args
+        exc.__dict__.update(self.attrs)
+        return exc
+
+
+def _dumps(obj: Any) -> bytes | None:
+    try:
+        return pickle.dumps(obj)
+    except Exception:  # noqa: BLE001 - an attribute that does not pickle (a lock, a file)
+        return None
+
+
+def _loads(data: bytes | None) -> BaseException | None:
+    if data is None:
+        return None
+    obj = pickle.loads(data)
+    return obj.build() if isinstance(obj, _State) else obj
+
+
+class WorkerInit:
+    """A ``worker_init_fn`` that makes this worker wrap its exceptions in :class:`TypedExceptionWrapper`,
+    then runs the user's (picklable, so spawn workers get it)."""
+
+    def __init__(self, user: Callable[[int], None] | None) -> None:
+        self.user = user
+
+    def __call__(self, worker_id: int) -> None:
+        from torch.utils.data._utils import worker
+
+        worker.ExceptionWrapper = TypedExceptionWrapper  # this worker process only
+        if self.user is not None:
+            self.user(worker_id)
+
+
+def keep_worker_exception_types(torch_iter: Any) -> None:
+    """Make a multi-process torch iterator re-raise its workers' exceptions through :class:`TypedExceptionWrapper`."""
+    process = getattr(torch_iter, "_process_data", None)
+    if process is None or getattr(process, "_keeps_types", False):
+        return
+
+    def process_data(data: Any, *args: Any, **kwargs: Any) -> Any:
+        if type(data) is ExceptionWrapper:
+            data.__class__ = TypedExceptionWrapper
+        return process(data, *args, **kwargs)
+
+    process_data._keeps_types = True  # type: ignore[attr-defined]
+    torch_iter._process_data = process_data
