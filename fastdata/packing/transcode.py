@@ -45,16 +45,20 @@ def available() -> bool:
     return _jpegtranscode is not None
 
 
-def transcode_jpeg(data: bytes, *, max_pixels: int | None = None) -> bytes | None:
+def transcode_jpeg(data: bytes, *, max_pixels: int | None = None, fit: bool = True) -> bytes | None:
     """``data`` losslessly re-coded with restart intervals, or None to store it unchanged.
 
     Args:
         data: a JPEG file's bytes.
         max_pixels: leave larger images unchanged (None or 0: no limit).
+        fit: never larger than a baseline Huffman ``data`` (what pack does): a re-code that comes out
+            larger is written again with a larger K (the next divisor of the MCUs per row that should
+            drop enough markers, up to one interval per row), else None. Progressive and arithmetic-coded
+            input gets the larger K too but stays re-coded (as it is, it decodes several times slower).
 
     Returns:
         The new JPEG, or None when the extension is missing, libjpeg refuses or warns about the
-        file, or the image is larger than ``max_pixels``.
+        file, the image is larger than ``max_pixels``, or ``fit`` cannot be met.
     """
     global _warned
     if _jpegtranscode is None:
@@ -64,7 +68,7 @@ def transcode_jpeg(data: bytes, *, max_pixels: int | None = None) -> bytes | Non
                           "(install a C compiler and libjpeg-dev, then reinstall fastdata)", RuntimeWarning,
                           stacklevel=2)
         return None
-    return _jpegtranscode.transcode(data, RESTART_MCUS, MIN_INTERVAL_BYTES, max_pixels or (1 << 62))
+    return _jpegtranscode.transcode(data, RESTART_MCUS, MIN_INTERVAL_BYTES, max_pixels or (1 << 62), fit)
 
 
 def restart_interval(data: bytes) -> tuple[int, int] | None:
