@@ -4,7 +4,8 @@
 (:mod:`fastdata.packing._jpegtranscode`): the DCT coefficients are copied, so every decoder gives
 the pixels it gives for the original file; the entropy coding becomes baseline Huffman with
 optimized tables (progressive and arithmetic-coded files too) and a restart marker every
-:data:`RESTART_MCUS` MCUs (more in flat images, :data:`MIN_INTERVAL_BYTES`), which tile the MCU rows, so that a crop can be decoded from only the
+:data:`RESTART_MCUS` MCUs (more in flat images, :data:`MIN_INTERVAL_BYTES`; more again where a baseline file
+would otherwise grow, or the file is kept), which tile the MCU rows, so that a crop can be decoded from only the
 restart intervals that cover it. EXIF, ICC profiles and comments are dropped (``convert("RGB")``
 does not use them); the JFIF or Adobe marker that sets the colour transform is kept.
 
@@ -35,7 +36,8 @@ marker costs about 3 bytes, so a flat image of tiny MCUs would otherwise grow se
 4:4:4 JPEG: 12 KB -> 47 KB at K = 1, 12.3 KB with this rule). Measured (bench/pack_transcode.py): ImageNet-like
 JPEGs (about 140 bytes per MCU) keep K = 1 but 3%, and end 1.2% smaller than the originals; camera-sized photos
 (about 55 bytes per MCU, `--profile photos`) are 3.0% larger at K = 1 and 2.0% with this rule (a row of a prime
-number of MCUs keeps K = 1: one interval per row would lose the random access)."""
+number of MCUs keeps K = 1: one interval per row would lose the random access). Then the size fit
+(:func:`transcode_jpeg`'s ``fit``, pack's default) raises K further wherever a baseline file would still grow."""
 
 _warned = False
 
