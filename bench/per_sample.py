@@ -6,18 +6,18 @@ to restart intervals), then, pinned to one core, alternating within each round:
 
 - ``transform(bytes)``: the public ``RandomResizedCrop(224)(data)`` on each record's bytes (read beforehand);
 - ``ds[i]``: ``ShardDataset(pack, transform=RandomResizedCrop(224))[i]`` (record read included);
-- ``getitems``: ``ds.__getitems__`` on batches of 256 indices with ``decode_threads=1`` (record reads and the new
-  batch tensor included), which is what a DataLoader worker calls;
-- ``getitems-batch``: ``ds.__getitems__`` with the one-call-per-batch path forced on one thread (what it did
-  before it chose the per-record path for ``decode_threads=1``);
+- ``getitems``: ``ds.__getitems__`` on batches of 256 indices with ``decode_threads=1`` (one batch call; record
+  reads and the new batch tensor included), which is what a DataLoader worker calls;
+- ``getitems-per-record``: ``ds.__getitems__`` decoding record by record (``transform.decode_into`` per slot),
+  the alternative to the batch call it takes with ``decode_threads=1``;
 - ``batch-call``: the same batches forced through the one-kernel-call-per-batch path
   (:func:`fastdata.batch_decode.decode_batch_into`) into a reused array (record reads included, no new tensor).
 
 Within a round the methods alternate batch by batch (order rotating), each seeding torch's RNG identically before
 its batch, so all of them decode the same crops of the same records and a change of load hits them alike. Time is
 the process's CPU time by default (images per CPU-second: being descheduled on a busy machine does not count);
-``--clock wall`` measures wall time (the same on a quiet machine). Prints the median img/s (and range) of the rounds and the median per-round ratios of
-the per-sample paths to the batch paths (goal: >= 0.95).
+``--clock wall`` measures wall time (the same on a quiet machine). Prints the median img/s (and range) of the
+rounds and the median per-round ratios of the per-sample paths to the batch paths (goal: >= 0.95).
 
 Usage::
 
@@ -80,9 +80,13 @@ def _methods(root: Path) -> tuple[dict, int]:
     def getitems(start: int, stop: int) -> None:
         dataset.__getitems__(list(range(start, stop)))
 
-    def getitems_batch(start: int, stop: int) -> None:  # __getitems__ with the batch call forced on one thread
+    def per_record(t, datas_, slots, rngs, threads) -> None:
+        for slot, (data, rng) in enumerate(zip(datas_, rngs)):
+            t.decode_into(data, slots[slot], rng=rng)
+
+    def getitems_per_record(start: int, stop: int) -> None:  # __getitems__ decoding record by record
         real = dataset_module.decode_all_into
-        dataset_module.decode_all_into = lambda t, d, slots, rngs, threads: decode_batch_into(t, d, slots, rngs)
+        dataset_module.decode_all_into = per_record
         try:
             dataset.__getitems__(list(range(start, stop)))
         finally:
@@ -92,8 +96,8 @@ def _methods(root: Path) -> tuple[dict, int]:
         chunk = [dataset.read(i)[0] for i in range(start, stop)]
         decode_batch_into(transform, chunk, batch_out[:len(chunk)], [None] * len(chunk))
 
-    return {"transform(bytes)": per_sample, "ds[i]": getitem, "getitems": getitems, "getitems-batch": getitems_batch,
-            "batch-call": batch_call}, len(datas)
+    return {"transform(bytes)": per_sample, "ds[i]": getitem, "getitems": getitems,
+            "getitems-per-record": getitems_per_record, "batch-call": batch_call}, len(datas)
 
 
 def measure(root: Path, repeats: int, clock=time.process_time) -> tuple[dict[str, list[float]], int]:
@@ -137,9 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{n} ImageNet-like records (default pack), RandomResizedCrop(224), one core, {args.repeats} rounds "
           f"alternating per batch of {BATCH}, median img/s of {args.clock} time (range):")
     for name, r in rates.items():
-        print(f"  {name:17s} {statistics.median(r):7.0f}  ({min(r):.0f}-{max(r):.0f})")
+        print(f"  {name:20s} {statistics.median(r):7.0f}  ({min(r):.0f}-{max(r):.0f})")
     for a in ("transform(bytes)", "ds[i]", "getitems"):
-        for b in ("getitems", "getitems-batch", "batch-call"):
+        for b in ("getitems", "getitems-per-record", "batch-call"):
             if a == b:
                 continue
             ratio = statistics.median(x / y for x, y in zip(rates[a], rates[b]))
