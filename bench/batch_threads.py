@@ -1,26 +1,27 @@
 #!/usr/bin/env python
 """Threads in one process against worker processes: uint8 batches per second and total PSS.
 
-An ImageNet-like folder (made if missing) is transcoded with ``jpegtran -optimize -restart 1B`` (``--restart none``
-keeps the originals) and packed as TFRecord. Then, for each N in ``--threads``, two loaders of the same dataset
+An ImageNet-like folder (made if missing) is packed as TFRecord with pack's defaults (JPEGs re-coded with restart
+intervals; ``--keep-bytes`` stores the originals). Then, for each N in ``--threads``, two loaders of the same dataset
 (``RandomResizedCrop(224)``, batch 256, ``fast_collate``, persistent workers) read full passes:
 
 - ``threads-N``: ``ShardDataset(..., decode_threads=N)`` with ``num_workers=0`` (one process, N decoding threads);
 - ``workers-N``: ``decode_threads=1`` with ``num_workers=N`` (N worker processes).
 
 Each measurement runs in a fresh process (one warm-up pass, then one timed pass), alternating the loaders for
-``--repeats`` rounds; the median images/s and the peak PSS of that process and its workers (psutil) are printed.
+``--repeats`` rounds. The table gives, per N, the median images/s (and range) and the peak PSS of that process and
+its workers (psutil, summed) for both, and their ratios. N above the usable CPUs is skipped.
 
 Usage::
 
-    python bench/batch_threads.py                          # 1,000 images, N = 1, 2, 4
+    python bench/batch_threads.py                          # 1,000 images, N = 1, 2, 4, 3 rounds: about 2-4 minutes
     python bench/batch_threads.py --images 3000 --threads 1,2,4,8 --repeats 5
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
+import os
 import statistics
 import subprocess
 import sys
@@ -38,26 +39,14 @@ from fastdata.packing.packer import pack  # noqa: E402
 from fastdata.transforms import RandomResizedCrop  # noqa: E402
 
 
-def _prepare(data_dir: Path, images: int, restart: str) -> Path:
+def _prepare(data_dir: Path, images: int, keep_bytes: bool) -> Path:
     folder = data_dir / f"imagenet-like-{images}"
     if not (folder.is_dir() and any(folder.iterdir())):
         subprocess.run([sys.executable, str(ROOT / "tools" / "make_imagenet_like.py"), str(folder), "--num-images",
                         str(images), "--num-classes", "100", "--profile", "imagenet", "--quiet"], check=True)
-    packed = data_dir / f"imagenet-like-{images}-restart-{restart}-tfrecord"
-    if (packed / "manifest.json").is_file():
-        return packed
-    source = folder
-    if restart != "none":
-        source = data_dir / f"imagenet-like-{images}-restart-{restart}"
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            target = source / path.relative_to(folder)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            data = path.read_bytes()
-            if data[:3] == b"\xff\xd8\xff":
-                data = subprocess.run(["jpegtran", "-optimize", "-restart", restart], input=data,
-                                      capture_output=True, check=True).stdout
-            target.write_bytes(data)
-    pack(source, packed, format="tfrecord", progress=False, overwrite=True)
+    packed = data_dir / f"imagenet-like-{images}-{'keep-bytes' if keep_bytes else 'default'}-tfrecord"
+    if not (packed / "manifest.json").is_file():
+        pack(folder, packed, format="tfrecord", progress=False, overwrite=True, keep_bytes=keep_bytes)
     return packed
 
 
@@ -81,13 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--images", type=int, default=1000)
     parser.add_argument("--threads", default="1,2,4", help="comma-separated N")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--restart", default="1B", help="jpegtran -restart value, or none")
+    parser.add_argument("--keep-bytes", action="store_true", help="pack the source JPEGs unchanged")
     args = parser.parse_args(argv)
-    if args.restart != "none" and shutil.which("jpegtran") is None:
-        sys.exit("jpegtran is missing: apt-get install libjpeg-turbo-progs")
-    root = _prepare(args.data_dir, args.images, args.restart)
+    root = _prepare(args.data_dir, args.images, args.keep_bytes)
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    counts = [n for n in (int(v) for v in args.threads.split(",")) if n <= usable]
     configs = {}
-    for n in (int(v) for v in args.threads.split(",")):
+    for n in counts:
         configs[f"threads-{n}"] = (n, 0)
         configs[f"workers-{n}"] = (1, n)
     rates: dict[str, list[float]] = {name: [] for name in configs}
@@ -97,10 +86,18 @@ def main(argv: list[str] | None = None) -> int:
             rate, peak = run_isolated(_measure, root, threads, workers)
             rates[name].append(rate)
             pss[name] = max(pss.get(name, 0.0), peak or 0.0)
-    print(f"{args.images} ImageNet-like images (restart {args.restart}), RandomResizedCrop(224), batch 256, uint8, "
-          f"median of {args.repeats} passes:")
-    for name, r in rates.items():
-        print(f"  {name:11s} {statistics.median(r):7.0f} img/s ({min(r):.0f}-{max(r):.0f})  peak PSS {pss[name]:6.0f} MB")
+    print(f"{args.images} ImageNet-like images ({'keep-bytes' if args.keep_bytes else 'default'} pack, TFRecord), "
+          f"RandomResizedCrop(224), batch 256, uint8, median of {args.repeats} passes (range); {usable} usable CPUs")
+    print(f"{'N':>3} | {'threads img/s':>22} {'PSS MB':>7} | {'workers img/s':>22} {'PSS MB':>7} | "
+          f"{'img/s t/w':>9} {'PSS t/w':>8}")
+    for n in counts:
+        t, w = rates[f"threads-{n}"], rates[f"workers-{n}"]
+        tm, wm = statistics.median(t), statistics.median(w)
+        tp, wp = pss[f"threads-{n}"], pss[f"workers-{n}"]
+        print(f"{n:>3} | {tm:>7.0f} ({min(t):>5.0f}-{max(t):>5.0f}) {tp:>7.0f} | {wm:>7.0f} ({min(w):>5.0f}-"
+              f"{max(w):>5.0f}) {wp:>7.0f} | {tm / wm:>9.2f} {tp / wp if wp else float('nan'):>8.2f}")
+    print("threads: ShardDataset(decode_threads=N), num_workers=0; workers: decode_threads=1, num_workers=N; "
+          "PSS: peak of the process and its workers")
     return 0
 
 

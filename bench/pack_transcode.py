@@ -11,12 +11,17 @@ On one generated ImageNet-like image folder (``tools/make_imagenet_like.py``, ma
 - sizes: records of the default pack and of the keep-bytes pack against the source bytes;
 - the restart interval K (MCUs) against size: total bytes of the JPEGs re-coded with K = 1, 2, 4, one interval
   per MCU row (K = MCUs per row), and K = 1 raised where an interval would hold fewer than N bytes of the input
-  on average (pack's rule), against the originals (crop decode speed per K is bench/decode_kernel.py's).
+  on average (pack's rule), against the originals (crop decode speed per K is bench/decode_kernel.py's);
+- the size fit (pack's default): the rule alone against the rule + fit (a re-code larger than its baseline source
+  written again with a larger K, else the source kept): bytes, how many images grew, got a larger K or were kept,
+  the transcode's speed on one core with and without the fit, and the crop kernel (``RandomResizedCrop(224)``
+  boxes, torch seed 0, ``native.decode_crop_into``) on one core over both sets of records, alternating.
 
 Usage::
 
     python bench/pack_transcode.py                          # 3000 images in data/imagenet-like, table on stdout
     python bench/pack_transcode.py --num-images 500 --repeats 1 --json bench/results-pack-transcode.json
+    python bench/pack_transcode.py --profile photos --num-images 300 --repeats 1     # camera-sized photos
 """
 
 from __future__ import annotations
@@ -41,11 +46,11 @@ from fastdata.packing.pool import available_cpus  # noqa: E402
 from fastdata.packing.transcode import MIN_INTERVAL_BYTES, transcode_jpeg  # noqa: E402
 
 
-def _ensure(folder: Path, count: int) -> None:
+def _ensure(folder: Path, count: int, profile: str = "imagenet") -> None:
     if folder.is_dir() and any(folder.iterdir()):
         return
     subprocess.run([sys.executable, str(ROOT / "tools" / "make_imagenet_like.py"), str(folder), "--num-images",
-                    str(count), "--num-classes", "100", "--quiet"], check=True)
+                    str(count), "--num-classes", "100", "--profile", profile, "--quiet"], check=True)
 
 
 def _pack_once(src: Path, keep_bytes: bool, workers: int) -> tuple[float, int]:
@@ -80,13 +85,20 @@ def measure(src: Path, repeats: int, workers: int) -> dict:
     affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     _one_core()
     try:
-        start = time.perf_counter()
+        start = time.process_time()  # CPU time: robust on a busy machine
         recoded = [transcode_jpeg(d) for d in jpegs]  # what pack does
-        alone = time.perf_counter() - start
+        alone = time.process_time() - start
+        start = time.process_time()
+        rule_only = [transcode_jpeg(d, fit=False) for d in jpegs]
+        alone_rule = time.process_time() - start
+        fit = _fit_stats(jpegs, rule_only, recoded)
+        fit["transcode_images_per_s"] = {"rule": len(jpegs) / alone_rule, "rule+fit": len(jpegs) / alone}
+        fit["crop_images_per_s"] = _crop_speed([r or d for r, d in zip(rule_only, jpegs)],
+                                               [r or d for r, d in zip(recoded, jpegs)], repeats)
         by_k, raised = {}, {}
         for label, k, floor in (("K=1", 1, 0), ("K>=2", 2, 0), ("K>=4", 4, 0), ("K=row", 1 << 16, 0),
                                 ("K=1,16B", 1, 16), ("K=1,32B", 1, 32), ("K=1,64B", 1, 64)):
-            outs = [_jpegtranscode.transcode(d, k, floor) for d in jpegs]
+            outs = [_jpegtranscode.transcode(d, k, floor, 1 << 62, False) for d in jpegs]  # the rule alone
             by_k[label] = sum(len(r or d) for r, d in zip(outs, jpegs))
             raised[label] = sum(r is not None and _jpegtranscode.restart_interval(r)[0] > max(1, min(k, 2))
                                 for r in outs) if floor else None
@@ -107,7 +119,44 @@ def measure(src: Path, repeats: int, workers: int) -> dict:
         "jpeg_bytes_by_k": by_k,
         "images_with_k_raised": raised,
         "min_interval_bytes": MIN_INTERVAL_BYTES,
+        "fit": fit,
     }
+
+
+def _fit_stats(jpegs: list[bytes], rule: list, fitted: list) -> dict:
+    """What the size fit changed: bytes, images that grew under the rule alone, got a larger K, were kept."""
+    def k(data):
+        return _jpegtranscode.restart_interval(data)[0]
+    return {
+        "bytes": {"source": sum(map(len, jpegs)), "rule": sum(len(r or d) for r, d in zip(rule, jpegs)),
+                  "rule+fit": sum(len(r or d) for r, d in zip(fitted, jpegs))},
+        "grew_under_rule": sum(r is not None and len(r) > len(d) for r, d in zip(rule, jpegs)),
+        "larger_k": sum(f is not None and r is not None and k(f) > k(r) for r, f in zip(rule, fitted)),
+        "whole_rows": sum(f is not None and k(f) == _jpegtranscode.restart_interval(f)[1] > 1 for f in fitted),
+        "kept": sum(f is None and r is not None for r, f in zip(rule, fitted)),
+        "grew_after_fit": sum(f is not None and len(f) > len(d) for f, d in zip(fitted, jpegs)),
+    }
+
+
+def _crop_speed(rule: list[bytes], fitted: list[bytes], repeats: int) -> dict:
+    """Crop kernel images/s (one core, the same boxes) on the records of the rule alone and of the rule + fit."""
+    import numpy as np
+    import torch
+
+    from fastdata.decode import native
+    from fastdata.transforms import RandomResizedCrop
+
+    torch.manual_seed(0)
+    boxes = [RandomResizedCrop.get_params(*native.read_header(d)[:2], (0.08, 1.0), (3 / 4, 4 / 3)) for d in rule]
+    out = np.empty((224, 224, 3), np.uint8)
+    rates: dict[str, list[float]] = {"rule": [], "rule+fit": []}
+    for _ in range(max(repeats, 3)):
+        for name, datas in (("rule", rule), ("rule+fit", fitted)):
+            start = time.process_time()
+            for data, box in zip(datas, boxes):
+                native.decode_crop_into(data, box, out)
+            rates[name].append(len(datas) / (time.process_time() - start))
+    return {name: statistics.median(r) for name, r in rates.items()}
 
 
 def table(r: dict) -> str:
@@ -130,6 +179,20 @@ def table(r: dict) -> str:
         raised = r["images_with_k_raised"].get(k)
         lines.append(f"  {k:<8} {v / 1e6:>9.2f} MB  {v / r['jpeg_bytes']:.4f}"
                      + (f"  ({raised} of {r['jpegs']} images get K > 1)" if raised is not None else ""))
+    f = r["fit"]
+    b = f["bytes"]
+    lines += [
+        f"size fit (pack's default) on {r['jpegs']} JPEGs: rule alone {b['rule'] / b['source']:.4f} of the source "
+        f"bytes ({f['grew_under_rule']} images larger), rule + fit {b['rule+fit'] / b['source']:.4f}: "
+        f"{f['larger_k']} got a larger K ({f['whole_rows']} whole rows), {f['kept']} kept as they were, "
+        f"{f['grew_after_fit']} still larger (progressive/arithmetic sources)",
+        f"  transcode alone, one core (CPU): rule {f['transcode_images_per_s']['rule']:.0f} JPEGs/s, rule + fit "
+        f"{f['transcode_images_per_s']['rule+fit']:.0f} "
+        f"({f['transcode_images_per_s']['rule+fit'] / f['transcode_images_per_s']['rule']:.2f}x)",
+        f"  crop kernel, one core (CPU time, same boxes): rule {f['crop_images_per_s']['rule']:.0f} img/s, rule + fit "
+        f"{f['crop_images_per_s']['rule+fit']:.0f} "
+        f"({f['crop_images_per_s']['rule+fit'] / f['crop_images_per_s']['rule']:.3f}x)",
+    ]
     return "\n".join(lines)
 
 
@@ -139,10 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-images", type=int, default=3000, help="images to generate if the folder is missing")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=None, help="pack workers (default: all usable CPUs)")
+    parser.add_argument("--profile", choices=("imagenet", "photos"), default="imagenet",
+                        help="image sizes of the generated set (tools/make_imagenet_like.py --profile)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args(argv)
-    src = args.data_dir / ("imagenet-like" if args.num_images == 3000 else f"imagenet-like-{args.num_images}")
-    _ensure(src, args.num_images)
+    stem = "imagenet-like" if args.profile == "imagenet" else "photos"
+    src = args.data_dir / (stem if args.num_images == 3000 else f"{stem}-{args.num_images}")
+    _ensure(src, args.num_images, args.profile)
     result = measure(src, args.repeats, args.workers or available_cpus())
     print(table(result))
     if args.json:

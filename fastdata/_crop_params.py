@@ -37,6 +37,15 @@ def _uniform(low: float, high: float) -> float:
     return buffer.uniform_(low, high).item()
 
 
+def _randint(high: int) -> int:
+    """``int(torch.randint(0, high, size=(1,)).item())``: the same draw (randint is ``random_(0, high)`` on a new int64
+    tensor), into a reused tensor."""
+    buffer = getattr(_local, "int_buffer", None)
+    if buffer is None:
+        buffer = _local.int_buffer = torch.empty(1, dtype=torch.int64)
+    return buffer.random_(0, high).item()
+
+
 def _exp_uniform(low: float, high: float) -> float:
     """``torch.exp(torch.empty(1).uniform_(low, high)).item()`` (float32 exp, as torchvision computes it)."""
     _uniform(low, high)
@@ -101,7 +110,7 @@ def sample_crop(
         crop_w = int(round(math.sqrt(target_area * aspect)))
         crop_h = int(round(math.sqrt(target_area / aspect)))
         if 0 < crop_w <= width and 0 < crop_h <= height:
-            top = int(torch.randint(0, height - crop_h + 1, size=(1,)).item())
-            left = int(torch.randint(0, width - crop_w + 1, size=(1,)).item())
+            top = _randint(height - crop_h + 1)
+            left = _randint(width - crop_w + 1)
             return top, left, crop_h, crop_w
     return _central_crop(height, width, ratio)

@@ -135,3 +135,23 @@ def test_small_chunks_give_the_same_batch(monkeypatch):
     batch_decode.decode_batch_into(transform, datas, out, [sample_generator(s) for s in seeds], threads=2)
     np.testing.assert_array_equal(out, expected)
     assert len(calls) > 1 and max(calls) == 1
+
+
+def test_the_batch_call_shares_the_per_sample_decompressor(monkeypatch):
+    """decode_threads == 1 takes the batch call too (faster: bench/per_sample.py), on the per-sample path's own
+    decompressor, so the two paths of one thread decode with the same object."""
+    transform = RandomResizedCrop(48, decoder="native")
+    datas = _records()[:5] + _records()[6:]
+    seeds = [SampleIndex(i, 2, i) for i in range(len(datas))]
+    expected = _per_sample(transform, datas, seeds)
+    calls = []
+    real = native._jpegcrop.decode_batch
+    monkeypatch.setattr(native._jpegcrop, "decode_batch", lambda *a: calls.append(a[0]) or real(*a))
+    for threads in (1, 2):
+        calls.clear()
+        out = np.zeros_like(expected)
+        batch_decode.decode_all_into(transform, datas, out, [sample_generator(s) for s in seeds], threads=threads)
+        np.testing.assert_array_equal(out, expected)
+        assert len(calls) == 1 and len(calls[0]) == threads and calls[0][0] is native._decompressor()
+    with pytest.raises(ValueError, match="threads"):
+        batch_decode.decode_all_into(transform, datas, out, [None] * len(datas), threads=0)

@@ -28,8 +28,12 @@ PyDoc_STRVAR(module_doc,
 "    of `data` on average), or below when the one above is more than twice that (so restart\n"
 "    intervals tile the MCU rows, and a flat image of tiny MCUs does not get a marker per\n"
 "    MCU), the JFIF (APP0) or Adobe (APP14) marker libjpeg writes for the colour space, and\n"
-"    no other marker (EXIF, ICC, comments are dropped). None when libjpeg refuses the data,\n"
-"    warns while reading it (corrupt data), or the image has more than max_pixels pixels:\n"
+"    no other marker (EXIF, ICC, comments are dropped). With `fit` (the default) the result is\n"
+"    never larger than a baseline Huffman `data`: a larger one is written again with the next\n"
+"    larger divisor K that should drop enough markers (up to one interval per row), else None.\n"
+"    Progressive and arithmetic-coded input gets the same larger K but stays re-coded even when\n"
+"    larger (it decodes several times slower as it is). None also when libjpeg refuses the\n"
+"    data, warns while reading it (corrupt data), or the image has more than max_pixels pixels:\n"
 "    the caller keeps the original bytes. The GIL is released while libjpeg works.\n"
 "\n"
 "restart_interval(data) -> (interval, mcus_per_row) | None\n"
@@ -111,6 +115,8 @@ typedef struct {
     unsigned int mcus;
     unsigned long long min_bytes;
     unsigned long long max_pixels;
+    int fit;                     /* never larger than a baseline input: raise K, else refuse */
+    unsigned int interval;       /* the restart interval written (MCUs) */
     OutBuf out;                  /* out.buf is freed by the caller */
     struct jpeg_decompress_struct src;
     struct jpeg_compress_struct dst;
@@ -147,25 +153,49 @@ interval_for(unsigned int per_row, unsigned int wanted)
     return up > 65535 ? 65535 : up;
 }
 
+static unsigned long long
+mcu_rows(const Job *job)
+{
+    int max_v = 1;
+    if (job->dst.num_components == 1)
+        return (job->dst.image_height + DCTSIZE - 1) / DCTSIZE;
+    for (int c = 0; c < job->dst.num_components; c++)
+        if (job->dst.comp_info[c].v_samp_factor > max_v)
+            max_v = job->dst.comp_info[c].v_samp_factor;
+    return (job->dst.image_height + max_v * DCTSIZE - 1) / (max_v * DCTSIZE);
+}
+
 /* MCUs per interval: `mcus`, raised so that an interval holds about min_bytes of the input's data
  * (a marker costs 2-3 bytes; in a flat image of tiny MCUs one per MCU would multiply the size). */
 static unsigned int
 wanted_mcus(const Job *job, unsigned int per_row)
 {
-    unsigned long long rows = 0, total;
-    int max_v = 1;
-    if (job->dst.num_components == 1) {
-        rows = (job->dst.image_height + DCTSIZE - 1) / DCTSIZE;
-    } else {
-        for (int c = 0; c < job->dst.num_components; c++)
-            if (job->dst.comp_info[c].v_samp_factor > max_v)
-                max_v = job->dst.comp_info[c].v_samp_factor;
-        rows = (job->dst.image_height + max_v * DCTSIZE - 1) / (max_v * DCTSIZE);
-    }
-    total = rows * per_row;
+    unsigned long long total = mcu_rows(job) * per_row;
     unsigned long long by_size = job->min_bytes && job->in_size
         ? (job->min_bytes * total + job->in_size - 1) / job->in_size : 1;
     return by_size > job->mcus ? (unsigned int)(by_size < 65535 ? by_size : 65535) : job->mcus;
+}
+
+/* The next restart interval to try when the output came out `excess` bytes larger than the input: a divisor of
+ * per_row (so intervals still tile the rows) above `interval`, large enough to drop about excess / 3 markers (a
+ * marker costs its 2 bytes, the padding to a byte and the DC re-prediction: about 3). 0: none left (whole rows
+ * already, or a row longer than a DRI can say). */
+static unsigned int
+larger_interval(unsigned int per_row, unsigned long long total, unsigned int interval, size_t excess)
+{
+    if (interval >= per_row || per_row > 65535)
+        return 0;
+    unsigned long long markers = (total + interval - 1) / interval;
+    unsigned long long drop = (excess + 2) / 3 + 1;
+    unsigned long long keep = markers > drop ? markers - drop : 1;
+    unsigned long long wanted = (total + keep - 1) / keep;
+    if (wanted <= interval)
+        wanted = interval + 1;
+    if (wanted >= per_row)
+        return per_row;
+    while (per_row % wanted != 0)
+        wanted++;
+    return (unsigned int)wanted;
 }
 
 /* 1: done (job->out holds the JPEG), 0: refused. Every libjpeg object is destroyed on return. */
@@ -198,26 +228,44 @@ run_job(Job *job)
         jpeg_destroy_decompress(&job->src);
         return 0;
     }
-    jpeg_create_compress(&job->dst);
-    dst_created = 1;
-    jpeg_copy_critical_parameters(&job->src, &job->dst);
-    job->dst.optimize_coding = TRUE;
-    job->dst.arith_code = FALSE;
-    job->dst.restart_in_rows = 0;
-    unsigned int per_row = mcus_per_row(job->dst.num_components, job->dst.comp_info, job->dst.image_width);
-    job->dst.restart_interval = interval_for(per_row, wanted_mcus(job, per_row));
-    job->out.size = job->in_size + 4096;  /* re-coded files are about the size of the input */
-    job->out.buf = malloc(job->out.size);
-    if (job->out.buf == NULL)
-        ERREXIT1(&job->dst, JERR_OUT_OF_MEMORY, 11);
-    job->out.pub.init_destination = out_init;
-    job->out.pub.empty_output_buffer = out_grow;
-    job->out.pub.term_destination = out_term;
-    job->dst.dest = &job->out.pub;
-    jpeg_write_coefficients(&job->dst, coefs);
-    jpeg_finish_compress(&job->dst);
-    jpeg_destroy_compress(&job->dst);
-    dst_created = 0;
+    for (;;) { /* one pass per restart interval tried; the coefficients are read once */
+        jpeg_create_compress(&job->dst);
+        dst_created = 1;
+        jpeg_copy_critical_parameters(&job->src, &job->dst);
+        job->dst.optimize_coding = TRUE;
+        job->dst.arith_code = FALSE;
+        job->dst.restart_in_rows = 0;
+        unsigned int per_row = mcus_per_row(job->dst.num_components, job->dst.comp_info, job->dst.image_width);
+        if (job->interval == 0)
+            job->interval = interval_for(per_row, wanted_mcus(job, per_row));
+        job->dst.restart_interval = job->interval;
+        if (job->out.buf == NULL) {
+            job->out.size = job->in_size + 4096;  /* re-coded files are about the size of the input */
+            job->out.buf = malloc(job->out.size);
+            if (job->out.buf == NULL)
+                ERREXIT1(&job->dst, JERR_OUT_OF_MEMORY, 11);
+        }
+        job->out.pub.init_destination = out_init;
+        job->out.pub.empty_output_buffer = out_grow;
+        job->out.pub.term_destination = out_term;
+        job->dst.dest = &job->out.pub;
+        jpeg_write_coefficients(&job->dst, coefs);
+        jpeg_finish_compress(&job->dst);
+        unsigned long long total = mcu_rows(job) * per_row;
+        jpeg_destroy_compress(&job->dst);
+        dst_created = 0;
+        size_t written = job->out.size - job->out.pub.free_in_buffer;
+        if (!job->fit || written <= job->in_size)
+            break;
+        unsigned int next = larger_interval(per_row, total, job->interval, written - job->in_size);
+        if (next == 0) { /* larger than the input even with one interval per row */
+            if (job->src.progressive_mode || job->src.arith_code)
+                break; /* kept re-coded: as they are, they decode several times slower */
+            jpeg_destroy_decompress(&job->src);
+            return 0; /* the caller keeps the input */
+        }
+        job->interval = next;
+    }
     jpeg_finish_decompress(&job->src);
     int warned = job->err.warned;
     jpeg_destroy_decompress(&job->src);
@@ -227,14 +275,15 @@ run_job(Job *job)
 static PyObject *
 transcode(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"data", "mcus", "min_bytes", "max_pixels", NULL};
+    static char *keywords[] = {"data", "mcus", "min_bytes", "max_pixels", "fit", NULL};
     Py_buffer view;
     unsigned int mcus = 1;
     unsigned long long min_bytes = 0;
     unsigned long long max_pixels = 1ULL << 30;
+    int fit = 1;
     (void)module;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|IKK:transcode", keywords, &view, &mcus, &min_bytes,
-                                     &max_pixels))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|IKKp:transcode", keywords, &view, &mcus, &min_bytes,
+                                     &max_pixels, &fit))
         return NULL;
     if (mcus < 1) {
         PyBuffer_Release(&view);
@@ -250,6 +299,7 @@ transcode(PyObject *module, PyObject *args, PyObject *kwargs)
     job->mcus = mcus;
     job->min_bytes = min_bytes;
     job->max_pixels = max_pixels;
+    job->fit = fit;
     int ok = 0;
     if (job->in_size > 0) {
         Py_BEGIN_ALLOW_THREADS

@@ -4,7 +4,8 @@
 (:mod:`fastdata.packing._jpegtranscode`): the DCT coefficients are copied, so every decoder gives
 the pixels it gives for the original file; the entropy coding becomes baseline Huffman with
 optimized tables (progressive and arithmetic-coded files too) and a restart marker every
-:data:`RESTART_MCUS` MCUs (more in flat images, :data:`MIN_INTERVAL_BYTES`), which tile the MCU rows, so that a crop can be decoded from only the
+:data:`RESTART_MCUS` MCUs (more in flat images, :data:`MIN_INTERVAL_BYTES`; more again where a baseline file
+would otherwise grow, or the file is kept), which tile the MCU rows, so that a crop can be decoded from only the
 restart intervals that cover it. EXIF, ICC profiles and comments are dropped (``convert("RGB")``
 does not use them); the JFIF or Adobe marker that sets the colour transform is kept.
 
@@ -35,7 +36,8 @@ marker costs about 3 bytes, so a flat image of tiny MCUs would otherwise grow se
 4:4:4 JPEG: 12 KB -> 47 KB at K = 1, 12.3 KB with this rule). Measured (bench/pack_transcode.py): ImageNet-like
 JPEGs (about 140 bytes per MCU) keep K = 1 but 3%, and end 1.2% smaller than the originals; camera-sized photos
 (about 55 bytes per MCU, `--profile photos`) are 3.0% larger at K = 1 and 2.0% with this rule (a row of a prime
-number of MCUs keeps K = 1: one interval per row would lose the random access)."""
+number of MCUs keeps K = 1: one interval per row would lose the random access). Then the size fit
+(:func:`transcode_jpeg`'s ``fit``, pack's default) raises K further wherever a baseline file would still grow."""
 
 _warned = False
 
@@ -45,16 +47,20 @@ def available() -> bool:
     return _jpegtranscode is not None
 
 
-def transcode_jpeg(data: bytes, *, max_pixels: int | None = None) -> bytes | None:
+def transcode_jpeg(data: bytes, *, max_pixels: int | None = None, fit: bool = True) -> bytes | None:
     """``data`` losslessly re-coded with restart intervals, or None to store it unchanged.
 
     Args:
         data: a JPEG file's bytes.
         max_pixels: leave larger images unchanged (None or 0: no limit).
+        fit: never larger than a baseline Huffman ``data`` (what pack does): a re-code that comes out
+            larger is written again with a larger K (the next divisor of the MCUs per row that should
+            drop enough markers, up to one interval per row), else None. Progressive and arithmetic-coded
+            input gets the larger K too but stays re-coded (as it is, it decodes several times slower).
 
     Returns:
         The new JPEG, or None when the extension is missing, libjpeg refuses or warns about the
-        file, or the image is larger than ``max_pixels``.
+        file, the image is larger than ``max_pixels``, or ``fit`` cannot be met.
     """
     global _warned
     if _jpegtranscode is None:
@@ -64,7 +70,7 @@ def transcode_jpeg(data: bytes, *, max_pixels: int | None = None) -> bytes | Non
                           "(install a C compiler and libjpeg-dev, then reinstall fastdata)", RuntimeWarning,
                           stacklevel=2)
         return None
-    return _jpegtranscode.transcode(data, RESTART_MCUS, MIN_INTERVAL_BYTES, max_pixels or (1 << 62))
+    return _jpegtranscode.transcode(data, RESTART_MCUS, MIN_INTERVAL_BYTES, max_pixels or (1 << 62), fit)
 
 
 def restart_interval(data: bytes) -> tuple[int, int] | None:
