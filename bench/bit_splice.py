@@ -86,6 +86,7 @@ def build_library(out_dir: Path) -> ctypes.CDLL:
     lib.bs_splice_bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
                                    ctypes.c_int, _i32p, ctypes.c_void_p, ctypes.c_size_t, _i32p, ctypes.c_void_p]
     lib.bs_splice_bits.restype = ctypes.c_long
+    lib.bs_appended_uses.restype = ctypes.c_longlong
     return lib
 
 
@@ -206,6 +207,7 @@ def check_identity(harness: Harness, records: list[Record], boxes_per_image: int
     rng = random.Random(seed)
     methods = ["dri", *KS]
     result = {"cases": 0, "max_diff": 0, "mismatches": [], "pil_unavailable": 0, "spliced": dict.fromkeys(methods, 0)}
+    appended = harness.lib.bs_appended_uses()
     out_shipped, out_ref = np.empty((SIZE, SIZE, 3), np.uint8), np.empty((SIZE, SIZE, 3), np.uint8)
     for i, record in enumerate(records):
         pil_cache: dict[int, np.ndarray | None] = {}
@@ -235,6 +237,7 @@ def check_identity(harness: Harness, records: list[Record], boxes_per_image: int
             if diff:
                 result["mismatches"].append((i, "shipped", box, denom, diff))
             result["cases"] += 1
+    result["dc_appended"] = harness.lib.bs_appended_uses() - appended
     return result
 
 
@@ -353,6 +356,7 @@ def _load(folder: Path, count: int) -> list[bytes]:
 def _print_identity(label: str, r: dict) -> None:
     print(f"  {label:14s} {r['cases']:6d} boxes  max diff {r['max_diff']}  spliced "
           + " ".join(f"{'dri' if m == 'dri' else f'K{m}'}={n}" for m, n in r["spliced"].items())
+          + f"  DC codes from appended categories {r['dc_appended']}"
           + (f"  (PIL scale missing: {r['pil_unavailable']})" if r["pil_unavailable"] else "")
           + (f"  MISMATCHES {len(r['mismatches'])}: {r['mismatches'][:3]}" if r["mismatches"] else ""))
 

@@ -647,8 +647,16 @@ bs_splice_dri(const uint8_t *s, size_t len, int denom, const int32_t *box, uint8
 
 /* A DHT segment redefining every DC table the scan uses with categories 0..11 all coded, the original codes kept;
  * the encoders' tables are rebuilt from it. Returns its length, or 0 when some table has no free code prefix. */
+static long long appended_uses; /* DC differences coded with a category the original table lacked */
+
+long long
+bs_appended_uses(void)
+{
+    return appended_uses;
+}
+
 static size_t
-complete_dc_tables(Header *hd, uint8_t *d)
+complete_dc_tables(Header *hd, uint8_t *d, int original_count[4])
 {
     size_t n = 4;
     int done[4] = {0, 0, 0, 0};
@@ -658,6 +666,7 @@ complete_dc_tables(Header *hd, uint8_t *d)
             continue;
         done[id] = 1;
         Huff *t = &hd->dc[id];
+        original_count[id] = t->nvals;
         int present[16] = {0}, missing = 0, L = 0;
         for (int i = 0; i < t->nvals; i++)
             if (t->vals[i] < 16)
@@ -726,7 +735,8 @@ bs_splice_bits(const uint8_t *s, size_t len, const uint64_t *pos, const int16_t 
     if (planned <= 0)
         return planned;
     uint8_t dht[4 + 4 * (17 + 16)];
-    size_t dht_len = complete_dc_tables(&hd, dht);
+    int original_count[4] = {0, 0, 0, 0};
+    size_t dht_len = complete_dc_tables(&hd, dht, original_count);
     if (dht_len == 0)
         return 0;
     int sub_w, sub_h;
@@ -794,6 +804,8 @@ bs_splice_bits(const uint8_t *s, size_t len, const uint64_t *pos, const int16_t 
             int diff = value[c] - new_pred[c], sz = category(diff);
             if (dct->size[sz] == 0)
                 return 0;
+            for (int i = original_count[hd.dc_tbl[c]]; i < dct->nvals; i++)
+                appended_uses += dct->vals[i] == sz;
             wr_put(&w, dct->code[sz], dct->size[sz]);
             wr_put(&w, (unsigned)(diff < 0 ? diff - 1 : diff) & ((1u << sz) - 1), sz);
             cursor = dc_end[c];
