@@ -308,14 +308,94 @@ wr_flush(Writer *w) /* pad with 1-bits */
         wr_put(w, 0x7F, 8 - w->bits);
 }
 
-static inline void
-copy_bits(Reader *r, Writer *w, uint64_t count)
+/* 64-bit word helpers: has some byte equal to 0xFF; big-endian load/store. */
+static inline int
+has_ff(uint64_t x)
 {
-    while (count >= 32) {
-        wr_put(w, rd_bits(r, 32), 32);
-        count -= 32;
+    uint64_t v = ~x;
+    return ((v - 0x0101010101010101ULL) & ~v & 0x8080808080808080ULL) != 0;
+}
+
+static inline uint64_t
+load_be(const uint8_t *p)
+{
+    uint64_t x;
+    memcpy(&x, p, 8);
+    return __builtin_bswap64(x);
+}
+
+/* Advance the stuffed position *pp ((byte << 3) | bit) past one data byte's remaining bits. */
+static inline size_t
+next_data_byte(const uint8_t *s, size_t p)
+{
+    return s[p] == 0xFF ? p + 2 : p + 1;
+}
+
+/* Skip `count` (< 64) data bits at *pp. */
+static void
+skip_bits(const uint8_t *s, uint64_t *pp, uint64_t count)
+{
+    size_t p = (size_t)(*pp >> 3);
+    uint64_t b = (*pp & 7) + count;
+    while (b >= 8) {
+        p = next_data_byte(s, p);
+        b -= 8;
     }
-    wr_put(w, rd_bits(r, (int)count), (int)count);
+    *pp = ((uint64_t)p << 3) | b;
+}
+
+/* Copy `count` data bits starting at the stuffed position *pp to the writer, unstuffing and restuffing, eight
+ * bytes at a time where neither side has an 0xFF; *pp advances. The caller knows the bits exist (index). */
+static void
+copy_fast(const uint8_t *s, size_t len, uint64_t *pp, uint64_t count, Writer *w)
+{
+    size_t p = (size_t)(*pp >> 3);
+    int b = (int)(*pp & 7);
+    if (b && count) { /* the rest of a partly used byte */
+        int avail = 8 - b, k = count < (uint64_t)avail ? (int)count : avail;
+        wr_put(w, (unsigned)(s[p] >> (avail - k)) & ((1u << k) - 1), k);
+        count -= (uint64_t)k;
+        b += k;
+        if (b == 8) {
+            p = next_data_byte(s, p);
+            b = 0;
+        }
+    }
+    while (count >= 64 && p + 8 <= len && w->n + 16 <= w->cap) {
+        uint64_t x = load_be(s + p);
+        if (has_ff(x)) { /* one byte the slow way (a stuffed 0xFF 0x00 is one data byte) */
+            wr_put(w, s[p], 8);
+            p = next_data_byte(s, p);
+            count -= 8;
+            continue;
+        }
+        uint64_t out = w->bits ? ((w->acc & ((1ULL << w->bits) - 1)) << (64 - w->bits)) | (x >> w->bits) : x;
+        w->acc = x; /* the low w->bits bits are pending */
+        if (has_ff(out)) {
+            for (int i = 56; i >= 0; i -= 8) {
+                uint8_t byte = (uint8_t)(out >> i);
+                w->d[w->n++] = byte;
+                if (byte == 0xFF)
+                    w->d[w->n++] = 0x00;
+            }
+        } else {
+            uint64_t be = __builtin_bswap64(out);
+            memcpy(w->d + w->n, &be, 8);
+            w->n += 8;
+        }
+        p += 8;
+        count -= 64;
+    }
+    while (count >= 8) {
+        wr_put(w, s[p], 8);
+        p = next_data_byte(s, p);
+        count -= 8;
+    }
+    if (count) {
+        wr_put(w, (unsigned)(s[p] >> (8 - count)) & ((1u << count) - 1), (int)count);
+        b = (int)count;
+    }
+    *pp = ((uint64_t)p << 3) | (uint64_t)b;
 }
 
 /* Data bits between two positions ((byte << 3) | bit) of the stuffed stream. */
@@ -791,15 +871,10 @@ bs_splice_bits(const uint8_t *s, size_t len, const uint64_t *pos, const int16_t 
     decoded_first:
         decoded++;
         /* copy, replacing the first DC of each component */
-        rd_init(&r, s, len, (size_t)(pos[a] >> 3), (int)(pos[a] & 7));
-        uint64_t cursor = 0;
+        uint64_t at = pos[a], cursor = 0;
         for (int c = 0; c < nc; c++) {
-            copy_bits(&r, &w, dc_start[c] - cursor);
-            for (uint64_t skip = dc_end[c] - dc_start[c]; skip;) {
-                int k = skip > 32 ? 32 : (int)skip;
-                rd_bits(&r, k);
-                skip -= (uint64_t)k;
-            }
+            copy_fast(s, len, &at, dc_start[c] - cursor, &w);
+            skip_bits(s, &at, dc_end[c] - dc_start[c]);
             const Huff *dct = &hd.dc[hd.dc_tbl[c]];
             int diff = value[c] - new_pred[c], sz = category(diff);
             if (dct->size[sz] == 0)
@@ -810,7 +885,9 @@ bs_splice_bits(const uint8_t *s, size_t len, const uint64_t *pos, const int16_t 
             wr_put(&w, (unsigned)(diff < 0 ? diff - 1 : diff) & ((1u << sz) - 1), sz);
             cursor = dc_end[c];
         }
-        copy_bits(&r, &w, total - cursor);
+        copy_fast(s, len, &at, total - cursor, &w);
+        if (at != pos[b])
+            return -1; /* the index and the stream disagree */
         copied += (int64_t)total;
         for (int c = 0; c < nc; c++)
             new_pred[c] = dcp[b * nc + c];
