@@ -66,6 +66,7 @@ from fastdata.transforms import RandomResizedCrop  # noqa: E402
 SIZE = 224
 CHUNK = 64
 KS = (1, 2, 4)
+VARIANTS = (*KS, "1o", "4o")  # "Ko": the index also holds each component's first-DC bit offset in the MCU
 SOURCE = Path(__file__).resolve().parent / "bit_splice" / "bitsplice.c"
 _u8p, _i32p = ctypes.POINTER(ctypes.c_uint8), ctypes.POINTER(ctypes.c_int32)
 
@@ -80,12 +81,12 @@ def build_library(out_dir: Path) -> ctypes.CDLL:
     lib = ctypes.CDLL(str(target))
     lib.bs_info.argtypes = [ctypes.c_char_p, ctypes.c_size_t, _i32p]
     lib.bs_index.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                             ctypes.c_size_t]
+                             ctypes.c_void_p, ctypes.c_size_t]
     lib.bs_splice_dri.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int, _i32p, ctypes.c_void_p,
                                   ctypes.c_size_t, _i32p]
     lib.bs_splice_dri.restype = ctypes.c_long
-    lib.bs_splice_bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
-                                   ctypes.c_int, _i32p, ctypes.c_void_p, ctypes.c_size_t, _i32p, ctypes.c_void_p]
+    lib.bs_splice_bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p,
+                                   ctypes.c_void_p, ctypes.c_int, ctypes.c_int, _i32p, ctypes.c_void_p, ctypes.c_size_t, _i32p, ctypes.c_void_p]
     lib.bs_splice_bits.restype = ctypes.c_long
     lib.bs_appended_uses.restype = ctypes.c_longlong
     return lib
@@ -112,10 +113,13 @@ class Record:
         for k in KS:
             entries = self.mcu_rows * -(-self.per_row // k) + 1
             pos, dc = np.empty(entries, np.uint64), np.empty((entries, self.ncomp), np.int16)
-            got = lib.bs_index(self.nodri, len(self.nodri), k, pos.ctypes.data, dc.ctypes.data, entries)
+            offs = np.zeros((entries, self.ncomp), np.uint16)
+            got = lib.bs_index(self.nodri, len(self.nodri), k, pos.ctypes.data, dc.ctypes.data, offs.ctypes.data,
+                               entries)
             if got != entries:
                 raise ValueError(f"bs_index returned {got}, expected {entries}")
             self.index[k] = (pos, dc, pos.ctypes.data, dc.ctypes.data)
+            self.index[f"{k}o"] = (pos, dc, pos.ctypes.data, dc.ctypes.data, offs, offs.ctypes.data)
 
 
 class Harness:
@@ -144,8 +148,9 @@ class Harness:
             n = self.lib.bs_splice_dri(record.dri, len(record.dri), denom, b, self.buf_ptr, self.buf.size,
                                        self.shift)
         else:
-            pos, dc, pos_ptr, dc_ptr = record.index[method]
-            n = self.lib.bs_splice_bits(record.nodri, len(record.nodri), pos_ptr, dc_ptr, method, denom, b,
+            index = record.index[method]
+            n = self.lib.bs_splice_bits(record.nodri, len(record.nodri), index[2], index[3],
+                                        index[5] if len(index) > 4 else None, int(str(method).rstrip("o")), denom, b,
                                         self.buf_ptr, self.buf.size, self.shift, None)
         if n < 0:
             raise RuntimeError(f"splice {method} failed")
@@ -206,7 +211,7 @@ def edge_boxes(rng: random.Random, height: int, width: int, n: int = 20) -> list
 def check_identity(harness: Harness, records: list[Record], boxes_per_image: int = 20, seed: int = 0) -> dict:
     """Every record, ``boxes_per_image`` boxes: max |difference| between the methods and PIL; counts."""
     rng = random.Random(seed)
-    methods = ["dri", *KS]
+    methods = ["dri", *VARIANTS]
     result = {"cases": 0, "max_diff": 0, "mismatches": [], "pil_unavailable": 0, "spliced": dict.fromkeys(methods, 0)}
     appended = harness.lib.bs_appended_uses()
     out_shipped, out_ref = np.empty((SIZE, SIZE, 3), np.uint8), np.empty((SIZE, SIZE, 3), np.uint8)
@@ -279,8 +284,11 @@ def index_sizes(records: list[Record]) -> dict:
             packed.append(len(zlib.compress(blob, 9)))
             varint.append(_varint_len(np.diff(pos.astype(np.int64), prepend=0))
                           + _varint_len(np.diff(dc.astype(np.int64), axis=0, prepend=0).ravel()))
+        offs = [r.index[f"{k}o"][4][:, 1:] for r in records]  # component 0's first DC is at offset 0
         sizes[f"K{k}"] = {"raw": statistics.mean(raw), "zlib": statistics.mean(packed),
-                          "varint": statistics.mean(varint)}
+                          "varint": statistics.mean(varint),
+                          "offs_raw": statistics.mean(o.nbytes for o in offs),
+                          "offs_varint": statistics.mean(_varint_len(o.ravel()) for o in offs)}
     return sizes
 
 
@@ -300,10 +308,10 @@ def measure_speed(harness: Harness, records: list[Record], boxes, repeats: int, 
             decompressor.splice = True
 
     methods = {"shipped-dri": shipped, "harness-dri": lambda r, box: harness.crop("dri", r, box, out),
-               **{f"bit-K{k}": (lambda k: lambda r, box: harness.crop(k, r, box, out))(k) for k in KS},
+               **{f"bit-K{k}": (lambda k: lambda r, box: harness.crop(k, r, box, out))(k) for k in VARIANTS},
                "region-nodri": region_nodri, "cv2": lambda r, box: _cv2_crop(r.original, box, out)}
     plans = [harness.plan(r.height, r.width, box, (SIZE, SIZE)) for r, box in zip(records, boxes)]
-    subs = {m: [] for m in ["dri", *KS]}
+    subs = {m: [] for m in ["dri", *VARIANTS]}
 
     def build(method):
         def run(r, plan):
@@ -397,12 +405,12 @@ def main(argv: list[str] | None = None) -> int:
             start = time.perf_counter()
             for r in records:
                 pos, dc, pos_ptr, dc_ptr = r.index[k]
-                lib.bs_index(r.nodri, len(r.nodri), k, pos_ptr, dc_ptr, len(pos))
+                lib.bs_index(r.nodri, len(r.nodri), k, pos_ptr, dc_ptr, None, len(pos))
             print(f"  index pass (one Huffman decode of the no-DRI file), K={k}: "
                   f"{(time.perf_counter() - start) / len(records) * 1e3:.2f} ms per image")
         harness = Harness(lib)
         if not args.no_identity:
-            print(f"Identity (bit splice K={'/'.join(map(str, KS))} == DRI splice == PIL at the same DCT scale, "
+            print(f"Identity (bit splice K={'/'.join(map(str, VARIANTS))} == DRI splice == PIL at the same DCT scale, "
                   f"shipped 224x224 == resize of PIL's region), {args.boxes} boxes per image:")
             subset = records[: args.identity_images or None]
             _print_identity("imagenet-like", check_identity(harness, subset, args.boxes))
@@ -427,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
         for k in KS:
             e = z[f"K{k}"]
             print(f"  index K={k}: raw {e['raw']:.0f} B, zlib {e['zlib']:.0f} B, delta-varint {e['varint']:.0f} B "
-                  f"({e['varint'] / z['nodri_bytes']:.1%} of the file)")
+                  f"({e['varint'] / z['nodri_bytes']:.1%} of the file); first-DC offsets ('o') add raw "
+                  f"{e['offs_raw']:.0f} B, varint {e['offs_varint']:.0f} B")
     return 0
 
 

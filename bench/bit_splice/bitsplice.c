@@ -8,6 +8,8 @@
  * component at the start of a row segment changes, because its DC difference is relative to a predictor that
  * differs in the new stream: that first MCU is Huffman-decoded (its AC codes too, to find the later components'
  * first DC), those DC differences are re-encoded with the same DC tables, and everything else is copied bit for bit.
+ * With the optional `offs` index (each component's first DC code's bit offset inside the indexed MCU) only the DC
+ * codes are decoded.
  * Byte stuffing (0xFF 0x00) is removed on read and added on write; the last byte is padded with 1-bits.
  *
  * Optimized DC tables only code the categories the image used; a new difference may need one they lack. The
@@ -440,9 +442,12 @@ bs_info(const uint8_t *s, size_t len, int32_t *info)
 
 /* Decode one MCU's blocks; returns -1 on bad data. pred is updated. */
 static inline int
-decode_mcu(Reader *r, const Header *hd, int *pred)
+decode_mcu(Reader *r, const Header *hd, int *pred, uint16_t *dc_at)
 {
+    uint64_t base = r->loaded * 8 - (uint64_t)r->n;
     for (int c = 0; c < hd->ncomp; c++) {
+        if (dc_at)
+            dc_at[c] = (uint16_t)(r->loaded * 8 - (uint64_t)r->n - base);
         const Huff *dc = &hd->dc[hd->dc_tbl[c]], *ac = &hd->ac[hd->ac_tbl[c]];
         for (int b = 0; b < hd->h[c] * hd->v[c]; b++) {
             int s = rd_huff(r, dc);
@@ -472,7 +477,7 @@ decode_mcu(Reader *r, const Header *hd, int *pred)
  * E = ceil(per_row / K)), dc gets ncomp predictors per entry; the last entry is the end of the scan. Returns the
  * number of entries, or -1. */
 int
-bs_index(const uint8_t *s, size_t len, int K, uint64_t *pos, int16_t *dc, size_t max_entries)
+bs_index(const uint8_t *s, size_t len, int K, uint64_t *pos, int16_t *dc, uint16_t *offs, size_t max_entries)
 {
     Header hd;
     if (K < 1 || parse_header(s, len, &hd) || hd.restart)
@@ -492,7 +497,8 @@ bs_index(const uint8_t *s, size_t len, int K, uint64_t *pos, int16_t *dc, size_t
                     dc[e * hd.ncomp + c] = (int16_t)pred[c];
                 e++;
             }
-            if (decode_mcu(&r, &hd, pred))
+            uint16_t *at = offs && col % K == 0 ? offs + (e - 1) * hd.ncomp : NULL;
+            if (decode_mcu(&r, &hd, pred, at))
                 return -1;
         }
     }
@@ -804,7 +810,8 @@ category(int v)
 /* The index as made by bs_index with the same K. box[4] = scaled (y0, y1, x0, x1); shift[2] out; stats[2] out
  * (first MCUs decoded, bits copied). Returns the sub-JPEG's length, 0 if not applicable, -1 on error. */
 long
-bs_splice_bits(const uint8_t *s, size_t len, const uint64_t *pos, const int16_t *dcp, int K, int denom,
+bs_splice_bits(const uint8_t *s, size_t len, const uint64_t *pos, const int16_t *dcp, const uint16_t *offs, int K,
+               int denom,
                const int32_t *box, uint8_t *d, size_t cap, int32_t *shift, int64_t *stats)
 {
     Header hd;
@@ -837,6 +844,24 @@ bs_splice_bits(const uint8_t *s, size_t len, const uint64_t *pos, const int16_t 
         rd_init(&r, s, len, (size_t)(pos[a] >> 3), (int)(pos[a] & 7));
         uint64_t base = r.loaded * 8 - (uint64_t)r.n, dc_start[4], dc_end[4];
         int value[4];
+        if (offs) { /* the index says where each first DC code starts: decode only those */
+            for (int c = 0; c < nc; c++) {
+                uint64_t target = offs[a * nc + c], cur = r.loaded * 8 - (uint64_t)r.n - base;
+                while (cur < target) {
+                    int k = target - cur > 32 ? 32 : (int)(target - cur);
+                    rd_bits(&r, k);
+                    cur += (uint64_t)k;
+                }
+                int sz = rd_huff(&r, &hd.dc[hd.dc_tbl[c]]);
+                if (sz < 0 || sz > 11)
+                    return -1;
+                int diff = extend(rd_bits(&r, sz), sz);
+                dc_start[c] = target;
+                dc_end[c] = r.loaded * 8 - (uint64_t)r.n - base;
+                value[c] = dcp[a * nc + c] + diff;
+            }
+            goto decoded_first;
+        }
         for (int c = 0; c < nc; c++) {
             const Huff *dct = &hd.dc[hd.dc_tbl[c]], *act = &hd.ac[hd.ac_tbl[c]];
             for (int blk = 0; blk < hd.h[c] * hd.v[c]; blk++) {
