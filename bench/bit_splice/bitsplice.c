@@ -400,23 +400,54 @@ copy_fast(const uint8_t *s, size_t len, uint64_t *pp, uint64_t count, Writer *w)
     *pp = ((uint64_t)p << 3) | (uint64_t)b;
 }
 
-/* Data bits between two positions ((byte << 3) | bit) of the stuffed stream. */
-static uint64_t
-bits_between(const uint8_t *s, uint64_t a, uint64_t b)
+/* Copy the data bits from the stuffed position *pp up to the stuffed position `end` (no bit count needed, so no
+ * scan for stuffed bytes first); *pp becomes `end`. */
+static void
+copy_to(const uint8_t *s, size_t len, uint64_t *pp, uint64_t end, Writer *w)
 {
-    size_t p = (size_t)(a >> 3), e = (size_t)(b >> 3);
-    uint64_t bytes = e - p, stuffed = 0;
-    while (p < e) {
-        const uint8_t *ff = memchr(s + p, 0xFF, e - p);
-        if (ff == NULL)
-            break;
-        p = (size_t)(ff - s) + 1;
-        if (p < e && s[p] == 0x00) {
-            stuffed++;
-            p++;
-        }
+    size_t p = (size_t)(*pp >> 3), e = (size_t)(end >> 3);
+    int b = (int)(*pp & 7), eb = (int)(end & 7);
+    if (p == e) {
+        if (eb > b)
+            wr_put(w, (unsigned)(s[p] >> (8 - eb)) & ((1u << (eb - b)) - 1), eb - b);
+        *pp = end;
+        return;
     }
-    return (bytes - stuffed) * 8 - (a & 7) + (b & 7);
+    if (b) {
+        wr_put(w, (unsigned)s[p] & ((1u << (8 - b)) - 1), 8 - b);
+        p = next_data_byte(s, p);
+    }
+    while (p + 8 <= e && w->n + 16 <= w->cap) {
+        uint64_t x = load_be(s + p);
+        if (has_ff(x)) {
+            wr_put(w, s[p], 8);
+            p = next_data_byte(s, p);
+            continue;
+        }
+        uint64_t out = w->bits ? ((w->acc & ((1ULL << w->bits) - 1)) << (64 - w->bits)) | (x >> w->bits) : x;
+        w->acc = x;
+        if (has_ff(out)) {
+            for (int i = 56; i >= 0; i -= 8) {
+                uint8_t byte = (uint8_t)(out >> i);
+                w->d[w->n++] = byte;
+                if (byte == 0xFF)
+                    w->d[w->n++] = 0x00;
+            }
+        } else {
+            uint64_t be = __builtin_bswap64(out);
+            memcpy(w->d + w->n, &be, 8);
+            w->n += 8;
+        }
+        p += 8;
+    }
+    while (p < e) {
+        wr_put(w, s[p], 8);
+        p = next_data_byte(s, p);
+    }
+    if (eb && p < len)
+        wr_put(w, (unsigned)(s[p] >> (8 - eb)), eb);
+    *pp = ((uint64_t)p << 3) | (uint64_t)eb;
+    (void)len;
 }
 
 /* ---- the index ------------------------------------------------------------------------------- */
@@ -808,7 +839,7 @@ category(int v)
 }
 
 /* The index as made by bs_index with the same K. box[4] = scaled (y0, y1, x0, x1); shift[2] out; stats[2] out
- * (first MCUs decoded, bits copied). Returns the sub-JPEG's length, 0 if not applicable, -1 on error. */
+ * (first MCUs decoded, stuffed bits copied). Returns the sub-JPEG's length, 0 if not applicable, -1 on error. */
 long
 bs_splice_bits(const uint8_t *s, size_t len, const uint64_t *pos, const int16_t *dcp, const uint16_t *offs, int K,
                int denom,
@@ -838,7 +869,6 @@ bs_splice_bits(const uint8_t *s, size_t len, const uint64_t *pos, const int16_t 
     for (int row = mcu[2]; row < mcu[3]; row++) {
         size_t a = (size_t)row * E + mcu[0] / K;
         size_t b = mcu[1] == hd.per_row ? (size_t)(row + 1) * E : (size_t)row * E + mcu[1] / K;
-        uint64_t total = bits_between(s, pos[a], pos[b]);
         /* decode the segment's first MCU, noting where each component's first DC code starts and ends */
         Reader r;
         rd_init(&r, s, len, (size_t)(pos[a] >> 3), (int)(pos[a] & 7));
@@ -910,10 +940,8 @@ bs_splice_bits(const uint8_t *s, size_t len, const uint64_t *pos, const int16_t 
             wr_put(&w, (unsigned)(diff < 0 ? diff - 1 : diff) & ((1u << sz) - 1), sz);
             cursor = dc_end[c];
         }
-        copy_fast(s, len, &at, total - cursor, &w);
-        if (at != pos[b])
-            return -1; /* the index and the stream disagree */
-        copied += (int64_t)total;
+        copy_to(s, len, &at, pos[b], &w);
+        copied += (int64_t)(pos[b] - pos[a]);
         for (int c = 0; c < nc; c++)
             new_pred[c] = dcp[b * nc + c];
         if (w.overflow)
