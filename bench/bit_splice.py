@@ -73,7 +73,7 @@ CHUNK = 64
 KS = (1, 2, 4)
 VARIANTS = (*KS, "1o", "4o")  # "Ko": the index also holds each component's first-DC bit offset in the MCU
 SOURCE = Path(__file__).resolve().parent / "bit_splice" / "bitsplice.c"
-_u8p, _i32p = ctypes.POINTER(ctypes.c_uint8), ctypes.POINTER(ctypes.c_int32)
+_i32p = ctypes.POINTER(ctypes.c_int32)
 
 
 def build_library(out_dir: Path) -> ctypes.CDLL:
@@ -91,7 +91,8 @@ def build_library(out_dir: Path) -> ctypes.CDLL:
                                   ctypes.c_size_t, _i32p]
     lib.bs_splice_dri.restype = ctypes.c_long
     lib.bs_splice_bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p,
-                                   ctypes.c_void_p, ctypes.c_int, ctypes.c_int, _i32p, ctypes.c_void_p, ctypes.c_size_t, _i32p, ctypes.c_void_p]
+                                   ctypes.c_void_p, ctypes.c_int, ctypes.c_int, _i32p, ctypes.c_void_p,
+                                   ctypes.c_size_t, _i32p, ctypes.c_void_p]
     lib.bs_splice_bits.restype = ctypes.c_long
     lib.bs_appended_uses.restype = ctypes.c_longlong
     return lib
