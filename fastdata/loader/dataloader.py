@@ -92,7 +92,9 @@ class DataLoaderX(DataLoader):
 
     Breaking out of a loop, an exception, ``del`` of the iterator or garbage collection stops the
     thread and shuts non-persistent workers down (call ``iterator.close()`` to do it at once).
-    Exceptions (a worker's included) reach the training loop as the original exception object.
+    Exceptions (a worker's included) reach the training loop as the original exception object; as
+    with torch's iterator, a batch that raises does not end the pass: the next ``next()`` gives the
+    following batch, and ``state_dict()`` counts the failed batch as consumed.
 
     Resume: :meth:`state_dict` counts the batches the training loop received in the latest pass
     (a pass left early by ``break`` still counts as in progress; the next ``iter()`` starts a new
