@@ -23,7 +23,7 @@ import inspect
 import logging
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset, Sampler, SequentialSampler
@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 _NO_ATTRIBUTE = object()
 _TORCH_PARAMS = inspect.signature(DataLoader.__init__).parameters
 _MIN_JOIN_S = 30.0  # how long close() waits for the producer before giving up with a warning
+T_co = TypeVar("T_co", covariant=True)  # what a batch is: DataLoaderX[T] annotates like torch's DataLoader[T]
 
 class _PassIndexSampler:
     """The loader's index sampler, seen through the pass being set up (skip + RNG snapshot)."""
@@ -75,7 +76,7 @@ class _PassIndexSampler:
         return it
 
 
-class DataLoaderX(DataLoader):
+class DataLoaderX(DataLoader[T_co]):
     """Drop-in :class:`torch.utils.data.DataLoader` with a background thread and exact mid-pass resume.
 
     Same arguments, order and defaults as torch's ``DataLoader`` except:

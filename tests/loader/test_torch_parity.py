@@ -104,3 +104,9 @@ def test_resume_right_after_a_batch_that_raised(num_workers):
     resumed = _broken_loader(DataLoaderX, num_workers, False)
     resumed.load_state_dict(state)
     assert _outcomes(iter(resumed)) == whole[at:]
+
+
+def test_the_loader_is_generic_like_torchs():
+    """torch's ``DataLoader[T]`` annotations (``def make() -> DataLoader[list[Tensor]]``) work with DataLoaderX."""
+    alias = DataLoaderX[list[torch.Tensor]]
+    assert alias.__origin__ is DataLoaderX and alias.__args__ == (list[torch.Tensor],)
