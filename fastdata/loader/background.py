@@ -20,13 +20,26 @@ __all__ = ["LoaderIter", "StoppableBackgroundGenerator", "close_all", "shutdown_
 logger = logging.getLogger(__name__)
 
 _POLL_S = 0.05  # how often a blocked producer re-checks its stop flag
+_BATCH, _ERROR, _END = "batch", "error", "end"  # what the producer queues
+
+
+def _position(torch_iter: Any) -> int | None:
+    """Batch positions of the pass torch's iterator has settled (None when it does not say).
+
+    A worker iterator's ``_rcvd_idx`` moves past a batch whose worker raised, not past a timeout; in a
+    single-process iterator a raising batch has always drawn its indices, so it takes one position.
+    """
+    position = getattr(torch_iter, "_rcvd_idx", None)
+    return position if isinstance(position, int) else None
 
 
 class StoppableBackgroundGenerator(BackgroundGenerator):
     """A ``BackgroundGenerator`` whose producer can be stopped and never blocks forever on a full queue.
 
-    Any exception of the producer (``BaseException`` included) is put in the queue and re-raised
-    by ``next()`` as the same object, so the consumer sees the original type and traceback.
+    As with torch's iterator, a batch that raises does not end the pass: its ``Exception`` is queued in
+    the batch's place (with the batch positions it took, see :func:`_position`) and the producer goes on
+    with the next batch. Any other ``BaseException`` ends it. :meth:`take` hands out what was queued; the
+    exception is the very object raised, so the consumer sees the original type and traceback.
     """
 
     def __init__(self, generator: Iterator[Any], max_prefetch: int, releaser: Releaser | None = None) -> None:
@@ -35,19 +48,38 @@ class StoppableBackgroundGenerator(BackgroundGenerator):
         super().__init__(generator, max_prefetch=max_prefetch)
 
     def run(self) -> None:
+        source = self.generator
         try:
-            for item in self.generator:
+            while not self._stop_event.is_set():
+                before = _position(source)
+                try:
+                    item = next(source)
+                except StopIteration:
+                    self._put((_END, StopIteration, 0))
+                    return
+                except Exception as exc:  # noqa: BLE001 - this batch's error: handed over, the pass goes on
+                    if not self._put((_ERROR, exc, _position(source) - before if before is not None else 1)):
+                        return
+                    continue
                 if self._releaser is not None:
                     self._releaser.track(item)  # and hands back the workers' buffers no batch uses any more
-                if not self._put((True, item)) or self._stop_event.is_set():
+                if not self._put((_BATCH, item, 1)):
                     return
-            self._put((False, StopIteration))
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer, who re-raises it
-            self._put((False, exc))
+            self._put((_END, exc, 0))
         finally:
             self.generator = None  # drop the torch iterator as soon as we are done with it
 
-    def _put(self, item: tuple[bool, Any]) -> bool:
+    def take(self) -> tuple[str, Any, int]:
+        """The next queued ``(kind, payload, positions)``: a batch, a batch's exception, or the end."""
+        if not self.Continue:
+            return _END, StopIteration, 0
+        entry = self.queue.get()
+        if entry[0] == _END:
+            self.Continue = False
+        return entry
+
+    def _put(self, item: tuple[str, Any, int]) -> bool:
         while not self._stop_event.is_set():
             try:
                 self.queue.put(item, timeout=_POLL_S)
@@ -89,6 +121,7 @@ class LoaderIter:
         self._torch_iter = torch_iter
         self._owns_workers = [owns_workers]  # a persistent loader that dies first hands its workers over
         self._releaser = releaser
+        self._yielded = 0  # batches handed out (a batch's exception takes a position but yields nothing)
         # torch warns when an IterableDataset yields more than the len() it reported; it would do so in the
         # background thread, batches ahead of the loop, so the warning is given here, by the batch that passes it
         self._reported_len = getattr(torch_iter, "_IterableDataset_len_called", None)
@@ -121,18 +154,24 @@ class LoaderIter:
         if self._releaser is not None:
             self._releaser.poll()
         try:
-            batch = next(self._bg)
-        except StopIteration:
-            self._pass.finished = True
+            kind, payload, positions = self._bg.take()
+        except BaseException:  # a Ctrl-C while waiting
             self.close()
             raise
-        except BaseException:
+        if kind == _ERROR:  # this batch raised; like torch's iterator, the next next() goes on with the pass
+            self._pass.consumed += positions
+            del self  # the traceback keeps this frame: it must not keep the iterator, and so its workers, alive
+            raise payload
+        if kind == _END:
+            if payload is StopIteration:
+                self._pass.finished = True
             self.close()
-            raise
+            raise payload
         self._pass.consumed += 1
-        if self._reported_len is not None and self._pass.skip + self._pass.consumed > self._reported_len:
-            _warn_past_reported_len(self._torch_iter, self._reported_len, self._pass.skip + self._pass.consumed)
-        return batch
+        self._yielded += 1
+        if self._reported_len is not None and self._pass.skip + self._yielded > self._reported_len:
+            _warn_past_reported_len(self._torch_iter, self._reported_len, self._pass.skip + self._yielded)
+        return payload
 
     def close(self) -> None:
         """Stop the background thread, drain its queue and shut non-persistent workers down."""

@@ -23,7 +23,7 @@ import inspect
 import logging
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset, Sampler, SequentialSampler
@@ -47,6 +47,7 @@ logger = logging.getLogger(__name__)
 _NO_ATTRIBUTE = object()
 _TORCH_PARAMS = inspect.signature(DataLoader.__init__).parameters
 _MIN_JOIN_S = 30.0  # how long close() waits for the producer before giving up with a warning
+T_co = TypeVar("T_co", covariant=True)  # what a batch is: DataLoaderX[T] annotates like torch's DataLoader[T]
 
 class _PassIndexSampler:
     """The loader's index sampler, seen through the pass being set up (skip + RNG snapshot)."""
@@ -76,7 +77,7 @@ class _PassIndexSampler:
         return it
 
 
-class DataLoaderX(DataLoader):
+class DataLoaderX(DataLoader[T_co]):
     """Drop-in :class:`torch.utils.data.DataLoader` with a background thread and exact mid-pass resume.
 
     Same arguments, order and defaults as torch's ``DataLoader`` except:
@@ -93,7 +94,9 @@ class DataLoaderX(DataLoader):
 
     Breaking out of a loop, an exception, ``del`` of the iterator or garbage collection stops the
     thread and shuts non-persistent workers down (call ``iterator.close()`` to do it at once).
-    Exceptions (a worker's included) reach the training loop as the original exception object.
+    Exceptions (a worker's included) reach the training loop as the original exception object; as
+    with torch's iterator, a batch that raises does not end the pass: the next ``next()`` gives the
+    following batch, and ``state_dict()`` counts the failed batch as consumed.
 
     Resume: :meth:`state_dict` counts the batches the training loop received in the latest pass
     (a pass left early by ``break`` still counts as in progress; the next ``iter()`` starts a new
