@@ -10,6 +10,8 @@ one MCU row), the layout fastdata's packer writes. Methods, alternating within e
 - ``region-1B``: the same kernel on the K=1 transcode with the splice turned off (what the markers alone cost);
 - ``splice-1B``, ``splice-2B``, ``splice-row``: the kernel on the transcodes, decoding only the crop's intervals
   (an image whose intervals do not tile its rows, e.g. K=2 on an odd number of MCUs, takes the region path);
+- ``splice-pack``, ``batch-pack``: the records ``fastdata pack`` stores (K by its rule and the size fit; a file the
+  fit keeps unchanged is the original), per image and in batches;
 - ``batch-1B``: the K=1 transcodes in batches of 256 through one kernel call each
   (:func:`fastdata.batch_decode.decode_batch_into`, one thread), as ``ShardDataset.__getitems__`` decodes them.
 
@@ -45,6 +47,7 @@ from fastdata import batch_decode  # noqa: E402
 from fastdata.batch_decode import decode_batch_into  # noqa: E402
 from fastdata.decode import is_jpeg, native  # noqa: E402
 from fastdata.decode.base import resize_into  # noqa: E402
+from fastdata.packing.transcode import transcode_jpeg  # noqa: E402
 from fastdata.transforms import RandomResizedCrop  # noqa: E402
 
 SIZE = 224
@@ -113,6 +116,7 @@ def _batches(boxes, batch: int = 256):
 def measure(originals: list[bytes], repeats: int) -> dict:
     """img/s per method (median/min/max of ``repeats`` alternating rounds), ratios, sizes, splice counts."""
     transcoded = {name: [_transcode(d, k) for d in originals] for name, k in RESTARTS.items()}
+    transcoded["pack"] = [transcode_jpeg(d) or d for d in originals]  # what `fastdata pack` stores (size fit included)
     torch.manual_seed(0)
     boxes = [RandomResizedCrop.get_params(*native.read_header(d)[:2], (0.08, 1.0), (3 / 4, 4 / 3)) for d in originals]
     methods = {
@@ -121,6 +125,7 @@ def measure(originals: list[bytes], repeats: int) -> dict:
         "region-1B": (transcoded["1B"], _native(False)),
         **{f"splice-{name}": (datas, _native(True)) for name, datas in transcoded.items()},
         "batch-1B": (transcoded["1B"], None),
+        "batch-pack": (transcoded["pack"], None),
     }
     run_batches = _batches(boxes)
     out = np.empty((SIZE, SIZE, 3), np.uint8)
