@@ -64,9 +64,12 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from fastdata.decode import _jpegcrop, is_jpeg, native  # noqa: E402
+from fastdata.decode import _jpegcrop, native  # noqa: E402
 from fastdata.decode.base import choose_scale, resize_into, scaled_box, scaled_size  # noqa: E402
 from fastdata.transforms import RandomResizedCrop  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from interval_decode import load_jpegs  # noqa: E402  (the same image set as the interval benchmark)
 
 SIZE = 224
 CHUNK = 64
@@ -369,14 +372,6 @@ def measure_speed(harness: Harness, records: list[Record], boxes, repeats: int, 
             "x_shipped": vs_dri, "spliced": spliced, "images": len(records), "repeats": repeats}
 
 
-def _load(folder: Path, count: int) -> list[bytes]:
-    if not (folder.is_dir() and any(folder.iterdir())):
-        subprocess.run([sys.executable, str(ROOT / "tools" / "make_imagenet_like.py"), str(folder), "--num-images",
-                        str(count), "--num-classes", "100", "--profile", "imagenet", "--quiet"], check=True)
-    datas = [p.read_bytes() for p in sorted(p for p in folder.rglob("*") if p.is_file())]
-    return [d for d in datas if is_jpeg(d)][:count]
-
-
 def _print_identity(label: str, r: dict) -> None:
     print(f"  {label:14s} {r['cases']:6d} boxes  max diff {r['max_diff']}  spliced "
           + " ".join(f"{'dri' if m == 'dri' else f'K{m}'}={n}" for m, n in r["spliced"].items())
@@ -403,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     os.sched_setaffinity(0, {cores[-1] if args.core is None else args.core})
     cv2.setNumThreads(1)
     torch.set_num_threads(1)
-    originals = _load(args.data_dir / f"imagenet-like-{args.images}", args.images)
+    originals = load_jpegs(args.data_dir / f"imagenet-like-{args.images}", args.images)
     with tempfile.TemporaryDirectory() as tmp:
         lib = build_library(Path(tmp))
         start = time.perf_counter()

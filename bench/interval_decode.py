@@ -60,10 +60,11 @@ def _cv2_crop(data: bytes, box, out: np.ndarray) -> None:
     resize_into(cv2.cvtColor(bgr[top:top + height, left:left + width], cv2.COLOR_BGR2RGB), out, None)
 
 
-def _load(folder: Path, count: int) -> list[bytes]:
+def load_jpegs(folder: Path, count: int) -> list[bytes]:
+    """The first ``count`` JPEGs under ``folder``, generating an ImageNet-like set there first if it is empty."""
     if not (folder.is_dir() and any(folder.iterdir())):
         subprocess.run([sys.executable, str(ROOT / "tools" / "make_imagenet_like.py"), str(folder), "--num-images",
-                        str(count), "--num-classes", "100", "--profile", "imagenet", "--quiet"], check=True)
+                        str(count), "--num-classes", str(min(100, count)), "--profile", "imagenet", "--quiet"], check=True)
     datas = [p.read_bytes() for p in sorted(p for p in folder.rglob("*") if p.is_file())]
     return [d for d in datas if is_jpeg(d)][:count]
 
@@ -173,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     os.sched_setaffinity(0, {cores[-1] if args.core is None else args.core})
     cv2.setNumThreads(1)
     torch.set_num_threads(1)
-    r = measure(_load(args.data_dir / f"imagenet-like-{args.images}", args.images), args.repeats)
+    r = measure(load_jpegs(args.data_dir / f"imagenet-like-{args.images}", args.images), args.repeats)
     print(f"{r['images']} ImageNet-like JPEGs, RandomResizedCrop({SIZE}), one core, {r['repeats']} alternating rounds:")
     for name, m in r["methods"].items():
         print(f"  {name:12s} {m['median']:7.0f} img/s ({m['min']:.0f}-{m['max']:.0f})  spliced {m['spliced']}"

@@ -326,6 +326,27 @@ load_be(const uint8_t *p)
     return __builtin_bswap64(x);
 }
 
+/* Write 64 data bits `x` (no 0xFF among its bytes) after the writer's pending bits, stuffing where the shifted
+ * word has an 0xFF; the caller has checked room for 16 bytes. */
+static inline void
+wr_word(Writer *w, uint64_t x)
+{
+    uint64_t out = w->bits ? ((w->acc & ((1ULL << w->bits) - 1)) << (64 - w->bits)) | (x >> w->bits) : x;
+    w->acc = x; /* the low w->bits bits are pending */
+    if (has_ff(out)) {
+        for (int i = 56; i >= 0; i -= 8) {
+            uint8_t byte = (uint8_t)(out >> i);
+            w->d[w->n++] = byte;
+            if (byte == 0xFF)
+                w->d[w->n++] = 0x00;
+        }
+    } else {
+        uint64_t be = __builtin_bswap64(out);
+        memcpy(w->d + w->n, &be, 8);
+        w->n += 8;
+    }
+}
+
 /* Advance the stuffed position *pp ((byte << 3) | bit) past one data byte's remaining bits. */
 static inline size_t
 next_data_byte(const uint8_t *s, size_t p)
@@ -371,20 +392,7 @@ copy_fast(const uint8_t *s, size_t len, uint64_t *pp, uint64_t count, Writer *w)
             count -= 8;
             continue;
         }
-        uint64_t out = w->bits ? ((w->acc & ((1ULL << w->bits) - 1)) << (64 - w->bits)) | (x >> w->bits) : x;
-        w->acc = x; /* the low w->bits bits are pending */
-        if (has_ff(out)) {
-            for (int i = 56; i >= 0; i -= 8) {
-                uint8_t byte = (uint8_t)(out >> i);
-                w->d[w->n++] = byte;
-                if (byte == 0xFF)
-                    w->d[w->n++] = 0x00;
-            }
-        } else {
-            uint64_t be = __builtin_bswap64(out);
-            memcpy(w->d + w->n, &be, 8);
-            w->n += 8;
-        }
+        wr_word(w, x);
         p += 8;
         count -= 64;
     }
@@ -424,20 +432,7 @@ copy_to(const uint8_t *s, size_t len, uint64_t *pp, uint64_t end, Writer *w)
             p = next_data_byte(s, p);
             continue;
         }
-        uint64_t out = w->bits ? ((w->acc & ((1ULL << w->bits) - 1)) << (64 - w->bits)) | (x >> w->bits) : x;
-        w->acc = x;
-        if (has_ff(out)) {
-            for (int i = 56; i >= 0; i -= 8) {
-                uint8_t byte = (uint8_t)(out >> i);
-                w->d[w->n++] = byte;
-                if (byte == 0xFF)
-                    w->d[w->n++] = 0x00;
-            }
-        } else {
-            uint64_t be = __builtin_bswap64(out);
-            memcpy(w->d + w->n, &be, 8);
-            w->n += 8;
-        }
+        wr_word(w, x);
         p += 8;
     }
     while (p < e) {
