@@ -64,7 +64,8 @@ def load_jpegs(folder: Path, count: int) -> list[bytes]:
     """The first ``count`` JPEGs under ``folder``, generating an ImageNet-like set there first if it is empty."""
     if not (folder.is_dir() and any(folder.iterdir())):
         subprocess.run([sys.executable, str(ROOT / "tools" / "make_imagenet_like.py"), str(folder), "--num-images",
-                        str(count), "--num-classes", str(min(100, count)), "--profile", "imagenet", "--quiet"], check=True)
+                        str(count), "--num-classes", str(min(100, count)), "--profile", "imagenet", "--quiet"],
+                       check=True)
     datas = [p.read_bytes() for p in sorted(p for p in folder.rglob("*") if p.is_file())]
     return [d for d in datas if is_jpeg(d)][:count]
 

@@ -114,3 +114,17 @@ def test_missing_and_failing_peers_are_reported(colour_folder, tmp_path, monkeyp
     assert "SKIPPED: not installed" in rows["litdata"] and "FAILED: conversion failed" in rows["dali-files"]
     ratio = entries["fastdata-uint8"]["images_per_s"]["median"] / web["images_per_s"]["median"]
     assert rows["best"] == f"best peer: webdataset; fastdata-uint8 / best peer = {ratio:.2f}x"
+
+
+@pytest.mark.parametrize("keep_bytes", [False, True])
+def test_fastdata_row_says_what_its_pack_stores(keep_bytes, colour_folder, tmp_path):
+    """The peer table's note for fastdata comes from the pack's manifest: re-coded records, or the source bytes."""
+    from fastdata.packing.packer import pack
+
+    manifest = pack(colour_folder, tmp_path / "pack", format="tfrecord", workers=0, progress=False,
+                    keep_bytes=keep_bytes)
+    stats = harness.pack_stats(tmp_path / "pack", tmp_path / "no-stamp.json")
+    assert bool(manifest.transcoded) is not keep_bytes  # the extension is built by the test set-up
+    expected = "of the original bytes" if keep_bytes else "re-coded losslessly"
+    assert expected in stats["note"], stats["note"]
+    assert stats["bytes"] > 0 and "convert_s" not in stats

@@ -19,6 +19,7 @@ import numpy as np
 
 from fastdata.bench.measure import run_isolated
 from fastdata.bench.peers import PEERS, load_peer, unavailable
+from fastdata.formats.manifest import Manifest
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +114,10 @@ def prepare_peers(images: Sequence[str], labels: Sequence[int], cache: Path, pee
 def pack_stats(root: str | os.PathLike, stamp: str | os.PathLike) -> dict[str, Any]:
     """fastdata's conversion for the peer table: the pack's seconds (when the benchmark packed it) and bytes."""
     saved = json.loads(Path(stamp).read_text()) if Path(stamp).is_file() else {}
-    stats: dict[str, Any] = {"bytes": _disk_bytes(Path(root)), "note": "TFRecord shards, JPEGs re-coded losslessly with restart intervals (fastdata pack)"}
+    recoded = bool(Manifest.load(root).transcoded)  # empty when pack kept the bytes (e.g. no C extension)
+    note = "TFRecord shards, JPEGs re-coded losslessly with restart intervals" if recoded else \
+        "TFRecord shards of the original bytes"
+    stats: dict[str, Any] = {"bytes": _disk_bytes(Path(root)), "note": note}
     if "pack_s" in saved:
         stats["convert_s"] = saved["pack_s"]
     return stats
