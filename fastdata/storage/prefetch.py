@@ -161,6 +161,9 @@ class Prefetcher:
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._stop = False
+        # One planning step at a time (start_pass steps on the caller's thread, _run on its own), and only for the
+        # current pass: a step of the pass just replaced must not publish its plan over the new one.
+        self._step_lock = threading.Lock()
 
     def start_pass(self, plan: PassPlan) -> None:
         """Make ``plan`` the current pass: publish it and start its first downloads now."""
@@ -176,7 +179,7 @@ class Prefetcher:
 
     def end_pass(self, plan: PassPlan) -> None:
         """The pass was abandoned: stop planning for it."""
-        with self._cond:
+        with self._step_lock, self._cond:
             if self._plan is plan:
                 self._plan = None
                 self.cache.publish_plan(None)
@@ -197,7 +200,8 @@ class Prefetcher:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
-        self.cache.publish_plan(None)
+        with self._step_lock:
+            self.cache.publish_plan(None)
 
     def _run(self) -> None:
         idle_since = last_step = time.monotonic()
@@ -221,8 +225,14 @@ class Prefetcher:
 
     def _step(self, plan: PassPlan) -> None:
         """Claim the upcoming shards in order of need (room is taken in that order), download them in the pool."""
-        with self._cond:
-            self._dirty = False
+        with self._step_lock:
+            with self._cond:
+                if plan is not self._plan:
+                    return  # replaced or ended while this step waited: its plan is stale
+                self._dirty = False
+            self._plan_step(plan)
+
+    def _plan_step(self, plan: PassPlan) -> None:
         distances, worth = plan.usage(self.near)
         self.cache.publish_plan(distances)  # eviction compares these with the distances given to claim()
         for shard, distance in PassPlan.upcoming(distances, self.window, worth, plan.in_flight):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fastdata import DataLoaderX, ShardDataset
-from fastdata.storage import trace
+from fastdata.storage import plans, trace
 from fastdata.storage.locks import FileLock
 from fastdata.storage.prefetch import PassPlan, Prefetcher
 from tests.storage.conftest import whole_gets
@@ -106,3 +106,39 @@ def test_record_is_served_by_a_ranged_get_while_its_shard_downloads(s3, remote_p
     path = "/" + remote_pack.url[len("s3://"):] + "/shard-00000.tfrecord"
     assert s3.proxy.gets(path, ranged=True) == {path: 1}
     assert remote.read(2) == reference.read(2) and s3.proxy.gets(path, ranged=True) == {path: 1}  # now local
+
+
+class _PlanOnlyCache:
+    """A cache where every shard is present: a planning step only publishes its plan (slowly on the prefetch
+    thread, so a new pass starts while the old pass's step is still publishing)."""
+
+    def __init__(self, folder) -> None:
+        self.folder = folder
+
+    def present(self, shard: int) -> bool:
+        return True
+
+    def publish_plan(self, distances) -> None:
+        if threading.current_thread().name == "fastdata-prefetch" and distances is not None:
+            time.sleep(0.3)
+        plans.publish_plan(self.folder, distances)
+
+
+def test_a_new_pass_is_never_overwritten_by_the_old_pass_s_step(tmp_path):
+    """start_pass plans on the caller's thread while the prefetch thread may be planning the pass it replaces: the
+    two steps must not write this process's plan file at once, and the old pass's plan must not land last."""
+    starts = np.array([0, 4, 8])
+    old, new = PassPlan(starts), PassPlan(starts)
+    old.push(np.arange(8))  # shard 0 now, shard 1 in 4 samples
+    new.push(np.array([4, 5, 6, 7, 0, 1, 2, 3]))  # shard 1 now, shard 0 in 4 samples
+    prefetcher = Prefetcher(_PlanOnlyCache(tmp_path), window=1)
+    try:
+        prefetcher.start_pass(old)
+        prefetcher.notify()  # the prefetch thread steps on the old pass (and publishes it slowly)
+        time.sleep(0.1)
+        prefetcher.start_pass(new)
+        time.sleep(0.5)  # whatever the old step was doing is over
+        published, live = plans.read_plans(tmp_path, 2)
+        assert live == 1 and published.tolist() == [4, 0], published
+    finally:
+        prefetcher.close()
