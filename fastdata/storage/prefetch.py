@@ -297,19 +297,44 @@ def _indices(item: Any) -> np.ndarray:
     return np.asarray(list(item), dtype=np.int64).reshape(-1)
 
 
+class PlannedPass(Iterator[Any]):
+    """The items of one pass, planned ahead (see :func:`planned`). :meth:`close` says the pass is over."""
+
+    def __init__(self, items: Iterator[Any], plan: PassPlan, prefetcher: Prefetcher) -> None:
+        self._items, self._plan, self._prefetcher = items, plan, prefetcher
+
+    def __next__(self) -> Any:
+        return next(self._items)
+
+    def close(self) -> None:
+        """The loader is done with this pass, read to its end or abandoned: stop planning (and downloading) for it.
+
+        Without this, a finished pass's last ``lag`` items would count as unread until the next pass starts,
+        and shards already read would be downloaded for them.
+        """
+        self._items.close()
+        self._prefetcher.end_pass(self._plan)
+
+
 def planned(order: Iterable[Any], plan: PassPlan, prefetcher: Prefetcher, *, lag: int = 0,
-            horizon: int = PLAN_HORIZON) -> Iterator[Any]:
-    """Yield the items of ``order`` (indices or index batches) unchanged, planning downloads ahead of them.
+            horizon: int = PLAN_HORIZON) -> PlannedPass:
+    """The items of ``order`` (indices or index batches) unchanged, planning downloads ahead of them.
 
     Args:
         order: the pass's indices, or batches of indices.
         plan: the pass's plan (fed here).
         prefetcher: started on the plan before the first item is handed out. When the items run out
-            the plan stays current (its last ``lag`` items are still being read) until the next pass
-            starts or the prefetcher is closed; a generator closed early ends it at once.
+            the plan stays current (its last ``lag`` items are still being read) until :meth:`PlannedPass.close`
+            (the loader's pass is over), the next pass starts or the prefetcher is closed; an iterator closed or
+            dropped before its end ends the plan at once.
         lag: items handed out that are presumed not read yet (the loader's batches in flight).
         horizon: indices to read ahead of the loader.
     """
+    return PlannedPass(_planned_items(order, plan, prefetcher, lag, horizon), plan, prefetcher)
+
+
+def _planned_items(order: Iterable[Any], plan: PassPlan, prefetcher: Prefetcher, lag: int,
+                   horizon: int) -> Iterator[Any]:
     source = iter(order)
     ahead: collections.deque[tuple[Any, int]] = collections.deque()
     in_flight: collections.deque[int] = collections.deque()

@@ -142,3 +142,22 @@ def test_a_new_pass_is_never_overwritten_by_the_old_pass_s_step(tmp_path):
         assert live == 1 and published.tolist() == [4, 0], published
     finally:
         prefetcher.close()
+
+
+@pytest.mark.parametrize("remote_pack", ["tfrecord"], indirect=True)
+def test_a_finished_pass_plans_nothing_more(s3, remote_pack, tmp_path, monkeypatch):
+    """Once the loader has read a pass to its end, its plan is gone: its last batches do not count as unread until
+    the next pass starts, and no shard is downloaded for them (seen as a second download of a shard in a pass)."""
+    monkeypatch.setenv(trace.ENV, str(tmp_path / "trace.log"))
+    remote = ShardDataset(remote_pack.url, transform=Crc(), cache_dir=tmp_path / "cache", prefetch=1)
+    loader = DataLoaderX(remote, batch_size=4, sampler=ShardBlockOrder(remote._starts, blocks=True, seed=1),
+                         num_workers=2, prefetch_factor=1, collate_fn=_collate, multiprocessing_context="fork")
+    try:
+        assert sum(len(batch) for batch in loader) == len(remote)
+        cache = remote._remote.cache
+        assert not np.isfinite(cache.next_uses()).any() and cache.live_plans == 0, cache.next_uses()
+        gets = len([e for e in trace.read_events(tmp_path / "trace.log") if e[2] == "get"])
+        time.sleep(0.5)  # the prefetcher would act on a plan left behind within its poll
+        assert len([e for e in trace.read_events(tmp_path / "trace.log") if e[2] == "get"]) == gets
+    finally:
+        remote.close()
