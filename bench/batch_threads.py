@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from fastdata.bench.measure import MemorySampler, run_isolated  # noqa: E402
-from fastdata.dataset import ShardDataset  # noqa: E402
+from fastdata.datasets.shard_dataset import ShardDataset  # noqa: E402
 from fastdata.loader.collate import fast_collate  # noqa: E402
 from fastdata.loader.dataloader import DataLoaderX  # noqa: E402
 from fastdata.packing.packer import pack  # noqa: E402

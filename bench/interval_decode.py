@@ -13,7 +13,7 @@ one MCU row), the layout fastdata's packer writes. Methods, alternating within e
 - ``splice-pack``, ``batch-pack``: the records ``fastdata pack`` stores (K by its rule and the size fit; a file the
   fit keeps unchanged is the original), per image and in batches;
 - ``batch-1B``: the K=1 transcodes in batches of 256 through one kernel call each
-  (:func:`fastdata.batch_decode.decode_batch_into`, one thread), as ``ShardDataset.__getitems__`` decodes them.
+  (:func:`fastdata.datasets.batch_decode.decode_batch_into`, one thread), as ``ShardDataset.__getitems__`` decodes them.
 
 Prints img/s (median and range of the rounds), the median ratios, the sizes of the transcodes and how many decodes
 took the splice. Needs ``jpegtran`` (apt-get install libjpeg-turbo-progs).
@@ -43,8 +43,8 @@ import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from fastdata import batch_decode  # noqa: E402
-from fastdata.batch_decode import decode_batch_into  # noqa: E402
+from fastdata.datasets import batch_decode  # noqa: E402
+from fastdata.datasets.batch_decode import decode_batch_into  # noqa: E402
 from fastdata.decode import is_jpeg, native  # noqa: E402
 from fastdata.decode.base import resize_into  # noqa: E402
 from fastdata.packing.transcode import transcode_jpeg  # noqa: E402

@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     import psutil
 
     from fastdata.loader.collate import fast_collate
-    from fastdata.dataset import ShardDataset
+    from fastdata.datasets.shard_dataset import ShardDataset
     from fastdata.loader.dataloader import DataLoaderX
     from fastdata.transforms import RandomResizedCrop
 

@@ -11,7 +11,7 @@ to restart intervals), then, pinned to one core, alternating within each round:
 - ``getitems-per-record``: ``ds.__getitems__`` decoding record by record (``transform.decode_into`` per slot),
   the alternative to the batch call it takes with ``decode_threads=1``;
 - ``batch-call``: the same batches forced through the one-kernel-call-per-batch path
-  (:func:`fastdata.batch_decode.decode_batch_into`) into a reused array (record reads included, no new tensor).
+  (:func:`fastdata.datasets.batch_decode.decode_batch_into`) into a reused array (record reads included, no new tensor).
 
 Within a round the methods alternate batch by batch (order rotating), each seeding torch's RNG identically before
 its batch, so all of them decode the same crops of the same records and a change of load hits them alike. Time is
@@ -42,9 +42,9 @@ import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from fastdata import dataset as dataset_module  # noqa: E402
-from fastdata.batch_decode import decode_batch_into  # noqa: E402
-from fastdata.dataset import ShardDataset  # noqa: E402
+from fastdata.datasets import shard_dataset as dataset_module  # noqa: E402
+from fastdata.datasets.batch_decode import decode_batch_into  # noqa: E402
+from fastdata.datasets.shard_dataset import ShardDataset  # noqa: E402
 from fastdata.packing.packer import pack  # noqa: E402
 from fastdata.transforms import RandomResizedCrop  # noqa: E402
 

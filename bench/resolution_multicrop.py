@@ -40,7 +40,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from fastdata.decode import is_jpeg  # noqa: E402
-from fastdata.multicrop import MultiCrop  # noqa: E402
+from fastdata.transforms.multicrop import MultiCrop  # noqa: E402
 from fastdata.transforms import RandomResizedCrop  # noqa: E402
 
 _CHUNK = 25

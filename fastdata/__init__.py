@@ -13,11 +13,10 @@ __version__ = "0.1.0"
 import numpy  # noqa: E402, F401, I001
 
 from fastdata import gpu_transforms, transforms
-from fastdata.dataset import ShardDataset
+from fastdata.datasets import MixedDataset, ShardDataset
 from fastdata.decode import get_decoder
 from fastdata.formats import CorruptRecordError, DatasetChangedError, Manifest
 from fastdata.loader import DataLoaderX, DataPrefetcher, NormalizeCollate, fast_collate
-from fastdata.mixing import MixedDataset
 from fastdata.packing import ShardWriter, pack, repack, verify
 from fastdata.sampler import DistributedSampler, EvalSampler, MixedSampler
 

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from fastdata import __version__
-from fastdata._sizes import parse_size as _parse_size
-from fastdata._text import escaped
+from fastdata._util.sizes import parse_size as _parse_size
+from fastdata._util.text import escaped
 from fastdata.decode.limits import DEFAULT_MAX_PIXELS
 
 if TYPE_CHECKING:

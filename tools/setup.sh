@@ -65,7 +65,7 @@ fi
 "$PY" - <<'PYEOF'
 import torch, fastdata
 import warnings
-from fastdata._optional import has_turbojpeg, has_dali
+from fastdata._util.optional import has_turbojpeg, has_dali
 from fastdata.decode import native
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

@@ -4,7 +4,7 @@
 timm's training script is not part of the timm wheel: pass the path of a ``train.py`` from the timm source of the
 installed version. This copies it to a temporary folder, adds after its ``from timm.data import ...`` statement::
 
-    from fastdata.timm_loader import create_dataset, create_loader
+    from fastdata.integrations.timm import create_dataset, create_loader
 
 and runs it on CPU for one short epoch (training and validation) on a tiny pack made here (or ``--data``, a folder
 holding ``train/`` and ``validation/`` packs). It fails unless train.py finishes, its loaders were fastdata's, and it
@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-IMPORT_LINE = "from fastdata.timm_loader import create_dataset, create_loader"
+IMPORT_LINE = "from fastdata.integrations.timm import create_dataset, create_loader"
 
 # Runs the patched train.py as __main__, then checks the names its main() used. The torchvision shim of the tests
 # lets ``import torchvision`` work where its compiled ops do not match the installed torch (a no-op otherwise).
@@ -42,7 +42,7 @@ sys.argv = sys.argv[1:]
 names = runpy.run_path(train_py, run_name="__main__")
 used = {name: names[name].__module__ for name in ("create_dataset", "create_loader")}
 print("train.py used:", used)
-sys.exit(0 if set(used.values()) == {"fastdata.timm_loader"} else 3)
+sys.exit(0 if set(used.values()) == {"fastdata.integrations.timm"} else 3)
 """
 
 

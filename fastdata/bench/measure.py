@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fastdata.cpus import available_cpus
+from fastdata._util.cpus import available_cpus
 
 logger = logging.getLogger(__name__)
 _END = object()
@@ -210,7 +210,7 @@ def _decode_init(root: str, size: int, barrier: Any, method: str) -> None:
     import cv2
 
     from fastdata.bench.baselines import CV2RandomResizedCropFlip, cv2_loader_bytes
-    from fastdata.dataset import ShardDataset
+    from fastdata.datasets.shard_dataset import ShardDataset
     from fastdata.transforms import RandomResizedCrop
 
     torch.set_num_threads(1)
@@ -254,7 +254,7 @@ def measure_decode_bound(root: str | os.PathLike, *, size: int = 224, processes:
         ``images``, ``seconds`` (wall time of the slowest process), ``images_per_s`` (the sum of
         the per-process rates), ``wall_images_per_s`` (images / wall time) and ``processes``.
     """
-    from fastdata.dataset import ShardDataset
+    from fastdata.datasets.shard_dataset import ShardDataset
 
     processes = processes or usable_cores()
     count = len(ShardDataset(root)) if limit is None else limit
@@ -272,7 +272,7 @@ def measure_decode_bound(root: str | os.PathLike, *, size: int = 224, processes:
 
 
 def usable_cores() -> int:
-    """The CPUs this process may use (affinity, cgroup quota, SLURM; :func:`fastdata.cpus.available_cpus`)."""
+    """The CPUs this process may use (affinity, cgroup quota, SLURM; :func:`fastdata._util.cpus.available_cpus`)."""
     return available_cpus()
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from fastdata.cpus import available_cpus
+from fastdata._util.cpus import available_cpus
 
 logger = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ def machine_info() -> dict[str, Any]:
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
     }
     try:
-        from fastdata._optional import has_turbojpeg
+        from fastdata._util.optional import has_turbojpeg
 
         info["libturbojpeg_loaded"] = has_turbojpeg()
     except ImportError:

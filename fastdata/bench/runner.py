@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from fastdata import _optional
+from fastdata._util import optional as _optional
 from fastdata.bench import report
 from fastdata.bench.measure import (
     BatchCheck, MemorySampler, measure_decode_bound, measure_run, run_isolated, set_page_cache, usable_cores,
@@ -172,7 +172,7 @@ def _shard_files(root: Path) -> list[Path]:
 
 def _build(name: str, ctx: _Context) -> tuple[Iterable, Callable[[], None]]:
     """Build the iterable for one run of ``name`` and its closer."""
-    from fastdata.dataset import ShardDataset
+    from fastdata.datasets.shard_dataset import ShardDataset
     from fastdata.loader.collate import NormalizeCollate, fast_collate
     from fastdata.gpu_transforms import Compose, Normalize, RandomHorizontalFlip
     from fastdata.loader.dataloader import DataLoaderX

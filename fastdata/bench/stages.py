@@ -130,8 +130,8 @@ def _timed_transform(size: int) -> tuple[Any, _TimedDecoder]:
 
 def _fastdata_part(roots: dict[str, Path], picks: np.ndarray, size: int, batch_size: int) -> tuple[dict, list[bytes]]:
     """Time read, header, decode, crop/resize (the rest of the transform), collate, flip + normalize."""
-    from fastdata.batch import DecodedBatch
-    from fastdata.dataset import ShardDataset
+    from fastdata.decode.batch import DecodedBatch
+    from fastdata.datasets.shard_dataset import ShardDataset
     from fastdata.gpu_transforms import Compose, Normalize, RandomHorizontalFlip
     from fastdata.loader.collate import fast_collate
 
@@ -181,7 +181,7 @@ def _normalize_collate_ms(batches: list, *, reuse: bool) -> float:
     """Per-image ms of ``NormalizeCollate`` (flip + normalize to float) over decoded batches.
 
     ``reuse``: the output goes to memory written before, as in a worker whose ring segment came back
-    (:mod:`fastdata.shared_ring`); else to fresh memory each batch (page faults included).
+    (:mod:`fastdata.decode.shared_ring`); else to fresh memory each batch (page faults included).
     """
     from unittest import mock
 

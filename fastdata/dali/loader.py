@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from fastdata._optional import import_dali
-from fastdata.cpus import available_cpus
+from fastdata._util.optional import import_dali
+from fastdata._util.cpus import available_cpus
 from fastdata.dali.pipeline import (
     DEFAULT_INITIAL_FILL, READER_NAME, PipelineOptions, build_pipeline,
     shard_bounds,

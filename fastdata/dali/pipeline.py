@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fastdata._optional import import_dali
+from fastdata._util.optional import import_dali
 from fastdata.gpu_transforms.colour import IMAGENET_MEAN, IMAGENET_STD
 
 __all__ = ["DEFAULT_INITIAL_FILL", "EVAL_CROP_FRACTION", "READER_NAME", "PipelineOptions", "build_pipeline",

@@ -9,7 +9,7 @@ IDCT, upsampling and colour conversion shrink with it (entropy decoding does not
 
 Decoders hold no library handles, so they pickle in a few bytes and can be sent to
 spawned DataLoader workers; the libturbojpeg handle is fetched per process through
-:func:`fastdata._optional.turbojpeg_handle`.
+:func:`fastdata._util.optional.turbojpeg_handle`.
 
 Every failure, whatever the input, is a :class:`DecodeError` naming the reason; damage a
 codec works around (libjpeg's "extraneous bytes before marker") is a :class:`DecodeWarning`

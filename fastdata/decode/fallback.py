@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import warnings
 
-from fastdata._optional import TURBOJPEG_HINT, has_turbojpeg
+from fastdata._util.optional import TURBOJPEG_HINT, has_turbojpeg
 from fastdata.decode.base import Decoder
 from fastdata.decode.opencv import OpenCVDecoder
 from fastdata.decode.turbo import TurboJpegDecoder

@@ -33,7 +33,7 @@ import warnings
 
 import numpy as np
 
-from fastdata._optional import native_disabled
+from fastdata._util.optional import native_disabled
 from fastdata.decode.base import (
     Box, DecodeError, DecodeWarning, Decoder, check_not_empty, check_out, choose_scale, image_kind, is_jpeg,
     resize_into, scaled_box, scaled_size,

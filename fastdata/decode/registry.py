@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 
-from fastdata._optional import native_disabled, turbojpeg_handle
+from fastdata._util.optional import native_disabled, turbojpeg_handle
 from fastdata.decode import native
 from fastdata.decode.base import DECODER_NAMES, Decoder
 from fastdata.decode.fallback import fallback_decoder

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from fastdata._optional import turbojpeg_handle
+from fastdata._util.optional import turbojpeg_handle
 from fastdata.decode.base import (
     SIMD_SCALES, TURBOJPEG_SCALES, DecodeError, Decoder, DecodeWarning, Scale, check_not_empty, is_jpeg,
 )

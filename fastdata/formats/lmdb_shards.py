@@ -25,7 +25,7 @@ import google_crc32c
 import lmdb
 import numpy as np
 
-from fastdata._fs import file_crc32c, publish, tmp_path
+from fastdata._util.fs import file_crc32c, publish, tmp_path
 from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase, ShardWriterBase, StorageFormat
 from fastdata.formats.example import ImageRecord, encode_fields, parse_features
 from fastdata.formats.files import FileIdentity, crc32c_hex, open_regular, resolve_inside

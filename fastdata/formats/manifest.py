@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from fastdata._fs import atomic_write_bytes
+from fastdata._util.fs import atomic_write_bytes
 from fastdata.formats.files import read_regular, resolve_inside
 
 MANIFEST_NAME = "manifest.json"

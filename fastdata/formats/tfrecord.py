@@ -17,7 +17,7 @@ from typing import Any
 import google_crc32c
 import numpy as np
 
-from fastdata._fs import publish, tmp_path
+from fastdata._util.fs import publish, tmp_path
 from fastdata.formats.base import CorruptRecordError, ShardReaderBase, ShardWriterBase, StorageFormat
 from fastdata.formats.errors import DatasetChangedError
 from fastdata.formats.files import FileIdentity, check_crc32c, crc32c_hex, open_regular, read_regular, resolve_inside

@@ -1,10 +1,11 @@
 """Batched tensor augmentations that run on the GPU (inside ``DataPrefetcher``) or on the CPU.
 
 Split by kind: :mod:`.colour` (ToFloat, Normalize, ColorJitter), :mod:`.geometry`
-(RandomHorizontalFlip, RandomResizedCrop), :mod:`.mixing` (Mixup, CutMix), on the interface in :mod:`.base`;
+(RandomHorizontalFlip, RandomResizedCrop), :mod:`.mixup` (sample mixing: Mixup, CutMix, timm's MixupCutmix; ``MixUp``
+is an alias of ``Mixup``, torchvision v2's spelling), on the interface in :mod:`.base`;
 per-image augmentation policies in :mod:`.policies` (RandAugment, TrivialAugmentWide, AutoAugment, ThreeAugment),
 built from the batched per-image ops of :mod:`.ops` run by :mod:`.plan`; timm's RandomErasing
-(:mod:`.erasing`) and Mixup/CutMix with switch probability and modes (:mod:`.mixcut`).
+(:mod:`.erasing`).
 
 Every transform takes and returns ``(images, labels)``: ``images`` is a ``[N, C, H, W]`` tensor on
 any device, ``labels`` an int64 ``[N]`` tensor, soft targets ``[N, K]`` or ``None``. The same code
@@ -25,8 +26,7 @@ from fastdata.gpu_transforms.base import BatchTransform, Compose
 from fastdata.gpu_transforms.colour import IMAGENET_MEAN, IMAGENET_STD, ColorJitter, Normalize, ToFloat
 from fastdata.gpu_transforms.geometry import RandomHorizontalFlip, RandomResizedCrop
 from fastdata.gpu_transforms.erasing import RandomErasing
-from fastdata.gpu_transforms.mixcut import MixupCutmix
-from fastdata.gpu_transforms.mixing import CutMix, MixUp, Mixup
+from fastdata.gpu_transforms.mixup import CutMix, MixUp, Mixup, MixupCutmix
 from fastdata.gpu_transforms.policies import AutoAugment, RandAugment, ThreeAugment, TrivialAugmentWide, rand_augment
 
 __all__ = [

@@ -13,7 +13,7 @@ from typing import Any
 from prefetch_generator import BackgroundGenerator
 
 from fastdata.loader.resume import PassState
-from fastdata.shared_ring import Releaser
+from fastdata.decode.shared_ring import Releaser
 
 __all__ = ["LoaderIter", "StoppableBackgroundGenerator", "close_all", "shutdown_persistent"]
 

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from fastdata._optional import native_disabled
-from fastdata.batch import DecodedBatch, MultiDecodedBatch, empty_tensor
+from fastdata._util.optional import native_disabled
+from fastdata.decode.batch import DecodedBatch, MultiDecodedBatch, empty_tensor
 from fastdata.gpu_transforms.colour import IMAGENET_MEAN, IMAGENET_STD
-from fastdata.shared_ring import free_in_worker
+from fastdata.decode.shared_ring import free_in_worker
 
 try:
     from fastdata.loader import _floatbatch
@@ -39,10 +39,10 @@ def fast_collate(batch: Sequence[tuple[Any, ...]], *, pad_fields: bool = False) 
     Each image is a ``uint8`` array or tensor in HWC layout (a 2-D grayscale image becomes
     ``C = 1``). The output is allocated once (in shared memory inside a DataLoader worker) and
     every image is written into it with a single HWC→CHW copy. A batch that
-    :meth:`fastdata.ShardDataset.__getitems__` decoded in place (a :class:`~fastdata.batch.DecodedBatch`)
+    :meth:`fastdata.ShardDataset.__getitems__` decoded in place (a :class:`~fastdata.decode.batch.DecodedBatch`)
     is returned as it is, with no copy: its images are the NHWC buffer seen as ``[N, C, H, W]``, that
     is, ``channels_last`` in memory (``images.contiguous()`` gives the other layout if a model needs it).
-    Samples whose image is a list of k images (:class:`fastdata.multicrop.MultiCrop`) give a list of k
+    Samples whose image is a list of k images (:class:`fastdata.transforms.multicrop.MultiCrop`) give a list of k
     batches, one per crop position.
 
     Args:

@@ -10,7 +10,7 @@ of the seeded ``torch.Generator`` objects, snapshotted before torch draws from t
 uninterrupted run would have yielded next; the consumed batches are skipped at the index level,
 so their samples are never loaded.
 
-Augmentation: every index reaches the dataset as a :class:`fastdata.seeding.SampleIndex` (an int
+Augmentation: every index reaches the dataset as a :class:`fastdata.sampler.seeding.SampleIndex` (an int
 that also carries a key of its pass and its position in the pass), from which ``ShardDataset``
 seeds random decode-time transforms, so a batch's pixels depend neither on ``num_workers`` nor on
 whether the run was resumed.
@@ -29,7 +29,7 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset, Sampler, SequentialSampler
 from torch.utils.data.distributed import DistributedSampler as _TorchDistributedSampler
 
-from fastdata.dataset import ShardDataset
+from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.loader.background import LoaderIter, close_all, shutdown_persistent
 from fastdata.loader.worker_errors import WorkerInit, keep_worker_exception_types
 from fastdata.loader.accelerate_hook import keep_for_accelerate
@@ -37,8 +37,8 @@ from fastdata.loader.resume import (
     STATE_VERSION, PassState, after_base_seed, get_rng_states, has_state_methods, pass_key_for, restore_sampler,
     set_rng_states, snapshot_sampler, validate_state,
 )
-from fastdata.resolution import check_size, tag_batches
-from fastdata.shared_ring import Releaser
+from fastdata.transforms.resolution import check_size, tag_batches
+from fastdata.decode.shared_ring import Releaser
 
 __all__ = ["DataLoaderX"]
 
@@ -89,7 +89,7 @@ class DataLoaderX(DataLoader[T_co]):
         max_prefetch: Batches the background thread keeps ready (>= 1).
 
     Worker batches: large batch buffers come from each worker's ring of reused shared memory
-    (:mod:`fastdata.shared_ring`); a buffer goes back to its worker once no tensor, view or array of
+    (:mod:`fastdata.decode.shared_ring`); a buffer goes back to its worker once no tensor, view or array of
     its batch is left in this process (clone a batch before sending it to another process).
 
     Breaking out of a loop, an exception, ``del`` of the iterator or garbage collection stops the
@@ -104,9 +104,9 @@ class DataLoaderX(DataLoader[T_co]):
     a seeded ``generator`` for shuffling, or a sequential order.
 
     Augmentation: for a map-style dataset, the sampler's integer indices (in batches that are lists
-    or tuples) are handed to the dataset as :class:`fastdata.seeding.SampleIndex` objects: ints that
+    or tuples) are handed to the dataset as :class:`fastdata.sampler.seeding.SampleIndex` objects: ints that
     also carry the pass key and their position in the pass. ``ShardDataset`` derives each sample's
-    generator from them (:func:`fastdata.seeding.sample_generator`), so random decode-time
+    generator from them (:func:`fastdata.sampler.seeding.sample_generator`), so random decode-time
     transforms give the same pixels for any ``num_workers`` and after a resume. The pass key hashes
     what decides the pass's order: the seeded generators' states and the sampler's ``state_dict()``
     (for fastdata's ``DistributedSampler`` its seed and epoch, so ``set_epoch`` after a restart is
@@ -250,7 +250,7 @@ class DataLoaderX(DataLoader[T_co]):
         return pass_state
 
     def _key_pass(self, pass_state: PassState) -> None:
-        """Give the pass its augmentation key (:mod:`fastdata.seeding`); map-style datasets only."""
+        """Give the pass its augmentation key (:mod:`fastdata.sampler.seeding`); map-style datasets only."""
         if isinstance(self.dataset, IterableDataset):
             return
         pass_state.batched = self._auto_collation
@@ -372,7 +372,7 @@ class DataLoaderX(DataLoader[T_co]):
         next ``iter()`` on (a pass keeps the size it started with); persistent workers follow without a
         restart, and batch buffers come from a ring of the new size. ``state_dict()`` records the size, so a
         resumed pass is decoded as it began. Crops are the ones a loader built at that size gives. See
-        :mod:`fastdata.resolution` (and :func:`fastdata.resolution.ramp` for ffcv's schedule).
+        :mod:`fastdata.transforms.resolution` (and :func:`fastdata.transforms.resolution.ramp` for ffcv's schedule).
 
         Args:
             size: an int (square), ``(height, width)``, or None for the transform's own size.

@@ -3,7 +3,7 @@
 A pass is decided by the sampler's state and the seeded ``torch.Generator`` objects, snapshotted
 before torch draws from them; resuming skips the consumed batches at the index level. The same
 snapshot keys the pass for reproducible augmentation (:func:`pass_key_for`): indices are handed out
-as :class:`fastdata.seeding.SampleIndex` with their position counted from the pass's start, skipped
+as :class:`fastdata.sampler.seeding.SampleIndex` with their position counted from the pass's start, skipped
 batches included. ``pass_number`` (optional in a state, for states saved before it existed) counts
 the loader's passes.
 """
@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch.utils.data.distributed import DistributedSampler as _TorchDistributedSampler
 
-from fastdata.seeding import derive_pass_key, keyed_indices
+from fastdata.sampler.seeding import derive_pass_key, keyed_indices
 
 __all__ = ["STATE_KEYS", "STATE_VERSION", "PassState", "after_base_seed", "get_rng_states", "has_state_methods",
            "pass_key_for", "restore_sampler", "set_rng_states", "snapshot_sampler", "validate_state"]
@@ -37,7 +37,7 @@ class PassState:
 
     ``number`` counts the loader's passes; ``pass_key`` (None: indices stay plain ints) and
     ``position_base`` (where the first index the sampler yields stands in the pass) key each index
-    for reproducible augmentation (:mod:`fastdata.seeding`).
+    for reproducible augmentation (:mod:`fastdata.sampler.seeding`).
     """
 
     def __init__(self, rngs: dict[str, torch.Generator], sampler_state: Any, skip: int, index_skip: int,
@@ -143,7 +143,7 @@ def restore_sampler(source: Any, state: Any) -> None:
 
 
 def pass_key_for(rng_states: dict[str, str], sampler_state: Any, number: int) -> int:
-    """The augmentation key of a pass (:mod:`fastdata.seeding`): a hash of what decides its order.
+    """The augmentation key of a pass (:mod:`fastdata.sampler.seeding`): a hash of what decides its order.
 
     That is the seeded generators' states and the sampler's state at the pass's start, both
     restored exactly by a resume (and the sampler's epoch alone suffices for fastdata's

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fastdata._fs import file_crc32c
-from fastdata._text import escaped
+from fastdata._util.fs import file_crc32c
+from fastdata._util.text import escaped
 from fastdata.decode import DEFAULT_MAX_PIXELS, DecodeError, get_decoder, pixel_limit
 from fastdata.decode.capture import codec_messages
 from fastdata.formats import get_format

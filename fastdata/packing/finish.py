@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from fastdata import __version__
-from fastdata._fs import atomic_write_bytes
-from fastdata._text import escaped
+from fastdata._util.fs import atomic_write_bytes
+from fastdata._util.text import escaped
 from fastdata.formats.files import crc32c_hex
 from fastdata.formats.manifest import Manifest, SkippedFile
 from fastdata.formats.targets import encode_targets

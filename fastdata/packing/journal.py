@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fastdata._fs import atomic_write_bytes, file_crc32c
+from fastdata._util.fs import atomic_write_bytes, file_crc32c
 from fastdata.formats.manifest import FileWarnings, Manifest, ShardInfo, SkippedFile
 
 JOURNAL_NAME = ".pack-journal.jsonl"

@@ -19,7 +19,7 @@ from typing import Any
 
 import google_crc32c
 
-from fastdata._fs import atomic_write_bytes
+from fastdata._util.fs import atomic_write_bytes
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.packing.finish import NothingPackedError, finalize
 from fastdata.packing.journal import JournalEntry

@@ -26,7 +26,7 @@ from fastdata.packing.pipeline import BadImageError, make_jobs, write_shards
 from fastdata.packing.plan import ordered_rows
 from fastdata.packing.pool import cap_workers
 from fastdata.packing.options import PackOptions
-from fastdata.packing.sources import Row, Source, open_source, source_digest
+from fastdata.packing.sources import Source, open_source, source_digest
 from fastdata.packing.space import OutOfSpaceError, is_out_of_space, out_of_space_error
 from fastdata.packing.writer import ShardWriter
 from fastdata.storage.urls import is_url

@@ -34,7 +34,7 @@ from multiprocessing.connection import wait
 from types import TracebackType
 from typing import Any
 
-from fastdata.cpus import available_cpus
+from fastdata._util.cpus import available_cpus
 
 logger = logging.getLogger(__name__)
 

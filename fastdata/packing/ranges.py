@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from fastdata._fs import atomic_write_bytes
+from fastdata._util.fs import atomic_write_bytes
 from fastdata.formats.manifest import FileWarnings, ShardInfo, SkippedFile
 from fastdata.packing.journal import JournalEntry, shard_intact
 from fastdata.packing.lock import OutputLock

@@ -3,13 +3,13 @@
 - :mod:`~fastdata.sampler.distributed`: :class:`DistributedSampler`, torch's at ``ratio=1``, resumable.
 - :mod:`~fastdata.sampler.blocks`: the ``shuffle="blocks"`` order (a few shards at a time, still a permutation).
 - :mod:`~fastdata.sampler.elastic`: resuming a checkpoint on another number of ranks.
-- :mod:`~fastdata.sampler.mixed`: :class:`MixedSampler`, the order of a :class:`fastdata.MixedDataset`.
+- :mod:`~fastdata.sampler.mixture`: :class:`MixedSampler`, the order of a :class:`fastdata.MixedDataset`.
 - :mod:`~fastdata.sampler.evaluation`: :class:`EvalSampler` (each sample once, no padding) and :func:`gather_in_order`.
 """
 
 from fastdata.sampler.distributed import DistributedSampler
 from fastdata.sampler.elastic import adapt_loader_state
 from fastdata.sampler.evaluation import EvalSampler, gather_in_order
-from fastdata.sampler.mixed import MixedSampler
+from fastdata.sampler.mixture import MixedSampler
 
 __all__ = ["DistributedSampler", "EvalSampler", "MixedSampler", "adapt_loader_state", "gather_in_order"]

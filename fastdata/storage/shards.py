@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from fastdata._fs import atomic_write_bytes
-from fastdata._sizes import parse_size
+from fastdata._util.fs import atomic_write_bytes
+from fastdata._util.sizes import parse_size
 from fastdata.formats import get_format
 from fastdata.formats.base import CorruptRecordError, ShardReaderBase
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
@@ -35,7 +35,7 @@ from fastdata.storage import trace
 from fastdata.storage.cache import CachedShard, Fetch, Hold, ShardCache, minimum_budget
 from fastdata.storage.locks import FileLock
 from fastdata.storage.prefetch import PassPlan, Prefetcher, planned
-from fastdata.storage.remote import RemoteIOError, Store, get_store
+from fastdata.storage.remote import Store, get_store
 from fastdata.storage.urls import default_cache_dir, url_id
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Dataset locations: a local path or a URL (``s3://``, ``gs://``, ``https://``, any fsspec protocol).
 
-Pure string handling, no network and no optional import: ``fastdata.dataset`` uses it to tell a
+Pure string handling, no network and no optional import: ``fastdata.datasets.shard_dataset`` uses it to tell a
 remote dataset from a local folder.
 """
 

@@ -12,7 +12,8 @@ import pytest
 import torch
 from tests.images import encode, natural_image
 
-from fastdata import _optional, cli
+from fastdata import cli
+from fastdata._util import optional as _optional
 from fastdata.bench import report as bench_report
 from fastdata.bench.baselines import (
     IMAGENET_MEAN, IMAGENET_STD, CV2RandomResizedCropFlip, FolderDataset, PILToNormalizedTensor, cv2_loader,

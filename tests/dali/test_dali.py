@@ -14,7 +14,7 @@ import torch
 from PIL import Image
 
 import fastdata
-from fastdata._optional import has_dali
+from fastdata._util.optional import has_dali
 
 requires_dali = pytest.mark.skipif(not has_dali(), reason="nvidia-dali is not installed (the `dali` extra)")
 NUM_FLAT = 23  # constant-colour images; 2 shards hold 11 and 12, so batch 4 leaves partial batches

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fastdata._optional import has_dali
+from fastdata._util.optional import has_dali
 from fastdata.packing.packer import pack
 from tests.packing.sources_data import make_samples, write_jsonl
 

@@ -18,7 +18,7 @@ import fastdata.decode.opencv as opencv_mod
 import fastdata.decode.registry as registry_mod
 import fastdata.decode.turbo as turbo_mod
 from tests.images import encode, encode_cmyk, natural_image
-from fastdata._optional import TURBOJPEG_HINT, has_turbojpeg
+from fastdata._util.optional import TURBOJPEG_HINT, has_turbojpeg
 from fastdata.decode import (
     SIMD_SCALES,
     TURBOJPEG_SCALES,

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 import fastdata.decode.pil as pil_mod
-from fastdata._optional import has_turbojpeg
+from fastdata._util.optional import has_turbojpeg
 from fastdata.decode import DEFAULT_MAX_PIXELS, DecodeError, get_decoder, get_max_pixels, pixel_limit, set_max_pixels
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))

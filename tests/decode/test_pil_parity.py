@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fastdata._optional import has_turbojpeg
+from fastdata._util.optional import has_turbojpeg
 from fastdata.decode import DecodeError, DecodeWarning, get_decoder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))

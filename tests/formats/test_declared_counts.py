@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fastdata._fs import file_crc32c
+from fastdata._util.fs import file_crc32c
 from fastdata.packing.packer import pack
 from tests.images import encode, natural_image
 
@@ -26,7 +26,7 @@ DECLARED = 10_000_000  # 80 MB of labels, 640 MB of shard, all holes
 
 OPEN = textwrap.dedent("""
     import sys
-    from fastdata.dataset import ShardDataset
+    from fastdata.datasets.shard_dataset import ShardDataset
     from fastdata.formats.errors import CorruptRecordError
 
     def kb(key):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fastdata.cli import main
-from fastdata.dataset import ShardDataset
+from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.formats.base import CorruptRecordError
 from fastdata.formats.manifest import Manifest
 from tests.packs import edit_manifest

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from fastdata.dataset import ShardDataset
+from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.formats.base import CorruptRecordError
 from fastdata.formats.manifest import Manifest
 from fastdata.loader.dataloader import DataLoaderX
@@ -95,7 +95,7 @@ def test_25_random_bit_flips_in_image_bytes_each_raise_on_read(lmdb_pack):
 
 TRUNCATED_READ = """
 import sys
-from fastdata.dataset import ShardDataset
+from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.formats.base import CorruptRecordError
 ds = ShardDataset(sys.argv[1]) if sys.argv[2] == "before" else None
 if ds is not None:

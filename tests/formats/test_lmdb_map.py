@@ -48,7 +48,7 @@ def test_map_grows_past_its_initial_size_and_keeps_every_record(tmp_path, sizes)
 
 _SCRIPT = textwrap.dedent("""
     import sys
-    from fastdata.dataset import ShardDataset
+    from fastdata.datasets.shard_dataset import ShardDataset
     from fastdata.packing.check import verify
     from fastdata.packing.packer import pack
 

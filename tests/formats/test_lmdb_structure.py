@@ -66,7 +66,7 @@ SCRIPT = textwrap.dedent(
     """
     import hashlib, json, shutil, sys
     from pathlib import Path
-    from fastdata.dataset import ShardDataset
+    from fastdata.datasets.shard_dataset import ShardDataset
     from fastdata.formats.errors import CorruptRecordError, DatasetChangedError
     from fastdata.loader.dataloader import DataLoaderX
     from fastdata.packing.check import verify
@@ -122,7 +122,7 @@ def test_240_flips_in_lmdb_structure_never_crash(pack, tmp_path):
     import hashlib
     import json
 
-    from fastdata.dataset import ShardDataset
+    from fastdata.datasets.shard_dataset import ShardDataset
 
     ds = ShardDataset(pack)
     truth = {}

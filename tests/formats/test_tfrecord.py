@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fastdata._optional import has_dali
+from fastdata._util.optional import has_dali
 from fastdata.formats.base import CorruptRecordError
 from fastdata.formats.example import ImageRecord, decode_example, encode_example
 from fastdata.formats.tfrecord import (
@@ -135,7 +135,7 @@ def test_dali_reads_our_shards_with_our_index(packed):
         for k in range(len(encoded)):
             seen.append((np.array(encoded.at(k)).tobytes(), int(np.array(labels.at(k))[0])))
     seen = seen[: manifest.num_samples]
-    from fastdata.dataset import ShardDataset
+    from fastdata.datasets.shard_dataset import ShardDataset
 
     ds = ShardDataset(root)
     assert seen == [ds.read(i) for i in range(len(info.good))]

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from fastdata.dataset import ShardDataset
+from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.loader.collate import fast_collate
 from fastdata.loader.dataloader import DataLoaderX
 from fastdata.sampler import DistributedSampler
-from fastdata.seeding import SampleIndex, sample_generator
+from fastdata.sampler.seeding import SampleIndex, sample_generator
 from fastdata.transforms import RandomResizedCrop
 
 

@@ -19,7 +19,7 @@ from tests.loader.test_augmentation import batches, same
 BUILD = textwrap.dedent("""
     import torch
     from torch.utils.data.distributed import DistributedSampler as TorchDistributedSampler
-    from fastdata.dataset import ShardDataset
+    from fastdata.datasets.shard_dataset import ShardDataset
     from fastdata.loader.collate import fast_collate
     from fastdata.loader.dataloader import DataLoaderX
     from fastdata.sampler import DistributedSampler

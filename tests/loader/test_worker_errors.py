@@ -14,7 +14,7 @@ import torch
 from torch._utils import ExceptionWrapper
 
 import fastdata
-from fastdata.dataset import ShardDataset
+from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.decode import DecodeError
 from fastdata.formats.base import CorruptRecordError, DatasetChangedError
 from fastdata.formats.manifest import Manifest

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fastdata.dataset import ShardDataset
+from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.formats.errors import DatasetChangedError
 from fastdata.packing.check import verify
 from fastdata.packing.packer import pack

@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from fastdata.dataset import ShardDataset
+from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.formats.manifest import Manifest
 from fastdata.packing.check import verify
 from fastdata.packing.packer import pack

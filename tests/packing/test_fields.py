@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from fastdata.dataset import ShardDataset
+from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.formats.example import parse_features
 from fastdata.formats.fields import infer_types
 from fastdata.formats.tfrecord import TFRecordShardReader, read_index

@@ -5,7 +5,7 @@ import time
 import pytest
 
 from fastdata.cli import main
-from fastdata.dataset import ShardDataset
+from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.packing.check import verify
 from fastdata.packing.journal import JOURNAL_NAME
 from fastdata.packing.packer import pack

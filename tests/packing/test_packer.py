@@ -36,7 +36,7 @@ def all_files(root: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("fmt", ["tfrecord", "lmdb"])
 @pytest.mark.parametrize("keep_bytes", [True, False])
 def test_round_trip_bytes_and_labels(image_folder, tmp_path, fmt, keep_bytes):
-    from fastdata.dataset import ShardDataset
+    from fastdata.datasets.shard_dataset import ShardDataset
 
     manifest = pack(image_folder.root, tmp_path, format=fmt, samples_per_shard=4, workers=2, progress=False,
                     keep_bytes=keep_bytes)
@@ -92,7 +92,7 @@ def test_deterministic_and_independent_of_workers(image_folder, tmp_path):
 
 
 def test_shuffle_seed(image_folder, tmp_path):
-    from fastdata.dataset import ShardDataset
+    from fastdata.datasets.shard_dataset import ShardDataset
 
     same = {"format": "tfrecord", "workers": 0, "progress": False, "keep_bytes": True}
     pack(image_folder.root, tmp_path / "s1", shuffle_seed=3, **same)
@@ -135,7 +135,7 @@ def test_max_side_reencodes(tmp_path):
     rgb = natural_image(np.random.default_rng(0), 300, 200)
     cv2.imwrite(str(src / "a" / "big.png"), rgb)
     cv2.imwrite(str(src / "a" / "small.jpg"), rgb[:50, :40])
-    from fastdata.dataset import ShardDataset
+    from fastdata.datasets.shard_dataset import ShardDataset
 
     pack(src, tmp_path / "out", format="tfrecord", max_side=128, quality=80, workers=0, progress=False,
          keep_bytes=True)

@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 from fastdata.cli import main
-from fastdata.dataset import ShardDataset
+from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.decode import DEFAULT_MAX_PIXELS, DecodeError, pixel_limit
 from fastdata.formats.example import ImageRecord
 from fastdata.formats.manifest import Manifest
@@ -57,7 +57,7 @@ def _corrupt_deflate_tiff() -> bytes:
 
 _BOMB_SCRIPT = textwrap.dedent("""
     import json, resource, sys
-    from fastdata.dataset import ShardDataset
+    from fastdata.datasets.shard_dataset import ShardDataset
     from fastdata.decode import DecodeError
     from fastdata.packing.packer import pack
     from fastdata.transforms import RandomResizedCrop

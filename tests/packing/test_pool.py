@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from fastdata.cpus import available_cpus
+from fastdata._util.cpus import available_cpus
 from fastdata.packing.packer import pack
 
 from tests.packing.slow_pack import make_small_images

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from fastdata.dataset import ShardDataset
+from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.packing.output import is_fastdata_manifest
 from tests.packs import make_distinct_folder, pack_quietly
 

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from fastdata.dataset import ShardDataset
+from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.formats.example import Example, ImageRecord, encode_example
 from fastdata.formats.manifest import Manifest
 from fastdata.formats.tfrecord import frame

@@ -284,7 +284,7 @@ def _sources(root):
 
 @pytest.mark.parametrize("fmt", ["tfrecord", "lmdb"])
 def test_pack_default_transcodes_jpegs_and_keep_bytes_does_not(source, tmp_path, fmt):
-    from fastdata.dataset import ShardDataset
+    from fastdata.datasets.shard_dataset import ShardDataset
 
     files = _sources(source)
     default = pack(source, tmp_path / "t", format=fmt, samples_per_shard=4, workers=2, progress=False)
@@ -348,7 +348,7 @@ def test_without_the_extension_pack_keeps_bytes(source, tmp_path, monkeypatch):
 @pytest.mark.parametrize(("old_fmt", "new_fmt"), [("tfrecord", None), ("lmdb", "tfrecord")])
 def test_repack_round_trip(source, tmp_path, old_fmt, new_fmt):
     from fastdata.cli import main
-    from fastdata.dataset import ShardDataset
+    from fastdata.datasets.shard_dataset import ShardDataset
     from fastdata.packing.check import verify
     from fastdata.packing.repack import repack
 
@@ -449,7 +449,7 @@ def test_generated_sets_keep_their_pixels_and_packs_are_no_larger(tmp_path, prof
     import sys
     from pathlib import Path
 
-    from fastdata.dataset import ShardDataset
+    from fastdata.datasets.shard_dataset import ShardDataset
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
     import make_imagenet_like

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fastdata.sampler.blocks import DEFAULT_BLOCK_SHARDS
-from fastdata.dataset import ShardDataset
+from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.sampler import DistributedSampler
 
 SHARDS = [5, 0, 9, 1, 7, 3, 12, 2, 6, 4, 8]  # uneven, with an empty shard: 57 samples

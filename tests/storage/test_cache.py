@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from fastdata._fs import file_crc32c
+from fastdata._util.fs import file_crc32c
 from fastdata.storage import trace
 from fastdata.storage.cache import DownloadError, Fetch, Hold, minimum_budget
 from fastdata.storage.shards import RemoteShards

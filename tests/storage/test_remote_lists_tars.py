@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fastdata.dataset import ShardDataset
+from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.packing.packer import pack
 from tests.packing.sources_data import CLASSES, make_samples, write_csv, write_webdataset
 

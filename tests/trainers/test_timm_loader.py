@@ -1,4 +1,4 @@
-"""timm's train.py on fastdata: ``fastdata.timm_loader`` called the way train.py calls timm's data functions.
+"""timm's train.py on fastdata: ``fastdata.integrations.timm`` called the way train.py calls timm's data functions.
 
 ``tools/timm_train.py`` runs train.py itself (which is not in the timm wheel); this checks the same code path here:
 ``create_dataset``/``create_loader`` with the keyword arguments train.py passes (its defaults), a few training steps
@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from fastdata import ShardDataset
-from fastdata.timm_loader import create_dataset, create_loader
+from fastdata.integrations.timm import create_dataset, create_loader
 from fastdata.transforms import ResizeCenterCrop
 from tests.trainers.common import CROP, make_pack, tiny_model
 
@@ -142,6 +142,6 @@ def test_the_tool_adds_the_import_after_timms(tmp_path):
     assert lines[3] == tool.IMPORT_LINE and lines[4] == "from timm.models import create_model"
     compile(patched, "train.py", "exec")  # still valid Python
     names = [n.module for n in ast.parse(patched).body if isinstance(n, ast.ImportFrom)]
-    assert names == ["timm.data", "fastdata.timm_loader", "timm.models"]  # so the later import wins
+    assert names == ["timm.data", "fastdata.integrations.timm", "timm.models"]  # so the later import wins
     with pytest.raises(ValueError, match="train.py"):
         tool.patch("import torch\n")

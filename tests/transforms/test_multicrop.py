@@ -9,7 +9,7 @@ import torch
 from fastdata import DataLoaderX, DataPrefetcher, ShardDataset, fast_collate
 from fastdata.decode import get_decoder, native
 from fastdata.decode.base import choose_scale, resize_into, scaled_box
-from fastdata.multicrop import MultiCrop
+from fastdata.transforms.multicrop import MultiCrop
 from fastdata.transforms import RandomResizedCrop
 from tests.images import encode, natural_image
 
@@ -130,8 +130,8 @@ def test_loader_collate_and_prefetcher_carry_a_list(tmp_path):
 
 
 def test_shard_dataset_decodes_a_multicrop_batch_in_place(tmp_path):
-    from fastdata.batch import MultiDecodedBatch
-    from fastdata.seeding import SampleIndex
+    from fastdata.decode.batch import MultiDecodedBatch
+    from fastdata.sampler.seeding import SampleIndex
     from tests.packs import make_distinct_folder, pack_quietly
 
     make_distinct_folder(tmp_path / "src", per_class=2, size=(120, 160))

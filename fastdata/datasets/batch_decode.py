@@ -27,7 +27,7 @@ import numpy as np
 
 from fastdata.decode import native
 from fastdata.decode.base import DecodeError, choose_scale, is_jpeg, resize_into, scaled_box, scaled_size
-from fastdata.transforms import RandomResizedCrop
+from fastdata.transforms.crop import RandomResizedCrop
 
 __all__ = ["batch_capable", "decode_all_into", "decode_batch_into"]
 

@@ -13,7 +13,7 @@ import torch
 from PIL import Image
 
 from tests.images import encode, encode_cmyk, natural_image
-from fastdata._optional import has_turbojpeg
+from fastdata._util.optional import has_turbojpeg
 from fastdata.decode import SIMD_SCALES, TURBOJPEG_SCALES, Decoder, OpenCVDecoder, TurboJpegDecoder, scaled_size
 from fastdata.decode.base import scaled_box as _scaled_box
 from fastdata.transforms import Decode, DecodeTransform, RandomResizedCrop, ResizeCenterCrop

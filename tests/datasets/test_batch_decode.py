@@ -1,20 +1,18 @@
-"""One native call per batch (fastdata.batch_decode): the per-sample path's pixels and errors, on 1 or more threads."""
+"""One native call per batch (fastdata.datasets.batch_decode): the per-sample path's pixels and errors, on 1 or more threads."""
 
 from __future__ import annotations
 
-import io
 import shutil
 import subprocess
 
 import numpy as np
 import pytest
 import torch
-from PIL import Image
 
-from fastdata import batch_decode
-from fastdata.dataset import ShardDataset
+from fastdata.datasets import batch_decode
+from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.decode import DecodeError, native
-from fastdata.seeding import SampleIndex, sample_generator
+from fastdata.sampler.seeding import SampleIndex, sample_generator
 from fastdata.transforms import RandomResizedCrop
 from tests.images import encode, natural_image
 

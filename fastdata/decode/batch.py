@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import torch
 from torch.utils.data import get_worker_info
 
-from fastdata.shared_ring import acquire
+from fastdata.decode.shared_ring import acquire
 
 __all__ = ["DecodedBatch", "MultiDecodedBatch", "empty_tensor"]
 
@@ -26,7 +26,7 @@ def empty_tensor(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
 
     A worker's result reaches the main process through shared memory; allocating there in the first
     place saves torch the copy into a shared segment when it sends the batch. Large buffers come from
-    the worker's ring of reused segments (:mod:`fastdata.shared_ring`) when the main process has let
+    the worker's ring of reused segments (:mod:`fastdata.decode.shared_ring`) when the main process has let
     one go, which saves the page faults of fresh memory.
     """
     if get_worker_info() is None:

@@ -26,8 +26,8 @@ def test_pins_the_mmap_threshold_once_per_process(monkeypatch):
 
 
 def test_dataset_pins_it_on_first_read(packed, monkeypatch):
-    from fastdata.dataset import ShardDataset
-    import fastdata.dataset as dataset_module
+    from fastdata.datasets.shard_dataset import ShardDataset
+    import fastdata.datasets.shard_dataset as dataset_module
 
     calls = []
     monkeypatch.setattr(dataset_module, "pin_mmap_threshold", lambda: calls.append(1))

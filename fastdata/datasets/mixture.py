@@ -20,9 +20,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from fastdata.batch import DecodedBatch, empty_tensor
-from fastdata.resolution import transform_for
-from fastdata.seeding import SampleIndex, sample_generator
+from fastdata.decode.batch import DecodedBatch, empty_tensor
+from fastdata.transforms.resolution import transform_for
+from fastdata.sampler.seeding import SampleIndex, sample_generator
 from fastdata.transforms import DecodeTransform
 
 __all__ = ["MixedDataset", "mixture_counts"]

@@ -167,8 +167,8 @@ def test_batch_decoded_in_place_equals_per_sample(two_packs):
     import numpy as np
 
     from fastdata import ShardDataset
-    from fastdata.batch import DecodedBatch
-    from fastdata.seeding import SampleIndex
+    from fastdata.decode.batch import DecodedBatch
+    from fastdata.sampler.seeding import SampleIndex
     from fastdata.transforms import RandomResizedCrop
 
     ds = MixedDataset([(ShardDataset(r, transform=RandomResizedCrop(16)), w) for r, w in zip(two_packs, (1.0, 3.0))])

@@ -2,7 +2,7 @@
 
 With torch's RNG the calls are torchvision's, one for one, so the same ``torch.manual_seed`` gives
 the same crops as ``torchvision.transforms.RandomResizedCrop.get_params``. With a
-``numpy.random.Generator`` (the per-sample generator of :mod:`fastdata.seeding`) the algorithm is
+``numpy.random.Generator`` (the per-sample generator of :mod:`fastdata.sampler.seeding`) the algorithm is
 the same, driven by 40 uniforms drawn in one call.
 """
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch.utils.data import default_collate
 
-from fastdata.batch import DecodedBatch
-from fastdata.dataset import ShardDataset
+from fastdata.decode.batch import DecodedBatch
+from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.loader.collate import fast_collate
 from fastdata.loader.dataloader import DataLoaderX
 from fastdata.transforms import RandomResizedCrop, ResizeCenterCrop

@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader
 
-from fastdata.dataset import ShardDataset
+from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.transforms import RandomResizedCrop
 
 DATA = Path(__file__).parent / "data"

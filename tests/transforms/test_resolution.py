@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from fastdata import DataLoaderX, DistributedSampler, ShardDataset, fast_collate
-from fastdata.resolution import SizedBatch, ramp, transform_at, transform_for
+from fastdata.transforms.resolution import SizedBatch, ramp, transform_at, transform_for
 from fastdata.transforms import DecodeTransform, RandomResizedCrop, ResizeCenterCrop
 from tests.packs import make_distinct_folder, pack_quietly
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -13,19 +12,20 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from fastdata._malloc import pin_mmap_threshold
-from fastdata.batch import DecodedBatch, empty_tensor
-from fastdata.batch_decode import decode_all_into
+from fastdata._util.malloc import pin_mmap_threshold
+from fastdata.decode.batch import DecodedBatch, empty_tensor
+from fastdata.datasets.batch_decode import decode_all_into
 from fastdata.formats import get_format
 from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase
 from fastdata.formats.fields import decode_values, field_types
-from fastdata.formats.manifest import MANIFEST_NAME, Manifest
+from fastdata.formats.manifest import Manifest
 from fastdata.formats.packed import OpenedPack, open_pack
-from fastdata.formats.tfrecord import TFRecordShardReader, build_index, max_index_bytes, read_index, write_index
-from fastdata.resolution import transform_for
-from fastdata.seeding import sample_generator
+from fastdata.formats.tfrecord import TFRecordShardReader
+from fastdata.transforms.resolution import transform_for
+from fastdata.sampler.seeding import sample_generator
 from fastdata.storage.shards import RemoteShards
 from fastdata.storage.urls import is_url
+from fastdata.datasets.tfrecord_folder import has_manifest, load_or_build_index, tfrecord_paths
 from fastdata.transforms import Decode, DecodeTransform
 
 logger = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class ShardDataset(Dataset):
     mixing two packs; shards already open keep reading the files they opened.
 
     Random decode-time transforms (``RandomResizedCrop``) draw from a generator of (pass,
-    position in the pass, index) when the index is a :class:`fastdata.seeding.SampleIndex`, as
+    position in the pass, index) when the index is a :class:`fastdata.sampler.seeding.SampleIndex`, as
     :class:`~fastdata.DataLoaderX` passes them: the same pixels whatever ``num_workers`` is, and
     the same after a resume. ``ds[i]`` with a plain int draws from torch's RNG as torchvision does.
 
@@ -72,7 +72,7 @@ class ShardDataset(Dataset):
         cache_limit: byte budget of the cached shards (``"200GB"``, ``"512MiB"`` or an int; None: no
             limit). Shards nobody reads are evicted, the one needed furthest in the future first.
         prefetch: shards downloaded ahead of the reader, in the order the loader will read them.
-        decode_threads: threads decoding a batch in one native call (``RandomResizedCrop``; :mod:`fastdata.batch_decode`).
+        decode_threads: threads decoding a batch in one native call (``RandomResizedCrop``; :mod:`fastdata.datasets.batch_decode`).
         fields: names of fields kept at pack time (``--fields``); ``ds[i]`` is then ``(image, label, {name: value})``,
             typed as :mod:`fastdata.formats.fields` says. ``ValueError`` names the fields a pack has.
 
@@ -123,10 +123,10 @@ class ShardDataset(Dataset):
             self._remote = RemoteShards(root, cache_dir=cache_dir, cache_limit=cache_limit, prefetch=prefetch)
             self._init_packed(self._remote.meta_root, shards_here=False)
             self._root = self._remote.url  # type: ignore[assignment]
-        elif _has_manifest(root):
+        elif has_manifest(root):
             self._init_packed(Path(root))  # type: ignore[arg-type]
         else:
-            self._init_tfrecords(_tfrecord_paths(root))
+            self._init_tfrecords(tfrecord_paths(root))
         self.fields, self._field_types = field_types(self.manifest, fields)
 
     # -- construction -------------------------------------------------------------------------
@@ -155,7 +155,7 @@ class ShardDataset(Dataset):
         self._storage = get_format("tfrecord")
         self._root = None
         self._shard_paths = np.array([str(p) for p in paths])
-        indexes = [_load_or_build_index(p) for p in paths]
+        indexes = [load_or_build_index(p) for p in paths]
         self._set_index([len(i) for i in indexes], [i[:, 0] for i in indexes], [i[:, 1] for i in indexes])
         self._targets = None
         self.classes = []
@@ -187,11 +187,11 @@ class ShardDataset(Dataset):
 
         With a fixed-size decode-time transform (``RandomResizedCrop``, ``ResizeCenterCrop``), no
         ``target_transform`` and no fields, every image is decoded straight into its slot of one uint8
-        ``[N, H, W, 3]`` tensor (shared memory in a worker): a :class:`~fastdata.batch.DecodedBatch`, which
+        ``[N, H, W, 3]`` tensor (shared memory in a worker): a :class:`~fastdata.decode.batch.DecodedBatch`, which
         :func:`fastdata.fast_collate` passes on without a copy and other collate functions see as the
         usual list of ``(image, label)`` pairs. Otherwise it is ``[self[i] for i in indices]``.
         """
-        transform = transform_for(self.transform, indices)  # at the loader's resolution (fastdata.resolution)
+        transform = transform_for(self.transform, indices)  # at the loader's resolution (fastdata.transforms.resolution)
         if callable(getattr(transform, "decode_batch", None)) and self.target_transform is None and not self.fields:
             return transform.decode_batch(self, indices)  # a transform with several outputs (MultiCrop)
         size = getattr(transform, "output_size", None)
@@ -349,51 +349,3 @@ class ShardDataset(Dataset):
     def __repr__(self) -> str:
         where = self._root if self._root is not None else f"{len(self._shard_paths)} TFRecord files"
         return f"{type(self).__name__}({where}, format={self.format}, samples={len(self)}, classes={len(self.classes)})"
-
-
-def _has_manifest(root: Any) -> bool:
-    return isinstance(root, (str, os.PathLike)) and (Path(root) / MANIFEST_NAME).is_file()
-
-
-def _tfrecord_paths(root: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
-    if isinstance(root, (str, os.PathLike)):
-        path = Path(root)
-        if path.is_dir():
-            paths = sorted(p for p in path.iterdir() if p.is_file() and _looks_like_tfrecord(p))
-        elif path.is_file():
-            paths = [path]
-        else:
-            paths = [Path(p) for p in sorted(glob.glob(str(root))) if not p.endswith(_NOT_RECORDS)]
-    else:
-        paths = [Path(p) for p in root]
-    if not paths:
-        raise FileNotFoundError(
-            f"{root!r} holds neither a fastdata manifest ({MANIFEST_NAME}) nor TFRecord files: "
-            "pack an image folder with `fastdata pack SRC OUT --format tfrecord|lmdb`, or pass TFRecord files"
-        )
-    return paths
-
-
-_NOT_RECORDS = (".idx", ".index", ".json", ".txt", ".npy", ".lmdb", ".tmp")
-
-
-def _looks_like_tfrecord(path: Path) -> bool:
-    name = path.name
-    if name.endswith(_NOT_RECORDS) or name.startswith("."):
-        return False
-    return ".tfrecord" in name or name.startswith(("train-", "validation-", "val-", "test-"))
-
-
-def _load_or_build_index(path: Path) -> np.ndarray:
-    for candidate in (path.with_name(path.name + ".idx"), path.with_suffix(".idx")):
-        if candidate.is_file():
-            return read_index(candidate, max_bytes=max_index_bytes(os.path.getsize(path)))
-    index = build_index(path)
-    target = path.with_name(path.name + ".idx")
-    try:
-        write_index(target, index)
-        logger.info("built index %s", target)
-    except OSError:
-        logger.info("built the index of %s in memory (its folder is not writable)", path)
-    return index
-
