@@ -115,3 +115,39 @@ def test_no_room_imports_one_that_imports_it_back():
 
 def test_storage_does_not_import_the_command_line():
     assert not any(room(m) == "storage" and "fastdata.cli" in imported for m, imported in graph().items())
+
+
+ARCHITECTURE = PACKAGE.parent / "ARCHITECTURE.md"
+
+
+def floors() -> list[list[str]]:
+    """The rooms floor by floor, top down, as ARCHITECTURE.md draws them: the fenced block after "### Floors",
+    one floor a line, rooms separated by ``·``, anything after ``#`` a comment."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    block = text.split("### Floors", 1)[1].split("```", 2)[1]
+    lines = [line.split("#", 1)[0].strip() for line in block.splitlines()]
+    return [[name.strip() for name in line.split("·")] for line in lines if line]
+
+
+def rooms_on_disk() -> set[str]:
+    """Every room: each sub-package and each top-level module but ``__init__``."""
+    found = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    return found | {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+
+
+def test_architecture_draws_every_room_on_one_floor():
+    drawn = [name for floor in floors() for name in floor]
+    assert sorted(drawn) == sorted(set(drawn)), "a room is drawn on two floors"
+    assert set(drawn) == rooms_on_disk()
+
+
+def test_no_room_imports_one_that_stands_above_it():
+    level = {name: i for i, floor in enumerate(floors()) for name in floor}
+    upward = sorted((a, b) for a, targets in rooms_graph(graph()).items() for b in targets if level[b] <= level[a])
+    assert upward == [], "imports that run up (or sideways on one floor): move the code, or hand the function down"
+
+
+def test_the_floor_check_finds_an_arrow_up():
+    level = {"loader": 0, "datasets": 1}
+    edges = {"datasets": {"loader"}, "loader": {"datasets"}}
+    assert sorted((a, b) for a, t in edges.items() for b in t if level[b] <= level[a]) == [("datasets", "loader")]

@@ -36,3 +36,31 @@ def test_public_api_is_sorted_and_no_function_shadows_a_module():
         obj = getattr(fastdata, name)
         if callable(obj) and not isinstance(obj, type(fastdata)):
             assert name not in modules, f"fastdata.{name} shadows the module fastdata/{name}"
+
+
+ARCHITECTURE = (PACKAGE.parent / "ARCHITECTURE.md").read_text(encoding="utf-8")
+
+
+def _docstring(path: Path) -> str:
+    import ast
+    return ast.get_docstring(ast.parse(path.read_text())) or ""
+
+
+def test_at_most_six_modules_at_the_top_level():
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= 6, top
+
+
+def test_a_module_over_330_lines_says_why_it_is_one_piece():
+    long = {p.relative_to(PACKAGE).as_posix(): p for p in PACKAGE.rglob("*.py") if len(p.read_text().splitlines()) > 330}
+    assert {name for name, p in long.items() if "indivisible" not in _docstring(p)} == set()
+
+
+def test_architecture_describes_every_folder_and_module():
+    """Each folder of the package as `fastdata/NAME/` and each module by its path inside the package."""
+    folders = sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("__init__.py") if p.parent != PACKAGE)
+    missing = [f"fastdata/{Path(f).parent.as_posix()}/" for f in folders
+               if f"`fastdata/{Path(f).parent.as_posix()}/`" not in ARCHITECTURE]
+    modules = sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py") if p.name != "__init__.py")
+    missing += [m for m in modules if f"`{m}`" not in ARCHITECTURE and f"`fastdata/{m}`" not in ARCHITECTURE]
+    assert missing == []
