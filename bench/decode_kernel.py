@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from fastdata.decode import get_decoder, is_jpeg  # noqa: E402
-from fastdata.decode.base import resize_into  # noqa: E402
+from fastdata.decode.scaling import resize_into  # noqa: E402
 from fastdata.transforms import RandomResizedCrop  # noqa: E402
 
 SIZE = 224

@@ -46,7 +46,7 @@ import torch  # noqa: E402
 from fastdata.datasets import batch_decode  # noqa: E402
 from fastdata.datasets.batch_decode import decode_batch_into  # noqa: E402
 from fastdata.decode import is_jpeg, native  # noqa: E402
-from fastdata.decode.base import resize_into  # noqa: E402
+from fastdata.decode.scaling import resize_into  # noqa: E402
 from fastdata.packing.transcode import transcode_jpeg  # noqa: E402
 from fastdata.transforms import RandomResizedCrop  # noqa: E402
 

@@ -1,7 +1,8 @@
 """The dataset side: map-style Datasets over packed shards.
 
-:class:`ShardDataset` (:mod:`.shard_dataset`: lazy per-process readers, a batch decoded in place by
-:mod:`.batch_decode`; third-party TFRecord folders found by :mod:`.tfrecord_folder`) and
+:class:`ShardDataset` (:mod:`.shard_dataset`: a batch decoded in place by :mod:`.batch_decode`; a pack or
+third-party TFRecord files opened and read through lazy per-process readers by :mod:`.shard_source`; TFRecord folders
+found by :mod:`.tfrecord_folder`) and
 :class:`MixedDataset` (:mod:`.mixture`: several datasets side by side, a mixture by proportion).
 """
 

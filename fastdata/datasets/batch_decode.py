@@ -26,7 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from fastdata.decode import native
-from fastdata.decode.base import DecodeError, choose_scale, is_jpeg, resize_into, scaled_box, scaled_size
+from fastdata.decode.base import DecodeError
+from fastdata.decode.headers import is_jpeg
+from fastdata.decode.scaling import choose_scale, resize_into, scaled_box, scaled_size
 from fastdata.transforms.crop import RandomResizedCrop
 
 __all__ = ["batch_capable", "decode_all_into", "decode_batch_into"]

@@ -12,26 +12,22 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from fastdata._util.malloc import pin_mmap_threshold
 from fastdata.decode.batch import DecodedBatch, empty_tensor
 from fastdata.datasets.batch_decode import decode_all_into
-from fastdata.formats import get_format
-from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase
+from fastdata.formats.base import CorruptRecordError, ShardReaderBase
 from fastdata.formats.fields import decode_values, field_types
-from fastdata.formats.manifest import Manifest
-from fastdata.formats.packed import OpenedPack, open_pack
-from fastdata.formats.tfrecord import TFRecordShardReader
 from fastdata.transforms.resolution import transform_for
 from fastdata.sampler.seeding import sample_generator
 from fastdata.storage.shards import RemoteShards
 from fastdata.storage.urls import is_url
-from fastdata.datasets.tfrecord_folder import has_manifest, load_or_build_index, tfrecord_paths
+from fastdata.datasets.shard_source import ShardSource
+from fastdata.datasets.tfrecord_folder import has_manifest, tfrecord_paths
 from fastdata.transforms import Decode, DecodeTransform
 
 logger = logging.getLogger(__name__)
 
 
-class ShardDataset(Dataset):
+class ShardDataset(ShardSource, Dataset):
     """Random access to the images of a packed dataset (or of third-party TFRecord files).
 
     ``ds[i]`` returns ``(image, label)``: by default the decoded RGB uint8 HWC numpy array. A
@@ -128,42 +124,6 @@ class ShardDataset(Dataset):
         else:
             self._init_tfrecords(tfrecord_paths(root))
         self.fields, self._field_types = field_types(self.manifest, fields)
-
-    # -- construction -------------------------------------------------------------------------
-    def _init_packed(self, root: Path, *, shards_here: bool = True) -> None:
-        try:
-            pack = open_pack(root, shards_here=shards_here)
-        except CorruptRecordError as exc:
-            raise exc.with_hint(f"run `fastdata verify {root}`") from None
-        self._pack: OpenedPack | None = pack
-        self.manifest: Manifest | None = pack.manifest
-        self.format = pack.manifest.format
-        self._storage = get_format(self.format)
-        self._root = pack.root
-        self._shard_paths = pack.shard_paths
-        self._starts = np.concatenate([[0], np.cumsum(pack.counts, dtype=np.int64)]).astype(np.int64)
-        self._positions, self._sizes = pack.positions, pack.sizes
-        self._stored_targets = pack.targets  # as packed, to compare with each record's own label
-        self._targets: np.ndarray | None = pack.targets + self.label_offset if self.label_offset else pack.targets
-        self.classes: list[str] = list(pack.manifest.classes)
-
-    def _init_tfrecords(self, paths: list[Path]) -> None:
-        self._pack = None
-        self._stored_targets = None
-        self.manifest = None
-        self.format = "tfrecord"
-        self._storage = get_format("tfrecord")
-        self._root = None
-        self._shard_paths = np.array([str(p) for p in paths])
-        indexes = [load_or_build_index(p) for p in paths]
-        self._set_index([len(i) for i in indexes], [i[:, 0] for i in indexes], [i[:, 1] for i in indexes])
-        self._targets = None
-        self.classes = []
-
-    def _set_index(self, counts: Sequence[int], positions: Sequence[np.ndarray], sizes: Sequence[np.ndarray]) -> None:
-        self._starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
-        self._positions = np.concatenate(positions).astype(np.int64) if len(positions) else np.zeros(0, np.int64)
-        self._sizes = np.concatenate(sizes).astype(np.int64) if len(sizes) else np.zeros(0, np.int64)
 
     # -- Dataset API ----------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -301,50 +261,6 @@ class ShardDataset(Dataset):
     def class_to_idx(self) -> dict[str, int]:
         """Class name → label."""
         return {name: i for i, name in enumerate(self.classes)}
-
-    # -- per-process readers ----------------------------------------------------------------------
-    def _reader(self, shard: int) -> ShardReaderBase:
-        if self._pid != os.getpid():  # forked: never use handles opened by the parent
-            self._readers = {}
-            self._pid = os.getpid()
-        reader = self._readers.get(shard)
-        if reader is None:
-            if not self._readers:
-                pin_mmap_threshold()  # first read in this process: keep decode buffers off the heap
-            reader = self._open_reader(shard)
-            self._readers[shard] = reader
-        return reader
-
-    def _open_reader(self, shard: int) -> ShardReaderBase:
-        """Open shard ``shard`` in this process; for a pack, only if it is still the file the pack was opened with."""
-        path = Path(self._shard_paths[shard])
-        if self._pack is None:
-            return TFRecordShardReader(path, label_offset=self.label_offset)
-        self._pack.check_current(shard)  # replaced since the dataset was opened: say so, before any size check
-        reader = self._storage.reader(path, expected=self.manifest.shards[shard])
-        try:
-            self._pack.check_current(shard, reader.identity)  # the file opened is the file checked
-        except DatasetChangedError:
-            reader.close()
-            raise
-        return reader
-
-    def close(self) -> None:
-        """Close the shard readers this process opened (they reopen on next access)."""
-        if self._remote is not None:
-            self._remote.close()
-        for reader in self._readers.values():
-            reader.close()
-        self._readers = {}
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_readers"] = {}
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._pid = os.getpid()
 
     def __repr__(self) -> str:
         where = self._root if self._root is not None else f"{len(self._shard_paths)} TFRecord files"

@@ -34,10 +34,9 @@ import warnings
 import numpy as np
 
 from fastdata._util.optional import native_disabled
-from fastdata.decode.base import (
-    Box, DecodeError, DecodeWarning, Decoder, check_not_empty, check_out, choose_scale, image_kind, is_jpeg,
-    resize_into, scaled_box, scaled_size,
-)
+from fastdata.decode.base import DecodeError, DecodeWarning, Decoder, check_not_empty
+from fastdata.decode.headers import image_kind, is_jpeg
+from fastdata.decode.scaling import Box, check_out, choose_scale, resize_into, scaled_box, scaled_size
 from fastdata.decode.limits import check_pixels
 
 try:
@@ -160,8 +159,8 @@ def decode_crop_into(data, box: Box | None, out: np.ndarray, *, antialias: bool 
 
     The JPEG is decoded at the smallest DCT scale (1/8, 1/4, 1/2 or 1) that keeps the
     crop at least ``out``'s size, only the crop's pixels (widened to whole scaled pixels
-    by :func:`~fastdata.decode.base.scaled_box`) are decoded, and OpenCV resizes them
-    straight into ``out`` (:func:`~fastdata.decode.base.resize_into`). A crop that
+    by :func:`~fastdata.decode.scaling.scaled_box`) are decoded, and OpenCV resizes them
+    straight into ``out`` (:func:`~fastdata.decode.scaling.resize_into`). A crop that
     already has the output size is decoded into ``out`` with no resize.
 
     Args:

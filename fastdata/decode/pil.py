@@ -28,7 +28,9 @@ import struct
 import numpy as np
 from PIL import Image, ImageFile
 
-from fastdata.decode.base import DecodeError, Scale, check_not_empty, image_kind, resize_to, scaled_size
+from fastdata.decode.base import DecodeError, check_not_empty
+from fastdata.decode.headers import image_kind
+from fastdata.decode.scaling import Scale, resize_to, scaled_size
 from fastdata.decode.limits import check_pixels
 
 for _plugin in ("Bmp", "Gif", "Jpeg", "Png", "Ppm", "Tiff", "WebP"):

@@ -11,9 +11,9 @@ from typing import Any, TypeVar
 import numpy as np
 
 from fastdata._util.optional import turbojpeg_handle
-from fastdata.decode.base import (
-    SIMD_SCALES, TURBOJPEG_SCALES, DecodeError, Decoder, DecodeWarning, Scale, check_not_empty, is_jpeg,
-)
+from fastdata.decode.base import DecodeError, Decoder, DecodeWarning, check_not_empty
+from fastdata.decode.headers import is_jpeg
+from fastdata.decode.scaling import SIMD_SCALES, TURBOJPEG_SCALES, Scale
 from fastdata.decode.limits import check_pixels
 from fastdata.decode.pil import pil_decode, pil_validate
 

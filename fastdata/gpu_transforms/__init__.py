@@ -3,7 +3,8 @@
 Split by kind: :mod:`.colour` (ToFloat, Normalize, ColorJitter), :mod:`.geometry`
 (RandomHorizontalFlip, RandomResizedCrop), :mod:`.mixup` (sample mixing: Mixup, CutMix, timm's MixupCutmix; ``MixUp``
 is an alias of ``Mixup``, torchvision v2's spelling), on the interface in :mod:`.base`;
-per-image augmentation policies in :mod:`.policies` (RandAugment, TrivialAugmentWide, AutoAugment, ThreeAugment),
+per-image augmentation policies in :mod:`.policies` (RandAugment, TrivialAugmentWide, AutoAugment, ThreeAugment;
+their op tables and magnitudes in :mod:`.policy_tables`),
 built from the batched per-image ops of :mod:`.ops` run by :mod:`.plan`; timm's RandomErasing
 (:mod:`.erasing`).
 

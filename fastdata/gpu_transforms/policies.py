@@ -15,7 +15,10 @@ from collections.abc import Sequence
 import torch
 
 from fastdata.gpu_transforms.base import BatchTransform, Labels, check_generator, check_images, gen_repr
-from fastdata.gpu_transforms.plan import OP_NAMES, apply_plan, op_index, signed
+from fastdata.gpu_transforms.plan import apply_plan, op_index, signed
+from fastdata.gpu_transforms.policy_tables import (
+    _IMAGENET_POLICY, _RAND_INCREASING, _RAND_OPS, _TIMM_OPS, _bins, _torchvision_arg,
+)
 
 __all__ = ["AutoAugment", "RandAugment", "ThreeAugment", "TrivialAugmentWide", "rand_augment"]
 
@@ -51,38 +54,6 @@ class _PlanPolicy(BatchTransform):
 
     def _rand(self, *shape: int) -> torch.Tensor:
         return torch.rand(*shape, dtype=torch.float64, generator=self.generator)
-
-
-# timm's RandAugment ops, in timm's order: (name, op, argument of the magnitude m in [0, mmax] and a sign coin)
-def _enhance(m, neg):
-    return m / 10 * 1.8 + 0.1
-
-
-def _enhance_inc(m, neg):
-    return torch.clamp(1.0 + signed(m / 10 * 0.9, neg), min=0.1)
-
-
-_TIMM_OPS = {
-    "AutoContrast": ("autocontrast", None), "Equalize": ("equalize", None), "Invert": ("invert", None),
-    "Rotate": ("rotate", lambda m, neg: signed(m / 10 * 30, neg)),
-    "Posterize": ("posterize", lambda m, neg: torch.floor(m / 10 * 4)),
-    "PosterizeIncreasing": ("posterize", lambda m, neg: 4 - torch.floor(m / 10 * 4)),
-    "Solarize": ("solarize", lambda m, neg: torch.clamp(torch.floor(m / 10 * 256), max=256)),
-    "SolarizeIncreasing": ("solarize", lambda m, neg: 256 - torch.clamp(torch.floor(m / 10 * 256), max=256)),
-    "SolarizeAdd": ("solarize_add", lambda m, neg: torch.clamp(torch.floor(m / 10 * 110), max=128)),
-    "Color": ("color", _enhance), "ColorIncreasing": ("color", _enhance_inc),
-    "Contrast": ("contrast", _enhance), "ContrastIncreasing": ("contrast", _enhance_inc),
-    "Brightness": ("brightness", _enhance), "BrightnessIncreasing": ("brightness", _enhance_inc),
-    "Sharpness": ("sharpness", _enhance), "SharpnessIncreasing": ("sharpness", _enhance_inc),
-    "ShearX": ("shear_x", lambda m, neg: signed(m / 10 * 0.3, neg)),
-    "ShearY": ("shear_y", lambda m, neg: signed(m / 10 * 0.3, neg)),
-    "TranslateXRel": ("translate_x", None), "TranslateYRel": ("translate_y", None),  # scaled by the image size
-}
-_RAND_OPS = ("AutoContrast", "Equalize", "Invert", "Rotate", "Posterize", "Solarize", "SolarizeAdd", "Color",
-             "Contrast", "Brightness", "Sharpness", "ShearX", "ShearY", "TranslateXRel", "TranslateYRel")
-_RAND_INCREASING = {"Posterize": "PosterizeIncreasing", "Solarize": "SolarizeIncreasing", "Color": "ColorIncreasing",
-                    "Contrast": "ContrastIncreasing", "Brightness": "BrightnessIncreasing",
-                    "Sharpness": "SharpnessIncreasing"}
 
 
 class RandAugment(_PlanPolicy):
@@ -195,38 +166,6 @@ def rand_augment(config: str, **kwargs) -> RandAugment:
     return RandAugment.from_config(config, **kwargs)
 
 
-def _bins(name: str, num_bins: int, height: int, width: int, wide: bool) -> torch.Tensor | None:
-    """torchvision's magnitude bins of op ``name`` (AutoAugment's, or TrivialAugmentWide's when ``wide``)."""
-    lin = lambda hi, lo=0.0: torch.linspace(lo, hi, num_bins).double()  # noqa: E731 - float32 bins, as torchvision
-    if name in ("shear_x", "shear_y"):
-        return lin(0.99 if wide else 0.3)
-    if name in ("translate_x", "translate_y"):
-        return lin(32.0) if wide else lin(150.0 / 331.0 * (width if name == "translate_x" else height))
-    if name == "rotate":
-        return lin(135.0 if wide else 30.0)
-    if name in ("brightness", "color", "contrast", "sharpness"):
-        return lin(0.99 if wide else 0.9)
-    if name == "posterize":
-        return (8 - (torch.arange(num_bins) / ((num_bins - 1) / (6 if wide else 4)))).round().double()
-    if name == "solarize":
-        return lin(0.0, 1.0) * 255.0
-    return None
-
-
-_SIGNED = frozenset({"shear_x", "shear_y", "translate_x", "translate_y", "rotate", "brightness", "color", "contrast",
-                     "sharpness"})
-
-
-def _torchvision_arg(name: str, magnitude: torch.Tensor, negate: torch.Tensor) -> torch.Tensor:
-    """torchvision's argument of op ``name`` for a bin's magnitude (signed ops negated where ``negate``)."""
-    value = signed(magnitude, negate) if name in _SIGNED else magnitude
-    if name in ("translate_x", "translate_y"):
-        return torch.trunc(value)
-    if name in ("brightness", "color", "contrast", "sharpness"):
-        return 1.0 + value
-    return value
-
-
 class TrivialAugmentWide(_PlanPolicy):
     """torchvision's TrivialAugmentWide per image: one op uniformly from 14, at a uniform magnitude bin.
 
@@ -262,23 +201,6 @@ class TrivialAugmentWide(_PlanPolicy):
 
     def extra_repr(self) -> str:
         return f"num_magnitude_bins={self.num_magnitude_bins}{gen_repr(self.generator)}"
-
-
-_IMAGENET_POLICY = (
-    (("posterize", 0.4, 8), ("rotate", 0.6, 9)), (("solarize", 0.6, 5), ("autocontrast", 0.6, None)),
-    (("equalize", 0.8, None), ("equalize", 0.6, None)), (("posterize", 0.6, 7), ("posterize", 0.6, 6)),
-    (("equalize", 0.4, None), ("solarize", 0.2, 4)), (("equalize", 0.4, None), ("rotate", 0.8, 8)),
-    (("solarize", 0.6, 3), ("equalize", 0.6, None)), (("posterize", 0.8, 5), ("equalize", 1.0, None)),
-    (("rotate", 0.2, 3), ("solarize", 0.6, 8)), (("equalize", 0.6, None), ("posterize", 0.4, 6)),
-    (("rotate", 0.8, 8), ("color", 0.4, 0)), (("rotate", 0.4, 9), ("equalize", 0.6, None)),
-    (("equalize", 0.0, None), ("equalize", 0.8, None)), (("invert", 0.6, None), ("equalize", 1.0, None)),
-    (("color", 0.6, 4), ("contrast", 1.0, 8)), (("rotate", 0.8, 8), ("color", 1.0, 2)),
-    (("color", 0.8, 8), ("solarize", 0.8, 7)), (("sharpness", 0.4, 7), ("invert", 0.6, None)),
-    (("shear_x", 0.6, 5), ("equalize", 1.0, None)), (("color", 0.4, 0), ("equalize", 0.6, None)),
-    (("equalize", 0.4, None), ("solarize", 0.2, 4)), (("solarize", 0.6, 5), ("autocontrast", 0.6, None)),
-    (("invert", 0.6, None), ("equalize", 1.0, None)), (("color", 0.6, 4), ("contrast", 1.0, 8)),
-    (("equalize", 0.8, None), ("equalize", 0.6, None)),
-)
 
 
 class AutoAugment(_PlanPolicy):
@@ -362,6 +284,3 @@ class ThreeAugment(_PlanPolicy):
 
     def extra_repr(self) -> str:
         return f"color_jitter={self.color_jitter}, blur_sigma={self.blur_sigma}{gen_repr(self.generator)}"
-
-
-assert all(name in OP_NAMES for name, _ in _TIMM_OPS.values())

@@ -18,25 +18,21 @@ whether the run was resumed.
 
 from __future__ import annotations
 
-import copy
 import inspect
 import logging
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import torch
-from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset, Sampler, SequentialSampler
-from torch.utils.data.distributed import DistributedSampler as _TorchDistributedSampler
+from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 
 from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.loader.background import LoaderIter, close_all, shutdown_persistent
 from fastdata.loader.worker_errors import WorkerInit, keep_worker_exception_types
 from fastdata.loader.accelerate_hook import keep_for_accelerate
-from fastdata.loader.resume import (
-    STATE_VERSION, PassState, after_base_seed, get_rng_states, has_state_methods, pass_key_for, restore_sampler,
-    set_rng_states, snapshot_sampler, validate_state,
-)
+from fastdata.loader.loader_state import LoaderState
+from fastdata.loader.resume import PassState, pass_key_for, restore_sampler, set_rng_states, snapshot_sampler
 from fastdata.transforms.resolution import check_size, tag_batches
 from fastdata.decode.shared_ring import Releaser
 
@@ -44,7 +40,6 @@ __all__ = ["DataLoaderX"]
 
 logger = logging.getLogger(__name__)
 
-_NO_ATTRIBUTE = object()
 _TORCH_PARAMS = inspect.signature(DataLoader.__init__).parameters
 _MIN_JOIN_S = 30.0  # how long close() waits for the producer before giving up with a warning
 T_co = TypeVar("T_co", covariant=True)  # what a batch is: DataLoaderX[T] annotates like torch's DataLoader[T]
@@ -77,7 +72,7 @@ class _PassIndexSampler:
         return it
 
 
-class DataLoaderX(DataLoader[T_co]):
+class DataLoaderX(LoaderState, DataLoader[T_co]):
     """Drop-in :class:`torch.utils.data.DataLoader` with a background thread and exact mid-pass resume.
 
     Same arguments, order and defaults as torch's ``DataLoader`` except:
@@ -259,107 +254,6 @@ class DataLoaderX(DataLoader[T_co]):
         except TypeError as exc:  # a sampler state that is not plain data: augmentation draws as before
             logger.warning("DataLoaderX: no reproducible augmentation for this loader (%s)", exc)
 
-    def _fast_forward(self, source: Any, sampler_state: Any, skip: int) -> tuple[Any, int]:
-        """Let a sampler with a ``start_index`` (fastdata's) skip whole batches itself: no index is made."""
-        start = sampler_state.get("start_index") if isinstance(sampler_state, Mapping) else None
-        if skip == 0 or type(self.batch_sampler) is not BatchSampler or not isinstance(start, int):
-            return sampler_state, skip
-        if not callable(getattr(source, "set_start_index", None)):
-            return sampler_state, skip
-        state = dict(sampler_state)
-        state["start_index"] = min(start + skip * self.batch_sampler.batch_size, len(source))
-        return state, 0
-
-    def _order_source(self) -> Any:
-        """The object whose iteration decides the index order."""
-        if isinstance(self.batch_sampler, BatchSampler):
-            return self.batch_sampler.sampler
-        return self.sampler if self.batch_sampler is None else self.batch_sampler
-
-    def _rng_slots(self) -> dict[str, torch.Generator]:
-        slots = {}
-        if isinstance(self.generator, torch.Generator):
-            slots["loader"] = self.generator
-        own = getattr(self._order_source(), "generator", None)
-        if isinstance(own, torch.Generator) and own is not self.generator:
-            slots["sampler"] = own
-        return slots
-
-    def _check_resumable(self) -> None:
-        """Raise ValueError when the index order of this setup cannot be restored exactly."""
-        if isinstance(self.dataset, IterableDataset):
-            raise ValueError("DataLoaderX.state_dict() needs a map-style dataset; an IterableDataset decides its "
-                             "own order and cannot be resumed by the loader (use a map-style dataset)")
-        source = self._order_source()
-        if has_state_methods(source) or isinstance(source, (SequentialSampler, _TorchDistributedSampler,
-                                                             range, list, tuple)):
-            return
-        own = getattr(source, "generator", _NO_ATTRIBUTE)
-        if isinstance(own, torch.Generator):
-            return
-        if own is None:
-            raise ValueError(
-                f"cannot resume exactly: the {type(source).__name__} has generator=None, so it draws from torch's "
-                "global RNG; pass generator=torch.Generator().manual_seed(seed) to DataLoaderX (with shuffle=True) "
-                "or to the sampler")
-        raise ValueError(
-            f"cannot resume exactly: {type(source).__name__} has neither state_dict()/load_state_dict() nor a "
-            "torch.Generator; add those two methods to it, or use fastdata.DistributedSampler, SequentialSampler "
-            "or RandomSampler(generator=torch.Generator().manual_seed(seed))")
-
-    def state_dict(self) -> dict[str, Any]:
-        """Where the loader stands: batches consumed in the current pass plus its order snapshot.
-
-        Returns:
-            A dict of plain Python values (JSON-able when the sampler's state is), also
-            ``torch.save``-able. Taken between passes it describes the start of the next pass.
-
-        Raises:
-            ValueError: The setup cannot be resumed exactly (an IterableDataset, a sampler drawing
-                from the global RNG, e.g. ``shuffle=True`` without ``generator``, or a sampler
-                without ``state_dict``/``generator``).
-        """
-        self._check_resumable()
-        if self._pending is not None:
-            return copy.deepcopy(self._pending)
-        p = self._pass
-        if p is not None and not p.finished:
-            return {"version": STATE_VERSION, "num_batches": len(self), "in_pass": True,
-                    "batches_consumed": p.skip + p.consumed, "rng_pass_start": dict(p.rng_start),
-                    "rng_sampler_draw": dict(p.rng_draw or p.rng_start), "sampler": copy.deepcopy(p.sampler_state),
-                    "pass_number": p.number, "resolution": _listed(getattr(p, "resolution", None))}
-        rngs = self._rng_slots()
-        now = get_rng_states(rngs)
-        draw = dict(now)
-        persistent_alive = self.persistent_workers and self.num_workers > 0 and self._iterator is not None
-        if "loader" in rngs and not persistent_alive:  # a new torch iterator first draws its _base_seed
-            draw["loader"] = after_base_seed(rngs["loader"])
-        return {"version": STATE_VERSION, "num_batches": len(self), "in_pass": False, "batches_consumed": 0,
-                "rng_pass_start": now, "rng_sampler_draw": draw, "sampler": snapshot_sampler(self._order_source()),
-                "pass_number": self._passes_begun, "resolution": _listed(self._resolution)}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Make the next ``iter()`` continue where ``state`` was taken (see :meth:`state_dict`).
-
-        Args:
-            state: A dict from :meth:`state_dict` of a loader built the same way (dataset size,
-                batch size, sampler, generators).
-
-        Raises:
-            TypeError: ``state`` is not a mapping.
-            ValueError: ``state`` is malformed or was taken from a differently built loader, or
-                this setup cannot be resumed exactly.
-        """
-        if not isinstance(state, Mapping):
-            raise TypeError(f"state must be a dict from DataLoaderX.state_dict(), got {type(state).__name__}")
-        self._check_resumable()
-        state = copy.deepcopy(dict(state))
-        validate_state(state, len(self), set(self._rng_slots()), snapshot_sampler(self._order_source()))
-        self._resolution = check_size(state.get("resolution"))  # the size the saved pass was decoded at
-        if state["sampler"] is not None:  # now (it validates, and precedes the user's set_epoch())
-            restore_sampler(self._order_source(), state["sampler"])  # and again at iter() if in a pass
-        self._pending = state
-
     @property
     def resolution(self) -> tuple[int, int] | None:
         """The decode-time crop size of the next passes (None: each transform's own); see :meth:`set_resolution`."""
@@ -381,7 +275,3 @@ class DataLoaderX(DataLoader[T_co]):
             ValueError: ``size`` is not a positive int or pair of them.
         """
         self._resolution = check_size(size)
-
-
-def _listed(size: tuple[int, int] | None) -> list[int] | None:
-    return None if size is None else list(size)

@@ -21,7 +21,7 @@ from fastdata.packing.finish import TARGETS_NAME, NothingPackedError, finalize  
 from fastdata.packing.journal import PackJournal, check_finished, fingerprint, journal_header
 from fastdata.packing.lock import OutputLock
 from fastdata.packing.output import create_output, prepare_output, remove_own_files
-from fastdata.decode.base import image_format  # noqa: F401 - re-exported: fastdata.packing.packer.image_format
+from fastdata.decode.headers import image_format  # noqa: F401 - re-exported: fastdata.packing.packer.image_format
 from fastdata.packing.pipeline import BadImageError, make_jobs, write_shards
 from fastdata.packing.plan import ordered_rows
 from fastdata.packing.pool import cap_workers

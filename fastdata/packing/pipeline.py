@@ -20,7 +20,7 @@ import numpy as np
 from tqdm import tqdm
 
 from fastdata.decode import DecodeError, get_decoder, pixel_limit
-from fastdata.decode.base import image_format
+from fastdata.decode.headers import image_format
 from fastdata.decode.capture import codec_messages
 from fastdata.formats.example import ImageRecord
 from fastdata.formats.fields import encode_values

@@ -19,7 +19,7 @@ from pathlib import Path
 from PIL import Image
 from tqdm import tqdm
 
-from fastdata.decode.base import image_format
+from fastdata.decode.headers import image_format
 from fastdata.formats import get_format
 from fastdata.formats.errors import CorruptRecordError
 from fastdata.formats.example import ImageRecord

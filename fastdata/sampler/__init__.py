@@ -1,6 +1,7 @@
 """Which samples each rank reads, in which order: ``DistributedSampler`` with ``ratio`` passes per ``iter()``.
 
 - :mod:`~fastdata.sampler.distributed`: :class:`DistributedSampler`, torch's at ``ratio=1``, resumable.
+- :mod:`~fastdata.sampler.pass_order`: the indices of each of its passes on this rank, generated lazily.
 - :mod:`~fastdata.sampler.blocks`: the ``shuffle="blocks"`` order (a few shards at a time, still a permutation).
 - :mod:`~fastdata.sampler.elastic`: resuming a checkpoint on another number of ranks.
 - :mod:`~fastdata.sampler.mixture`: :class:`MixedSampler`, the order of a :class:`fastdata.MixedDataset`.

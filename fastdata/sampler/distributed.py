@@ -20,14 +20,13 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence, Sized
 from typing import Any
 
-import numpy as np
-import torch
 import torch.distributed as dist
 from torch.utils.data import Sampler
 
-from fastdata.sampler.blocks import BLOCKS, DEFAULT_BLOCK_SHARDS, block_permutation, layout_id, shard_offsets, shard_order
+from fastdata.sampler.blocks import BLOCKS, DEFAULT_BLOCK_SHARDS, layout_id, shard_offsets
 from fastdata.sampler.elastic import adapt_loader_state, as_int, parse_origin, per_rank, rescale_state
-from fastdata.sampler.repeats import check_repeats, check_state_repeats, take_repeated
+from fastdata.sampler.pass_order import PassOrder
+from fastdata.sampler.repeats import check_repeats, check_state_repeats
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +38,6 @@ _MATCHED_KEYS = ("num_replicas", "ratio", "seed", "shuffle", "drop_last", "datas
 _REQUIRED_KEYS = ("epoch", "seed", "ratio", "num_replicas", "shuffle", "drop_last", "start_index")
 _ADAPT_HINT = ("to resume on another number of ranks, load sampler.adapt_state(state) instead (a DataLoaderX "
                "state: loader.load_state_dict(fastdata.sampler.adapt_loader_state(state, loader)))")
-#: Indices are turned into Python ints this many at a time (keeps memory flat).
-_CHUNK = 8192
 
 
 def _check_world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
@@ -61,7 +58,7 @@ def _check_world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
     return num_replicas, rank
 
 
-class DistributedSampler(Sampler[int]):
+class DistributedSampler(PassOrder, Sampler[int]):
     """Drop-in for :class:`torch.utils.data.DistributedSampler` with ``ratio`` passes per ``iter()``.
 
     Args:
@@ -305,29 +302,6 @@ class DistributedSampler(Sampler[int]):
                     f"construct the sampler with the same {key} as the one that saved the state{hint and '; '}{hint}"
                 )
 
-    def shard_blocks(self, virtual_pass: int = 0) -> list[np.ndarray]:
-        """The shards of each block, in reading order, of virtual pass ``virtual_pass`` of the current epoch.
-
-        The same on every rank and for every world size (a cache can plan its downloads and
-        evictions with it): the global stream reads block 0's samples first, then block 1's, ...
-
-        Args:
-            virtual_pass: in ``[0, ratio - 1]``.
-
-        Returns:
-            A list of int64 arrays of shard indices (``block_shards`` each, the last one maybe fewer).
-
-        Raises:
-            ValueError: the sampler does not use ``shuffle="blocks"``, or ``virtual_pass`` is out of range.
-        """
-        if not self._blocks:
-            raise ValueError(f"shard_blocks() needs shuffle={BLOCKS!r}, this sampler has shuffle={self.shuffle!r}")
-        virtual_pass = as_int(virtual_pass, "virtual_pass", f"pass a pass number in [0, {self.ratio - 1}]")
-        if not 0 <= virtual_pass < self.ratio:
-            raise ValueError(f"virtual_pass must be in [0, {self.ratio - 1}], got {virtual_pass}")
-        order = shard_order(self._offsets, self._generator(self.epoch * self.ratio + virtual_pass))
-        return [order[i : i + self.block_shards] for i in range(0, len(order), self.block_shards)]
-
     def __iter__(self) -> Iterator[int]:
         """Yield this rank's indices for ``ratio`` virtual passes (or the rest of them after a resume)."""
         start, origin = self._start_index, self._origin
@@ -336,52 +310,6 @@ class DistributedSampler(Sampler[int]):
         self._pass_token += 1
         return self._generate(start, origin, self.epoch, self._pass_token)
 
-    def _generate(self, start: int, origin: tuple[int, int], epoch: int, token: int) -> Iterator[int]:
-        try:
-            if self.num_samples == 0:
-                return
-            virtual_pass, position = origin
-            first = per_rank(self._length, position, self.num_replicas, self.drop_last)
-            if start >= first:  # past the pass the origin is in: whole passes from here
-                skipped, start = divmod(start - first, self.num_samples)
-                virtual_pass, position = virtual_pass + 1 + skipped, 0
-            for virtual_pass in range(virtual_pass, self.ratio):
-                virtual_epoch = epoch * self.ratio + virtual_pass
-                indices = self._pass_indices(virtual_epoch) if position == 0 else self._indices(virtual_epoch, position)
-                for begin in range(start, len(indices), _CHUNK):
-                    yield from indices[begin : begin + _CHUNK].tolist()
-                start = position = 0
-        finally:
-            if token == self._pass_token:
-                self._active = None
-
-    def _pass_indices(self, virtual_epoch: int) -> np.ndarray:
-        """This rank's indices of one whole pass (torch's sampler at ``virtual_epoch`` for True/False)."""
-        return self._indices(virtual_epoch, 0)
-
-    def _indices(self, virtual_epoch: int, position: int) -> np.ndarray:
-        """This rank's indices of a pass from global ``position`` on, padded or truncated to all ranks alike."""
-        if self._length != len(self.dataset):
-            raise RuntimeError(
-                f"the dataset changed size from {self._length} to {len(self.dataset)} after the "
-                "sampler was built; build a new DistributedSampler for the new dataset"
-            )
-        if self._blocks:
-            order = block_permutation(self._offsets, self.block_shards, self._generator(virtual_epoch))
-        elif self.shuffle:
-            order = torch.randperm(self._length, generator=self._generator(virtual_epoch)).numpy()
-        else:
-            order = np.arange(self._length, dtype=np.int64)
-        # torch pads by repeating the permutation from its start (as often as needed) and
-        # truncates with drop_last; both are "position j takes order[j % N]".
-        end = position + per_rank(self._length, position, self.num_replicas, self.drop_last) * self.num_replicas
-        positions = np.arange(position + self.rank, end, self.num_replicas, dtype=np.int64)
-        return take_repeated(order, positions, self.repeats)
-
-    def _generator(self, virtual_epoch: int) -> torch.Generator:
-        generator = torch.Generator()
-        generator.manual_seed(self.seed + virtual_epoch)
-        return generator
 
     def __repr__(self) -> str:
         blocks = f", block_shards={self.block_shards}" if self._blocks else ""
@@ -391,4 +319,3 @@ class DistributedSampler(Sampler[int]):
             f"ratio={self.ratio}, epoch={self.epoch}, num_samples={self.num_samples}"
             f"{f', repeats={self.repeats}' if self.repeats != 1 else ''})"
         )
-

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from fastdata.decode import Decoder
-from fastdata.decode.base import resize_into
+from fastdata.decode.scaling import resize_into
 from fastdata.transforms.base import DecodeTransform, _pair, _range
 from fastdata.transforms.crop_params import sample_crop
 

@@ -26,7 +26,9 @@ import torch
 
 from fastdata.decode.batch import MultiDecodedBatch, empty_tensor
 from fastdata.decode import native
-from fastdata.decode.base import Box, Decoder, choose_scale, is_jpeg, resize_into, scaled_box, scaled_size
+from fastdata.decode.base import Decoder
+from fastdata.decode.headers import is_jpeg
+from fastdata.decode.scaling import Box, choose_scale, resize_into, scaled_box, scaled_size
 from fastdata.sampler.seeding import sample_generator
 from fastdata.transforms.base import DecodeTransform
 from fastdata.transforms.crop import RandomResizedCrop

@@ -2,7 +2,7 @@ import platform
 
 import pytest
 
-from fastdata import _malloc
+from fastdata._util import malloc as _malloc
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
@@ -27,10 +27,10 @@ def test_pins_the_mmap_threshold_once_per_process(monkeypatch):
 
 def test_dataset_pins_it_on_first_read(packed, monkeypatch):
     from fastdata.datasets.shard_dataset import ShardDataset
-    import fastdata.datasets.shard_dataset as dataset_module
+    import fastdata.datasets.shard_source as source_module
 
     calls = []
-    monkeypatch.setattr(dataset_module, "pin_mmap_threshold", lambda: calls.append(1))
+    monkeypatch.setattr(source_module, "pin_mmap_threshold", lambda: calls.append(1))
     ds = ShardDataset(packed[0])
     ds[0]
     ds[1]

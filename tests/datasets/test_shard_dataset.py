@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.transforms import RandomResizedCrop
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def test_len_labels_classes(packed):

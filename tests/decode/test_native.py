@@ -152,7 +152,7 @@ def test_rgb_colorspace_jpeg():
 
 def _reference_crop(data: bytes, box, size, antialias=None) -> np.ndarray:
     """Full decode at the chosen scale, numpy crop, cv2.resize: what decode_crop_into promises."""
-    from fastdata.decode.base import choose_scale, scaled_box, scaled_size
+    from fastdata.decode.scaling import choose_scale, scaled_box, scaled_size
 
     height, width = native.read_header(data)[:2]
     scale = choose_scale(native.NATIVE_SCALES, box[2], box[3], *size)
@@ -201,7 +201,7 @@ def test_decode_crop_into_same_size_and_whole_image():
 def test_decode_crop_into_matches_turbojpeg_path():
     """Same pixels as RandomResizedCrop's path so far: PyTurboJPEG full decode at the scale, crop, resize."""
     from fastdata.decode import get_decoder
-    from fastdata.decode.base import choose_scale, resize_into, scaled_box
+    from fastdata.decode.scaling import choose_scale, resize_into, scaled_box
 
     try:
         decoder = get_decoder("turbojpeg")

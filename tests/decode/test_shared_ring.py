@@ -10,7 +10,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from fastdata import DataLoaderX, ShardDataset, fast_collate, shared_ring
+from fastdata import DataLoaderX, ShardDataset, fast_collate
+from fastdata.decode import shared_ring
 from fastdata.loader.collate import NormalizeCollate
 from fastdata.transforms import ResizeCenterCrop
 from tests.packs import pack_quietly

@@ -100,7 +100,7 @@ def test_rand_augment_arguments_equal_timms_level_functions(increasing, monkeypa
 
 
 def _plan_name(timm_name: str) -> str:
-    from fastdata.gpu_transforms.policies import _TIMM_OPS
+    from fastdata.gpu_transforms.policy_tables import _TIMM_OPS
     return _TIMM_OPS[timm_name][0]
 
 

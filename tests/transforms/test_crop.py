@@ -15,7 +15,7 @@ from PIL import Image
 from tests.images import encode, encode_cmyk, natural_image
 from fastdata._util.optional import has_turbojpeg
 from fastdata.decode import SIMD_SCALES, TURBOJPEG_SCALES, Decoder, OpenCVDecoder, TurboJpegDecoder, scaled_size
-from fastdata.decode.base import scaled_box as _scaled_box
+from fastdata.decode.scaling import scaled_box as _scaled_box
 from fastdata.transforms import Decode, DecodeTransform, RandomResizedCrop, ResizeCenterCrop
 
 needs_turbojpeg = pytest.mark.skipif(not has_turbojpeg(), reason="libturbojpeg is not installed")
@@ -323,7 +323,7 @@ def test_antialias_picks_the_opencv_interpolation(antialias, interpolation):
 
 def test_auto_antialias_uses_area_only_for_large_shrinks(monkeypatch):
     """antialias=None: INTER_LINEAR below a 2x shrink (what remains after a DCT-scaled decode), INTER_AREA from 2x on."""
-    from fastdata.decode.base import resize_into
+    from fastdata.decode.scaling import resize_into
 
     used = []
     real = cv2.resize

@@ -8,7 +8,7 @@ import torch
 
 from fastdata import DataLoaderX, DataPrefetcher, ShardDataset, fast_collate
 from fastdata.decode import get_decoder, native
-from fastdata.decode.base import choose_scale, resize_into, scaled_box
+from fastdata.decode.scaling import choose_scale, resize_into, scaled_box
 from fastdata.transforms.multicrop import MultiCrop
 from fastdata.transforms import RandomResizedCrop
 from tests.images import encode, natural_image

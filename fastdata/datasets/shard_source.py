@@ -1,0 +1,113 @@
+"""Where a ``ShardDataset``'s records come from: a pack (its manifest, index and labels, every file checked) or
+third-party TFRecord files (indexed, built where missing) opened at construction, and the shard readers each process
+opens lazily (never a parent's after a fork, none pickled, a pack's shard only while it is the file first opened)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fastdata._util.malloc import pin_mmap_threshold
+from fastdata.datasets.tfrecord_folder import load_or_build_index
+from fastdata.formats import get_format
+from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase
+from fastdata.formats.manifest import Manifest
+from fastdata.formats.packed import OpenedPack, open_pack
+from fastdata.formats.tfrecord import TFRecordShardReader
+from fastdata.storage.shards import RemoteShards
+
+__all__ = ["ShardSource"]
+
+
+class ShardSource:
+    """The opening and reading half of :class:`~fastdata.datasets.shard_dataset.ShardDataset`, which sets the
+    attributes below before calling :meth:`_init_packed` or :meth:`_init_tfrecords`."""
+
+    label_offset: int
+    _readers: dict[int, ShardReaderBase]
+    _pid: int
+    _remote: RemoteShards | None
+
+    # -- construction -------------------------------------------------------------------------
+    def _init_packed(self, root: Path, *, shards_here: bool = True) -> None:
+        try:
+            pack = open_pack(root, shards_here=shards_here)
+        except CorruptRecordError as exc:
+            raise exc.with_hint(f"run `fastdata verify {root}`") from None
+        self._pack: OpenedPack | None = pack
+        self.manifest: Manifest | None = pack.manifest
+        self.format = pack.manifest.format
+        self._storage = get_format(self.format)
+        self._root = pack.root
+        self._shard_paths = pack.shard_paths
+        self._starts = np.concatenate([[0], np.cumsum(pack.counts, dtype=np.int64)]).astype(np.int64)
+        self._positions, self._sizes = pack.positions, pack.sizes
+        self._stored_targets = pack.targets  # as packed, to compare with each record's own label
+        self._targets: np.ndarray | None = pack.targets + self.label_offset if self.label_offset else pack.targets
+        self.classes: list[str] = list(pack.manifest.classes)
+
+    def _init_tfrecords(self, paths: list[Path]) -> None:
+        self._pack = None
+        self._stored_targets = None
+        self.manifest = None
+        self.format = "tfrecord"
+        self._storage = get_format("tfrecord")
+        self._root = None
+        self._shard_paths = np.array([str(p) for p in paths])
+        indexes = [load_or_build_index(p) for p in paths]
+        self._set_index([len(i) for i in indexes], [i[:, 0] for i in indexes], [i[:, 1] for i in indexes])
+        self._targets = None
+        self.classes = []
+
+    def _set_index(self, counts: Sequence[int], positions: Sequence[np.ndarray], sizes: Sequence[np.ndarray]) -> None:
+        self._starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+        self._positions = np.concatenate(positions).astype(np.int64) if len(positions) else np.zeros(0, np.int64)
+        self._sizes = np.concatenate(sizes).astype(np.int64) if len(sizes) else np.zeros(0, np.int64)
+
+    # -- per-process readers ----------------------------------------------------------------------
+    def _reader(self, shard: int) -> ShardReaderBase:
+        if self._pid != os.getpid():  # forked: never use handles opened by the parent
+            self._readers = {}
+            self._pid = os.getpid()
+        reader = self._readers.get(shard)
+        if reader is None:
+            if not self._readers:
+                pin_mmap_threshold()  # first read in this process: keep decode buffers off the heap
+            reader = self._open_reader(shard)
+            self._readers[shard] = reader
+        return reader
+
+    def _open_reader(self, shard: int) -> ShardReaderBase:
+        """Open shard ``shard`` in this process; for a pack, only if it is still the file the pack was opened with."""
+        path = Path(self._shard_paths[shard])
+        if self._pack is None:
+            return TFRecordShardReader(path, label_offset=self.label_offset)
+        self._pack.check_current(shard)  # replaced since the dataset was opened: say so, before any size check
+        reader = self._storage.reader(path, expected=self.manifest.shards[shard])
+        try:
+            self._pack.check_current(shard, reader.identity)  # the file opened is the file checked
+        except DatasetChangedError:
+            reader.close()
+            raise
+        return reader
+
+    def close(self) -> None:
+        """Close the shard readers this process opened (they reopen on next access)."""
+        if self._remote is not None:
+            self._remote.close()
+        for reader in self._readers.values():
+            reader.close()
+        self._readers = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_readers"] = {}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._pid = os.getpid()

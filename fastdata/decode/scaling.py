@@ -1,0 +1,111 @@
+"""DCT scales and the resize helpers: which libjpeg scale to decode at, a box mapped into the scaled pixels, and the
+resize of a decoded image (or region) into the caller's ``uint8`` ``(H, W, 3)`` slot."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import cv2
+import numpy as np
+
+__all__ = [
+    "SIMD_SCALES", "TURBOJPEG_SCALES", "Box", "check_out", "choose_scale", "resize_into", "resize_to", "scaled_box",
+    "scaled_size",
+]
+
+Scale = tuple[int, int]
+
+#: DCT scale factors with SIMD IDCTs in libjpeg-turbo (1/8 is DC-only, 1/4 and 1/2 have
+#: dedicated reduced IDCTs); the default for :class:`TurboJpegDecoder`.
+SIMD_SCALES: tuple[Scale, ...] = ((1, 8), (1, 4), (1, 2), (1, 1))
+#: Every factor <= 1 that libjpeg-turbo offers; 3/8, 5/8, 3/4 and 7/8 use plain C IDCTs.
+TURBOJPEG_SCALES: tuple[Scale, ...] = ((1, 8), (1, 4), (3, 8), (1, 2), (5, 8), (3, 4), (7, 8), (1, 1))
+
+Box = tuple[int, int, int, int]
+
+
+def scaled_size(height: int, width: int, scale: Scale) -> tuple[int, int]:
+    """The ``(height, width)`` libjpeg produces at DCT ``scale``: ``ceil(dim * num / den)``."""
+    num, den = scale
+    return -(-height * num // den), -(-width * num // den)
+
+
+def choose_scale(
+    scales: Iterable[Scale], height: int, width: int, min_height: int, min_width: int
+) -> Scale:
+    """The smallest scale whose ceil-scaled size is still at least the minimum.
+
+    Args:
+        scales: candidate ``(num, den)`` factors, e.g. ``decoder.scales``.
+        height: full image (or crop) height in pixels.
+        width: full image (or crop) width in pixels.
+        min_height: the scaled height must stay ``>=`` this.
+        min_width: the scaled width must stay ``>=`` this.
+
+    Returns:
+        The chosen ``(num, den)``; ``(1, 1)`` when no smaller factor is big enough.
+    """
+    for scale in sorted(scales, key=lambda s: s[0] / s[1]):
+        if scale[0] >= scale[1]:
+            break
+        scaled_h, scaled_w = scaled_size(height, width, scale)
+        if scaled_h >= min_height and scaled_w >= min_width:
+            return scale
+    return (1, 1)
+
+
+def scaled_box(box: Box, scale: Scale, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """Map a full-resolution ``(top, left, h, w)`` into a DCT-scaled image's pixels.
+
+    The box grows outwards (floor the start, ceil the end) so it never loses content
+    and keeps at least ``ceil(h * scale)`` rows; it is clamped to the scaled image.
+
+    Returns:
+        ``(y0, y1, x0, x1)``: rows ``y0:y1`` and columns ``x0:x1`` of the scaled image.
+    """
+    top, left, height, width = box
+    num, den = scale
+    y0, x0 = top * num // den, left * num // den
+    y1, x1 = -(-(top + height) * num // den), -(-(left + width) * num // den)
+    y1, x1 = min(max(y1, y0 + 1), shape[0]), min(max(x1, x0 + 1), shape[1])
+    return min(y0, y1 - 1), y1, min(x0, x1 - 1), x1
+
+
+def check_out(out: np.ndarray) -> None:
+    """Raise ValueError unless ``out`` is a writable, C-contiguous uint8 ``(H, W, 3)`` array."""
+    if not (isinstance(out, np.ndarray) and out.dtype == np.uint8 and out.ndim == 3 and out.shape[2] == 3
+            and out.flags.c_contiguous and out.flags.writeable):
+        raise ValueError(f"out must be a writable C-contiguous uint8 (H, W, 3) array, got "
+                         f"{getattr(out, 'dtype', type(out).__name__)} {getattr(out, 'shape', '')}")
+
+
+def resize_into(image: np.ndarray, out: np.ndarray, antialias: bool | None) -> None:
+    """Resize ``image`` into ``out`` (OpenCV writes straight into it; the GIL is released).
+
+    ``antialias=True``: INTER_AREA whenever shrinking; False: always INTER_LINEAR; None (auto):
+    INTER_AREA only when shrinking by 2x or more, else INTER_LINEAR. After a DCT-scaled decode
+    the remaining shrink is below 2x, where bilinear aliases little and is several times faster.
+    """
+    height, width = out.shape[:2]
+    if image.shape[:2] == (height, width):
+        np.copyto(out, image)
+        return
+    shrink = height <= image.shape[0] and width <= image.shape[1]
+    if antialias is None:
+        shrink = shrink and max(image.shape[0] / height, image.shape[1] / width) >= 2.0
+    interpolation = cv2.INTER_AREA if shrink and antialias is not False else cv2.INTER_LINEAR
+    result = cv2.resize(image, (width, height), dst=out, interpolation=interpolation)
+    if result is not out:  # OpenCV allocated instead (never for a matching uint8 dst): keep the contract
+        np.copyto(out, result)
+
+
+def resize_to(image: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Resize an RGB image to ``(height, width)`` in a new array.
+
+    ``INTER_AREA`` when shrinking, else ``INTER_LINEAR``.
+    """
+    if image.shape[:2] == (height, width):
+        return image
+    out = np.empty((height, width, 3), np.uint8)
+    resize_into(image, out, antialias=True)
+    return out

@@ -1,0 +1,146 @@
+"""``DataLoaderX``'s resume glue: :meth:`~LoaderState.state_dict` and :meth:`~LoaderState.load_state_dict`, the
+check that a setup's index order can be restored exactly, and where that order comes from (the order source, its
+seeded generators, a sampler that skips whole batches itself). What a state holds is :mod:`fastdata.loader.resume`'s.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch.utils.data import BatchSampler, Dataset, IterableDataset, SequentialSampler
+from torch.utils.data.distributed import DistributedSampler as _TorchDistributedSampler
+
+from fastdata.loader.resume import (
+    STATE_VERSION, PassState, after_base_seed, get_rng_states, has_state_methods, restore_sampler, snapshot_sampler,
+    validate_state,
+)
+from fastdata.transforms.resolution import check_size
+
+__all__ = ["LoaderState"]
+
+_NO_ATTRIBUTE = object()
+
+
+class LoaderState:
+    """The ``state_dict`` half of :class:`~fastdata.loader.dataloader.DataLoaderX`, which sets the attributes below
+    (torch's ``DataLoader`` the public ones)."""
+
+    dataset: Dataset[Any]
+    sampler: Any
+    batch_sampler: Any
+    generator: Any
+    num_workers: int
+    persistent_workers: bool
+    _iterator: Any
+    _pass: PassState | None
+    _pending: dict[str, Any] | None
+    _passes_begun: int
+    _resolution: tuple[int, int] | None
+
+    def _fast_forward(self, source: Any, sampler_state: Any, skip: int) -> tuple[Any, int]:
+        """Let a sampler with a ``start_index`` (fastdata's) skip whole batches itself: no index is made."""
+        start = sampler_state.get("start_index") if isinstance(sampler_state, Mapping) else None
+        if skip == 0 or type(self.batch_sampler) is not BatchSampler or not isinstance(start, int):
+            return sampler_state, skip
+        if not callable(getattr(source, "set_start_index", None)):
+            return sampler_state, skip
+        state = dict(sampler_state)
+        state["start_index"] = min(start + skip * self.batch_sampler.batch_size, len(source))
+        return state, 0
+
+    def _order_source(self) -> Any:
+        """The object whose iteration decides the index order."""
+        if isinstance(self.batch_sampler, BatchSampler):
+            return self.batch_sampler.sampler
+        return self.sampler if self.batch_sampler is None else self.batch_sampler
+
+    def _rng_slots(self) -> dict[str, torch.Generator]:
+        slots = {}
+        if isinstance(self.generator, torch.Generator):
+            slots["loader"] = self.generator
+        own = getattr(self._order_source(), "generator", None)
+        if isinstance(own, torch.Generator) and own is not self.generator:
+            slots["sampler"] = own
+        return slots
+
+    def _check_resumable(self) -> None:
+        """Raise ValueError when the index order of this setup cannot be restored exactly."""
+        if isinstance(self.dataset, IterableDataset):
+            raise ValueError("DataLoaderX.state_dict() needs a map-style dataset; an IterableDataset decides its "
+                             "own order and cannot be resumed by the loader (use a map-style dataset)")
+        source = self._order_source()
+        if has_state_methods(source) or isinstance(source, (SequentialSampler, _TorchDistributedSampler,
+                                                             range, list, tuple)):
+            return
+        own = getattr(source, "generator", _NO_ATTRIBUTE)
+        if isinstance(own, torch.Generator):
+            return
+        if own is None:
+            raise ValueError(
+                f"cannot resume exactly: the {type(source).__name__} has generator=None, so it draws from torch's "
+                "global RNG; pass generator=torch.Generator().manual_seed(seed) to DataLoaderX (with shuffle=True) "
+                "or to the sampler")
+        raise ValueError(
+            f"cannot resume exactly: {type(source).__name__} has neither state_dict()/load_state_dict() nor a "
+            "torch.Generator; add those two methods to it, or use fastdata.DistributedSampler, SequentialSampler "
+            "or RandomSampler(generator=torch.Generator().manual_seed(seed))")
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the loader stands: batches consumed in the current pass plus its order snapshot.
+
+        Returns:
+            A dict of plain Python values (JSON-able when the sampler's state is), also
+            ``torch.save``-able. Taken between passes it describes the start of the next pass.
+
+        Raises:
+            ValueError: The setup cannot be resumed exactly (an IterableDataset, a sampler drawing
+                from the global RNG, e.g. ``shuffle=True`` without ``generator``, or a sampler
+                without ``state_dict``/``generator``).
+        """
+        self._check_resumable()
+        if self._pending is not None:
+            return copy.deepcopy(self._pending)
+        p = self._pass
+        if p is not None and not p.finished:
+            return {"version": STATE_VERSION, "num_batches": len(self), "in_pass": True,
+                    "batches_consumed": p.skip + p.consumed, "rng_pass_start": dict(p.rng_start),
+                    "rng_sampler_draw": dict(p.rng_draw or p.rng_start), "sampler": copy.deepcopy(p.sampler_state),
+                    "pass_number": p.number, "resolution": _listed(getattr(p, "resolution", None))}
+        rngs = self._rng_slots()
+        now = get_rng_states(rngs)
+        draw = dict(now)
+        persistent_alive = self.persistent_workers and self.num_workers > 0 and self._iterator is not None
+        if "loader" in rngs and not persistent_alive:  # a new torch iterator first draws its _base_seed
+            draw["loader"] = after_base_seed(rngs["loader"])
+        return {"version": STATE_VERSION, "num_batches": len(self), "in_pass": False, "batches_consumed": 0,
+                "rng_pass_start": now, "rng_sampler_draw": draw, "sampler": snapshot_sampler(self._order_source()),
+                "pass_number": self._passes_begun, "resolution": _listed(self._resolution)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Make the next ``iter()`` continue where ``state`` was taken (see :meth:`state_dict`).
+
+        Args:
+            state: A dict from :meth:`state_dict` of a loader built the same way (dataset size,
+                batch size, sampler, generators).
+
+        Raises:
+            TypeError: ``state`` is not a mapping.
+            ValueError: ``state`` is malformed or was taken from a differently built loader, or
+                this setup cannot be resumed exactly.
+        """
+        if not isinstance(state, Mapping):
+            raise TypeError(f"state must be a dict from DataLoaderX.state_dict(), got {type(state).__name__}")
+        self._check_resumable()
+        state = copy.deepcopy(dict(state))
+        validate_state(state, len(self), set(self._rng_slots()), snapshot_sampler(self._order_source()))
+        self._resolution = check_size(state.get("resolution"))  # the size the saved pass was decoded at
+        if state["sampler"] is not None:  # now (it validates, and precedes the user's set_epoch())
+            restore_sampler(self._order_source(), state["sampler"])  # and again at iter() if in a pass
+        self._pending = state
+
+
+def _listed(size: tuple[int, int] | None) -> list[int] | None:
+    return None if size is None else list(size)
