@@ -52,7 +52,8 @@ def _without_fstat():
     """fastdata's TFRecord reader with the per-record ``fstat`` (the in-place rewrite check) taken out."""
     import os
 
-    from fastdata.formats.tfrecord import TFRecordShardReader, unframe
+    from fastdata.formats.tfrecord import TFRecordShardReader
+    from fastdata.formats.tfrecord_framing import unframe
 
     class Unchecked(TFRecordShardReader):
         def read_payload(self, position: int, size: int) -> bytes:

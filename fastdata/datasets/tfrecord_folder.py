@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from fastdata.formats.manifest import MANIFEST_NAME
-from fastdata.formats.tfrecord import build_index, max_index_bytes, read_index, write_index
+from fastdata.formats.tfrecord_framing import build_index
+from fastdata.formats.tfrecord_index import max_index_bytes, read_index, write_index
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import numpy as np
 from fastdata.formats.errors import CorruptRecordError, DatasetChangedError
 from fastdata.formats.example import ImageRecord
 from fastdata.formats.files import FileIdentity
-from fastdata.formats.manifest import ShardInfo
+from fastdata.formats.manifest_entries import ShardInfo
 
 __all__ = ["CorruptRecordError", "DatasetChangedError", "ShardReaderBase", "ShardWriterBase", "StorageFormat"]
 

@@ -30,7 +30,7 @@ from fastdata.formats.base import CorruptRecordError, DatasetChangedError, Shard
 from fastdata.formats.example import ImageRecord, encode_fields, parse_features
 from fastdata.formats.files import FileIdentity, crc32c_hex, open_regular, resolve_inside
 from fastdata.formats.lmdb_pages import LMDBIndex, index_values, meta_entries
-from fastdata.formats.manifest import ShardInfo
+from fastdata.formats.manifest_entries import ShardInfo
 
 __all__ = ["LMDBFormat", "LMDBShardReader", "LMDBShardWriter", "META_KEY", "parse_meta", "sample_key"]
 

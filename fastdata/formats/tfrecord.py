@@ -1,15 +1,12 @@
-"""TFRecord shards: standard framing, tf.train.Example payloads and DALI-compatible indexes.
+"""TFRecord shards: the shard writer, the positioned reader and the ``tfrecord`` storage format.
 
-A record is ``uint64 length | uint32 masked_crc32c(length) | data | uint32 masked_crc32c(data)``
-(little-endian), exactly as TensorFlow writes it. The index file beside each shard has one
-``"offset size"`` line per record, ``size`` covering the whole framed record, which is the
-format DALI's ``tfrecord2idx`` writes and ``fn.readers.tfrecord`` reads.
+Records are ``tf.train.Example`` payloads in TensorFlow's framing (:mod:`~fastdata.formats.tfrecord_framing`),
+each shard with a DALI-compatible ``.idx`` index beside it (:mod:`~fastdata.formats.tfrecord_index`).
 """
 
 from __future__ import annotations
 
 import os
-import struct
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,134 +17,11 @@ import numpy as np
 from fastdata._util.fs import publish, tmp_path
 from fastdata.formats.base import CorruptRecordError, ShardReaderBase, ShardWriterBase, StorageFormat
 from fastdata.formats.errors import DatasetChangedError
-from fastdata.formats.files import FileIdentity, check_crc32c, crc32c_hex, open_regular, read_regular, resolve_inside
 from fastdata.formats.example import ImageRecord, decode_example, encode_example, parse_features
-from fastdata.formats.manifest import ShardInfo
-
-_LEN = struct.Struct("<Q")
-_CRC = struct.Struct("<I")
-HEADER_SIZE = 12  # length + its crc
-FOOTER_SIZE = 4
-MAX_INDEX_LINE = 42  # two 20-digit integers, a space and a newline
-_MASK_DELTA = 0xA282EAD8
-
-
-def masked_crc32c(data: bytes | memoryview) -> int:
-    """TFRecord's masked CRC32C: rotate right by 15 and add a constant."""
-    crc = google_crc32c.value(bytes(data)) if isinstance(data, memoryview) else google_crc32c.value(data)
-    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
-
-
-def frame(payload: bytes) -> tuple[bytes, bytes]:
-    """Header and footer that frame ``payload`` as one TFRecord record."""
-    length = _LEN.pack(len(payload))
-    return length + _CRC.pack(masked_crc32c(length)), _CRC.pack(masked_crc32c(payload))
-
-
-def unframe(buf: bytes, *, shard: str | os.PathLike = "?", offset: int = 0, check_crc: bool = True) -> bytes:
-    """Validate one framed record held whole in ``buf`` and return its payload.
-
-    Raises:
-        CorruptRecordError: bad length, bad CRC or a size that does not match the framing.
-    """
-    if len(buf) < HEADER_SIZE + FOOTER_SIZE:
-        raise CorruptRecordError(shard, offset, f"record is {len(buf)} bytes, shorter than its framing")
-    (length,) = _LEN.unpack_from(buf, 0)
-    if check_crc and _CRC.unpack_from(buf, 8)[0] != masked_crc32c(buf[:8]):
-        raise CorruptRecordError(shard, offset, "length CRC mismatch")
-    if HEADER_SIZE + length + FOOTER_SIZE != len(buf):
-        raise CorruptRecordError(shard, offset, f"length field says {length} bytes but the index says {len(buf) - 16}")
-    payload = buf[HEADER_SIZE : HEADER_SIZE + length]
-    if check_crc and _CRC.unpack_from(buf, HEADER_SIZE + length)[0] != masked_crc32c(payload):
-        raise CorruptRecordError(shard, offset, "data CRC mismatch")
-    return payload
-
-
-def build_index(path: str | os.PathLike) -> np.ndarray:
-    """Scan a TFRecord file's framing (without reading payloads) into an ``[n, 2]`` (offset, size) array.
-
-    Raises:
-        CorruptRecordError: a length CRC fails or the file ends inside a record.
-    """
-    rows: list[tuple[int, int]] = []
-    fd, st = open_regular(path)  # a FIFO or device is refused, never read
-    file_size = st.st_size
-    with open(fd, "rb", buffering=0) as f:
-        offset = 0
-        while offset < file_size:
-            header = f.read(HEADER_SIZE)
-            if len(header) < HEADER_SIZE:
-                raise CorruptRecordError(path, offset, "file ends inside a record header (truncated file)")
-            (length,) = _LEN.unpack_from(header, 0)
-            if _CRC.unpack_from(header, 8)[0] != masked_crc32c(header[:8]):
-                raise CorruptRecordError(path, offset, "length CRC mismatch")
-            size = HEADER_SIZE + length + FOOTER_SIZE
-            if offset + size > file_size:
-                raise CorruptRecordError(path, offset, "file ends inside a record (truncated file)")
-            rows.append((offset, size))
-            offset += size
-            f.seek(offset)
-    return np.asarray(rows, dtype=np.int64).reshape(-1, 2)
-
-
-def index_bytes(index: np.ndarray) -> bytes:
-    """A DALI-compatible text index (one ``"offset size"`` line per record) as bytes."""
-    return "".join(f"{offset} {size}\n" for offset, size in index.tolist()).encode("ascii")
-
-
-def write_index(path: str | os.PathLike, index: np.ndarray) -> None:
-    """Write a DALI-compatible text index (one ``"offset size"`` line per record)."""
-    with open(path, "wb") as f:
-        f.write(index_bytes(index))
-
-
-def max_index_bytes(shard_bytes: int) -> int:
-    """The largest index a TFRecord file of ``shard_bytes`` bytes can have (records are >= 16 bytes)."""
-    return MAX_INDEX_LINE * (shard_bytes // (HEADER_SIZE + FOOTER_SIZE)) + 1
-
-
-def read_index(
-    path: str | os.PathLike, *, max_bytes: int = 1 << 32, nbytes: int | None = None, crc32c: str | None = None
-) -> np.ndarray:
-    """Read a text index into an ``[n, 2]`` int64 array, bounded and checked.
-
-    Args:
-        path: the index file; it must be a regular file.
-        max_bytes: refuse a larger file without reading it (see :func:`max_index_bytes`).
-        nbytes: the size the manifest records for it, if any.
-        crc32c: the CRC32C the manifest records for it, if any.
-
-    Raises:
-        FileNotFoundError: no index file.
-        CorruptRecordError: not a regular file, another size or checksum than the manifest's, or
-            not lines of two non-negative integers.
-    """
-    data = read_regular(path, max_bytes=max_bytes, nbytes=nbytes)
-    check_crc32c(data, crc32c, path)
-    try:
-        flat = _parse_index(data)
-    except (ValueError, OverflowError):
-        raise CorruptRecordError(path, None, "is not a TFRecord index (expected 'offset size' lines of integers)") from None
-    if flat.size % 2 or (flat.size and flat.min() < 0):
-        raise CorruptRecordError(path, None, "is not a TFRecord index (an odd number of fields, or a negative one)")
-    return flat.reshape(-1, 2)
-
-
-def _parse_index(data: bytes, chunk: int = 1 << 22) -> np.ndarray:
-    """The integers of an index's text, parsed a few MB at a time: memory stays a small multiple of the file
-    (one ``bytes`` object per number for the whole file would be about 20 times its size)."""
-    parts, start = [], 0
-    while start < len(data):
-        stop = data.find(b"\n", min(start + chunk, len(data)))  # cut after a whole line
-        stop = len(data) if stop < 0 else stop + 1
-        parts.append(np.array(data[start:stop].split(), dtype=np.int64))
-        start = stop
-    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
-
-
-def index_path_for(path: str | os.PathLike) -> Path:
-    """Where fastdata keeps the index of a shard: ``shard-00000.tfrecord`` → ``shard-00000.idx``."""
-    return Path(path).with_suffix(".idx")
+from fastdata.formats.files import FileIdentity, crc32c_hex, open_regular, resolve_inside
+from fastdata.formats.manifest_entries import ShardInfo
+from fastdata.formats.tfrecord_framing import FOOTER_SIZE, HEADER_SIZE, build_index, frame, unframe
+from fastdata.formats.tfrecord_index import index_bytes, index_path_for, max_index_bytes, read_index
 
 
 class TFRecordShardWriter(ShardWriterBase):

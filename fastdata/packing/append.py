@@ -29,7 +29,8 @@ import numpy as np
 from fastdata import __version__
 from fastdata._util.fs import atomic_write_bytes
 from fastdata.formats.files import crc32c_hex
-from fastdata.formats.manifest import Manifest, ShardInfo
+from fastdata.formats.manifest import Manifest
+from fastdata.formats.manifest_entries import ShardInfo
 from fastdata.formats.packed import open_pack
 from fastdata.formats.targets import encode_targets
 from fastdata.packing.finish import transcoded_ranges

@@ -20,7 +20,8 @@ from fastdata.formats.errors import CorruptRecordError
 from fastdata.formats.example import ImageRecord
 from fastdata.formats.fields import fields_table
 from fastdata.formats.files import open_regular, resolve_inside
-from fastdata.formats.manifest import Manifest, ShardInfo
+from fastdata.formats.manifest import Manifest
+from fastdata.formats.manifest_entries import ShardInfo
 from fastdata.formats.targets import load_targets
 from fastdata.packing.transcode import restart_interval
 from fastdata.storage.transfer import CheckSource

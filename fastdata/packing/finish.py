@@ -11,7 +11,8 @@ from fastdata import __version__
 from fastdata._util.fs import atomic_write_bytes
 from fastdata._util.text import escaped
 from fastdata.formats.files import crc32c_hex
-from fastdata.formats.manifest import Manifest, SkippedFile
+from fastdata.formats.manifest import Manifest
+from fastdata.formats.manifest_entries import SkippedFile
 from fastdata.formats.targets import encode_targets
 from fastdata.packing.journal import JournalEntry, PackJournal
 from fastdata.packing.transcode import to_ranges

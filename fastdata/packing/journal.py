@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from fastdata._util.fs import atomic_write_bytes, file_crc32c
-from fastdata.formats.manifest import FileWarnings, Manifest, ShardInfo, SkippedFile
+from fastdata.formats.manifest import Manifest
+from fastdata.formats.manifest_entries import FileWarnings, ShardInfo, SkippedFile
 
 JOURNAL_NAME = ".pack-journal.jsonl"
 

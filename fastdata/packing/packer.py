@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fastdata.formats.fields import infer_types
-from fastdata.formats.manifest import MANIFEST_NAME, Manifest, ShardInfo
+from fastdata.formats.manifest import MANIFEST_NAME, Manifest
+from fastdata.formats.manifest_entries import ShardInfo
 from fastdata.packing.append import append_locked
 from fastdata.packing.finish import TARGETS_NAME, NothingPackedError, finalize  # noqa: F401 - re-exported
 from fastdata.packing.journal import PackJournal, check_finished, fingerprint, journal_header

@@ -24,7 +24,7 @@ from fastdata.decode.headers import image_format
 from fastdata.decode.capture import codec_messages
 from fastdata.formats.example import ImageRecord
 from fastdata.formats.fields import encode_values
-from fastdata.formats.manifest import FileWarnings, SkippedFile
+from fastdata.formats.manifest_entries import FileWarnings, SkippedFile
 from fastdata.packing.journal import JournalEntry
 from fastdata.packing.options import PackOptions
 from fastdata.packing.pool import OrderedProcessMap

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from fastdata._util.fs import atomic_write_bytes
-from fastdata.formats.manifest import FileWarnings, ShardInfo, SkippedFile
+from fastdata.formats.manifest_entries import FileWarnings, ShardInfo, SkippedFile
 from fastdata.packing.journal import JournalEntry, shard_intact
 from fastdata.packing.lock import OutputLock
 from fastdata.packing.options import PackOptions

@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fastdata.formats.manifest import SkippedFile
+from fastdata.formats.manifest_entries import SkippedFile
 
 IMG_EXTENSIONS: tuple[str, ...] = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 NOT_UTF8 = "file name is not valid UTF-8 (rename it, e.g. with convmv, to pack it)"

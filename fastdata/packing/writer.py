@@ -10,7 +10,7 @@ from types import TracebackType
 from fastdata.formats import get_format
 from fastdata.formats.base import ShardWriterBase
 from fastdata.formats.example import ImageRecord
-from fastdata.formats.manifest import ShardInfo
+from fastdata.formats.manifest_entries import ShardInfo
 
 DEFAULT_SHARD_SIZE = 256 * 1024 * 1024
 RECORD_OVERHEAD = 256  # framing + metadata bytes per record, for the size bound

@@ -20,31 +20,28 @@ A prefetch (``strict``) only evicts shards needed later than the one it brings (
 prefetching never evicts what is read sooner. A read that needs its shard now evicts any shard
 no one holds; when every cached shard is held it waits for one to be let go, and only after
 :data:`OVER_BUDGET_WAIT_S` exceeds the budget (with a warning) rather than stall training.
+The budget and eviction live in :mod:`~fastdata.storage.budget`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import logging
-import math
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import google_crc32c
-import numpy as np
 
 from fastdata.storage import trace
+from fastdata.storage.budget import TMP, CacheBudget
 from fastdata.storage.locks import FileLock
-from fastdata.storage.plans import publish_plan, read_plans
-from fastdata.storage.remote import RemoteIOError, Store
+from fastdata.storage.store import RemoteIOError, Store
 
 logger = logging.getLogger(__name__)
 
-TMP = ".tmp"
 RETRY_DELAYS_S = (0.05, 0.2, 1.0)  # attempt 2, 3, 4 wait this long first
 OVER_BUDGET_WAIT_S = 10.0  # a reader waits this long for room before it exceeds the budget
 
@@ -100,7 +97,7 @@ def minimum_budget(sizes: Sequence[int], prefetch: int) -> int:
     return (int(prefetch) + 1) * max(sizes, default=0)
 
 
-class ShardCache:
+class ShardCache(CacheBudget):
     """The cached copies of one dataset's shards, shared by every process of the node.
 
     Args:
@@ -279,119 +276,3 @@ class ShardCache:
         if actual != info.crc32c:
             return f"CRC32C {actual} != {info.crc32c} in the manifest (corrupted body)"
         return ""
-
-    # -- budget ----------------------------------------------------------------------------------
-    def used_bytes(self) -> int:
-        """Bytes in ``shards/`` (cached shards and downloads in progress)."""
-        total = 0
-        with os.scandir(self.root / "shards") as it:
-            for entry in it:
-                try:
-                    total += entry.stat().st_size
-                except FileNotFoundError:
-                    pass
-        return total
-
-    def _reserve(self, shard: int, next_use: float, strict: bool, exceed: bool) -> bool:
-        """Make room for the shard (evicting) and create its ``.tmp`` at full size; False when there is no room."""
-        need = self.shards[shard].nbytes
-        tmp = self._tmp(shard)
-        with self._budget_lock():
-            files = self._scan(exclude=self.shards[shard].name)
-            used = sum(size for _, size, _ in files)
-            if self.limit is not None and used + need > self.limit:
-                used = self._evict(files, used, need, next_use, strict)
-                if used + need > self.limit:
-                    if not exceed:
-                        return False
-                    trace.event("over", shard, 0, used + need)
-                    if not self._warned:
-                        logger.warning("shard cache %s is over its budget (%d + %d > %d bytes): every cached shard "
-                                       "is in use; raise cache_limit", self.root, used, need, self.limit)
-                        self._warned = True
-            with open(tmp, "wb") as f:
-                f.truncate(need)
-        return True
-
-    @contextlib.contextmanager
-    def _budget_lock(self) -> Iterator[None]:
-        """Held while the folder is summed, space is reserved, shards are evicted or renamed into place."""
-        with FileLock(self.root / "budget.lock") as lock:
-            lock.acquire(exclusive=True)
-            yield
-
-    def _scan(self, exclude: str) -> list[tuple[str, int, bool]]:
-        """``(name, size, is_tmp)`` of every file in ``shards/``; stale ``.tmp`` files (no downloader) are removed."""
-        files = []
-        with os.scandir(self.root / "shards") as it:
-            for entry in it:
-                name = entry.name
-                is_tmp = name.endswith(TMP)
-                base = name[: -len(TMP)] if is_tmp else name
-                if base == exclude:
-                    continue
-                try:
-                    size = entry.stat().st_size
-                except FileNotFoundError:
-                    continue
-                if is_tmp:
-                    lock = self._lock(base)
-                    if lock.acquire(exclusive=True, blocking=False):  # its downloader died
-                        Path(entry.path).unlink(missing_ok=True)
-                        lock.release()
-                        continue
-                    lock.release()
-                files.append((name, size, is_tmp))
-        return files
-
-    def _evict(self, files: list[tuple[str, int, bool]], used: int, need: int, next_use: float, strict: bool) -> int:
-        """Delete unheld shards, furthest next use first, until ``need`` more bytes fit; return the bytes left."""
-        distance = self.next_uses()
-        candidates = []
-        for name, size, is_tmp in files:
-            if is_tmp:
-                continue
-            number = self._index.get(name)
-            far = math.inf if number is None else distance[number]
-            if not strict or far > next_use:
-                candidates.append((far, size, name, number))
-        candidates.sort(key=lambda c: (c[0], c[1]), reverse=True)
-        chosen: list[tuple[FileLock, str, int, int | None]] = []  # locked, not yet deleted
-        freed = 0
-        for _, size, name, number in candidates:
-            if used - freed + need <= self.limit:
-                break
-            lock = self._lock(name)
-            if lock.acquire(exclusive=True, blocking=False):
-                chosen.append((lock, name, size, number))
-                freed += size
-            else:
-                lock.release()  # someone reads it
-        if strict and used - freed + need > self.limit:
-            freed = 0  # not enough: a prefetch evicts nothing rather than something in vain
-        for lock, name, size, number in chosen:
-            try:
-                if freed:
-                    path = self.root / "shards" / name
-                    try:
-                        inode = os.stat(path).st_ino
-                    except FileNotFoundError:
-                        continue
-                    trace.event("evict", -1 if number is None else number, inode, used - size)
-                    path.unlink()
-                    used -= size
-            finally:
-                lock.release()
-        return used
-
-    def next_uses(self) -> np.ndarray:
-        """Per shard, the nearest next use (in samples) over every live plan of the node; ``inf`` where none plans it.
-
-        :attr:`live_plans` is set to the number of live plans read.
-        """
-        best, self.live_plans = read_plans(self.root / "plans", len(self.shards))
-        return best
-
-    def publish_plan(self, distances: np.ndarray | None) -> None:
-        """Write (None: remove) this process's next use of every shard, -1 for none."""
-        publish_plan(self.root / "plans", distances)

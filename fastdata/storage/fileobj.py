@@ -11,7 +11,8 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 
-from fastdata.storage.remote import RemoteIOError, Store, get_store
+from fastdata.storage.remote import get_store
+from fastdata.storage.store import RemoteIOError, Store
 
 BUFFER = 1 << 20  # bytes a ranged file reads at a time
 

@@ -34,8 +34,10 @@ from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.storage import trace
 from fastdata.storage.cache import CachedShard, Fetch, Hold, ShardCache, minimum_budget
 from fastdata.storage.locks import FileLock
-from fastdata.storage.prefetch import PassPlan, Prefetcher, planned
-from fastdata.storage.remote import Store, get_store
+from fastdata.storage.pass_plan import PassPlan
+from fastdata.storage.prefetch import Prefetcher, planned
+from fastdata.storage.remote import get_store
+from fastdata.storage.store import Store
 from fastdata.storage.urls import default_cache_dir, url_id
 
 logger = logging.getLogger(__name__)
@@ -191,7 +193,7 @@ class RemoteShards:
 
     def _read_range(self, shard: int, position: int, size: int) -> tuple[bytes, int | None]:
         from fastdata.formats.example import decode_example
-        from fastdata.formats.tfrecord import unframe
+        from fastdata.formats.tfrecord_framing import unframe
 
         rel = self.manifest.shards[shard].path
         where = self.store.location.child(rel)

@@ -14,8 +14,10 @@ from typing import Any
 
 import google_crc32c
 
-from fastdata.formats.manifest import MANIFEST_NAME, Manifest, ShardInfo
-from fastdata.storage.remote import Store, get_store
+from fastdata.formats.manifest import MANIFEST_NAME, Manifest
+from fastdata.formats.manifest_entries import ShardInfo
+from fastdata.storage.remote import get_store
+from fastdata.storage.store import Store
 from fastdata.storage.shards import fetch_manifest, mirror_metadata
 from fastdata.storage.urls import is_url, local_path
 

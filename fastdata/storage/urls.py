@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*)://")
-#: Protocols with their own client in :mod:`fastdata.storage.remote`; every other one goes through fsspec.
+#: Protocols with their own client (:mod:`fastdata.storage.s3_store`, :mod:`fastdata.storage.http_store`); every other
+#: one goes through fsspec (:mod:`fastdata.storage.fsspec_store`).
 NATIVE_SCHEMES = ("s3", "http", "https")
 
 

@@ -112,7 +112,7 @@ def test_verify_of_a_sparse_pack_stays_within_its_labels_file(tmp_path, fmt):
 
 INDEX = textwrap.dedent("""
     import sys
-    from fastdata.formats.tfrecord import read_index
+    from fastdata.formats.tfrecord_index import read_index
 
     def kb(key):
         return int(next(line for line in open("/proc/self/status") if line.startswith(key)).split()[1])

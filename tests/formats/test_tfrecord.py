@@ -9,15 +9,9 @@ import pytest
 from fastdata._util.optional import has_dali
 from fastdata.formats.base import CorruptRecordError
 from fastdata.formats.example import ImageRecord, decode_example, encode_example
-from fastdata.formats.tfrecord import (
-    TFRecordShardReader,
-    build_index,
-    frame,
-    masked_crc32c,
-    read_index,
-    unframe,
-    write_index,
-)
+from fastdata.formats.tfrecord import TFRecordShardReader
+from fastdata.formats.tfrecord_framing import build_index, frame, masked_crc32c, unframe
+from fastdata.formats.tfrecord_index import read_index, write_index
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TF_FILE = DATA / "tf_written.tfrecord"

@@ -9,7 +9,8 @@ import torch
 from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.formats.example import parse_features
 from fastdata.formats.fields import infer_types
-from fastdata.formats.tfrecord import TFRecordShardReader, read_index
+from fastdata.formats.tfrecord import TFRecordShardReader
+from fastdata.formats.tfrecord_index import read_index
 from fastdata.loader.collate import fast_collate
 from fastdata.packing.packer import pack
 from tests.packing.sources_data import make_samples, write_csv, write_jsonl, write_webdataset

@@ -12,7 +12,8 @@ import lmdb
 import numpy as np
 import pytest
 
-from fastdata.formats.tfrecord import build_index, read_index
+from fastdata.formats.tfrecord_framing import build_index
+from fastdata.formats.tfrecord_index import read_index
 from fastdata.packing.journal import JOURNAL_NAME
 from fastdata.formats.manifest import Manifest
 from fastdata.packing.packer import BadImageError, image_format, pack

@@ -11,7 +11,7 @@ import pytest
 from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.formats.example import Example, ImageRecord, encode_example
 from fastdata.formats.manifest import Manifest
-from fastdata.formats.tfrecord import frame
+from fastdata.formats.tfrecord_framing import frame
 from fastdata.packing.packer import pack
 from tests.packing.sources_data import make_samples, write_jsonl
 

@@ -12,7 +12,8 @@ import pytest
 from fastdata import DataLoaderX, ShardDataset
 from fastdata.storage import plans, trace
 from fastdata.storage.locks import FileLock
-from fastdata.storage.prefetch import PassPlan, Prefetcher
+from fastdata.storage.pass_plan import PassPlan
+from fastdata.storage.prefetch import Prefetcher
 from tests.storage.conftest import whole_gets
 from tests.storage.helpers import Crc, ShardBlockOrder
 from tests.storage.servers import Fault

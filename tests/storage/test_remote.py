@@ -8,7 +8,10 @@ import pickle
 
 import pytest
 
-from fastdata.storage.remote import HTTPStore, RangeNotSupportedError, RemoteIOError, S3Store, get_store
+from fastdata.storage.http_store import HTTPStore
+from fastdata.storage.remote import get_store
+from fastdata.storage.s3_store import S3Store
+from fastdata.storage.store import RangeNotSupportedError, RemoteIOError
 from tests.storage.servers import Fault
 
 DATA = bytes(range(256)) * 400  # 102400 bytes
@@ -80,7 +83,7 @@ def test_fsspec_fallback_store_and_dataset(remote_pack, tmp_path):
     """Any fsspec protocol goes through FsspecStore; memory:// stands in for gs:// / az:// (no emulator here)."""
     pytest.importorskip("fsspec")
     from fastdata import ShardDataset
-    from fastdata.storage.remote import FsspecStore
+    from fastdata.storage.fsspec_store import FsspecStore
     from fastdata.storage.transfer import upload
 
     url = f"memory://bucket/{remote_pack.format}-{tmp_path.name}"

@@ -22,7 +22,8 @@ from typing import Any
 from tqdm import tqdm
 
 from fastdata.formats.fields import encode_values
-from fastdata.formats.manifest import MANIFEST_NAME, Manifest, ShardInfo
+from fastdata.formats.manifest import MANIFEST_NAME, Manifest
+from fastdata.formats.manifest_entries import ShardInfo
 from fastdata.packing.finish import NothingPackedError
 from fastdata.packing.journal import check_finished, differences, fingerprint, journal_header
 from fastdata.packing.lock import OutputLock

@@ -19,7 +19,7 @@ from typing import Any
 from fastdata.decode.limits import DEFAULT_MAX_PIXELS
 from fastdata.formats.errors import CorruptRecordError
 from fastdata.formats.files import read_regular
-from fastdata.formats.manifest import SkippedFile
+from fastdata.formats.manifest_entries import SkippedFile
 
 _NO_LIMIT_BYTES = 1 << 40
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from fastdata.formats.manifest import SkippedFile
+from fastdata.formats.manifest_entries import SkippedFile
 from fastdata.packing.sources.base import Labels, Row, Source
 
 
@@ -131,7 +131,7 @@ class TFRecordSource(Source):
         """``(locator, raw label, error or "", {field: list of values})`` of every record."""
         from fastdata.formats.errors import CorruptRecordError
         from fastdata.formats.example import decode_example, parse_features
-        from fastdata.formats.tfrecord import build_index
+        from fastdata.formats.tfrecord_framing import build_index
 
         for path in self.files:
             try:
@@ -234,6 +234,6 @@ def _plain(value: Any) -> Any:
 
 
 def _payload(buf: bytes, path: Path, offset: int) -> bytes:
-    from fastdata.formats.tfrecord import unframe
+    from fastdata.formats.tfrecord_framing import unframe
 
     return unframe(buf, shard=path, offset=offset)

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from fastdata.formats.manifest import SkippedFile
+from fastdata.formats.manifest_entries import SkippedFile
 from fastdata.packing.sources.base import Labels, Row, Source
 from fastdata.storage.urls import is_url
 
