@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Shuffle quality and shard locality of DistributedSampler's orders: none, full shuffle, blocks.
+"""Shuffle quality and shard locality of DistributedSampler's orders: none, full shuffle, blocks, index, index-blocks.
 
 Measures, for each order, on the labels of an ImageNet-sized dataset (default: 1000 classes x 1281
 images in shards of 2400 samples, about 256 MiB of 110 KB JPEGs each) laid out two ways, the way
@@ -41,7 +41,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fastdata.packing.packer import _source_order  # noqa: E402  (the order `fastdata pack --shuffle-seed` writes)
+from fastdata.packing.plan import source_order as _source_order  # noqa: E402  (`pack --shuffle-seed`'s order)
 from fastdata.sampler import DistributedSampler  # noqa: E402
 
 WINDOW = 16  # steps per locality window
@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     orders = [("none (shuffle=False)", False, 1), ("full (shuffle=True)", True, 1)]
     orders += [(f"blocks of {k} shards", "blocks", k) for k in args.block_shards]
+    orders += [("index (shuffle='index')", "index", 1)]
+    orders += [(f"index-blocks of {k} shards", "index-blocks", k) for k in args.block_shards]
     results = []
     for packing, (labels, sizes) in _layouts(args).items():
         print(f"\n### {packing}: {len(labels)} samples, {int(labels.max()) + 1} classes, {len(sizes)} shards; "

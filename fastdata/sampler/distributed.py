@@ -7,7 +7,9 @@ of the loader) cover ``ratio`` consecutive *virtual passes*, so the workers live
 Virtual pass ``p`` of epoch ``e`` is seeded with ``seed + e * ratio + p`` and ordered by
 ``torch.randperm`` (``shuffle=True``: torch's pass at epoch ``e * ratio + p``, identical output at
 ``ratio=1``), ``range(N)`` (``False``) or block by block (``"blocks"``, see
-:mod:`fastdata.sampler.blocks`: a few shards at a time). That permutation never depends on the world
+:mod:`fastdata.sampler.blocks`: a few shards at a time); or keyed by ``(seed, e * ratio + p)``, each index
+computed on demand in O(1) memory (``"index"`` and its block variant ``"index-blocks"``, see
+:mod:`fastdata.sampler.index_shuffle`: for 10M+ samples). That permutation never depends on the world
 size; padded by wrapping around or truncated to ``total_size`` as torch does, rank ``r`` takes its
 positions ``r, r + num_replicas, ...``, so the ranks read each global batch together and a state
 carries over to another number of ranks (:mod:`fastdata.sampler.elastic`). Passes are generated lazily,
@@ -25,6 +27,7 @@ from torch.utils.data import Sampler
 
 from fastdata.sampler.blocks import BLOCKS, DEFAULT_BLOCK_SHARDS, layout_id, shard_offsets
 from fastdata.sampler.elastic import adapt_loader_state, as_int, parse_origin, per_rank, rescale_state
+from fastdata.sampler.index_shuffle import INDEX, INDEX_BLOCKS
 from fastdata.sampler.pass_order import PassOrder
 from fastdata.sampler.repeats import check_repeats, check_state_repeats
 
@@ -62,7 +65,7 @@ class DistributedSampler(PassOrder, Sampler[int]):
     """Drop-in for :class:`torch.utils.data.DistributedSampler` with ``ratio`` passes per ``iter()``.
 
     Args:
-        dataset: a sized dataset (``len(dataset)``, and ``dataset.shard_offsets`` for "blocks").
+        dataset: a sized dataset (``len(dataset)``, and ``dataset.shard_offsets`` for the blocks orders).
         num_replicas: number of processes in the job. Default: the world size of the
             initialized default process group, or 1 when there is none (where torch raises).
         rank: rank of this process in ``[0, num_replicas - 1]``. Default: the rank in the
@@ -70,15 +73,18 @@ class DistributedSampler(PassOrder, Sampler[int]):
         shuffle: ``True``: a fresh ``randperm`` per virtual pass (as torch does per epoch);
             ``False``: ``range(N)``; ``"blocks"``: shards permuted, grouped ``block_shards`` at a
             time, samples permuted within each block (pack with ``--shuffle-seed``: a block of a
-            class-sorted dataset holds few classes).
+            class-sorted dataset holds few classes); ``"index"``: a keyed Feistel permutation per virtual
+            pass, each index computed when read: ``iter()`` in O(1) time and memory at any N (torch's
+            ``randperm`` costs O(N) per pass), a different order from torch's; ``"index-blocks"``:
+            ``"blocks"`` done that way, O(shards) memory per pass.
         seed: base seed, identical on all ranks.
         drop_last: drop the tail of each pass so it divides evenly across replicas,
             instead of padding it by wrapping around (torch's semantics).
         ratio: virtual passes per ``iter()`` (an int >= 1). ``len(sampler)`` is
             ``ratio * num_samples``.
-        block_shards: shards per block with ``shuffle="blocks"``: all ranks read one block
+        block_shards: shards per block with ``"blocks"``/``"index-blocks"``: all ranks read one block
             (``block_shards`` shards) at a time, two where a global batch straddles blocks.
-        shard_sizes: samples in each shard, in dataset order, for ``shuffle="blocks"`` over a
+        shard_sizes: samples in each shard, in dataset order, for the blocks orders over a
             dataset without ``shard_offsets`` (a :class:`~fastdata.ShardDataset` has them).
         repeats: repeated augmentation (DeiT's ``RASampler``): each index ``repeats`` times in a row in
             every pass, the copies on different ranks, pass length unchanged (:mod:`fastdata.sampler.repeats`).
@@ -93,8 +99,8 @@ class DistributedSampler(PassOrder, Sampler[int]):
         TypeError: ``num_replicas``, ``rank``, ``seed``, ``ratio``, ``block_shards`` or
             ``shard_sizes`` is not an int (sequence of ints).
         ValueError: ``num_replicas < 1``, ``rank`` outside ``[0, num_replicas - 1]``, ``ratio < 1``,
-            ``block_shards < 1``, ``shuffle`` not one of ``True``/``False``/``"blocks"``, or
-            ``"blocks"`` without a shard layout that adds up to ``len(dataset)``.
+            ``block_shards < 1``, ``shuffle`` not one of ``True``/``False``/``"blocks"``/``"index"``/
+            ``"index-blocks"``, or a blocks order without a shard layout that adds up to ``len(dataset)``.
 
     Example::
 
@@ -130,8 +136,8 @@ class DistributedSampler(PassOrder, Sampler[int]):
         if self.ratio < 1:
             raise ValueError(f"ratio must be >= 1, got {self.ratio}; use ratio=1 for torch's behaviour")
         self.seed = as_int(seed, "seed", "pass an int seed, identical on every rank")
-        if isinstance(shuffle, str) and shuffle != BLOCKS:
-            raise ValueError(f"shuffle must be True, False or {BLOCKS!r}, got {shuffle!r}")
+        if isinstance(shuffle, str) and shuffle not in (BLOCKS, INDEX, INDEX_BLOCKS):
+            raise ValueError(f"shuffle must be True, False, {BLOCKS!r}, {INDEX!r} or {INDEX_BLOCKS!r}, got {shuffle!r}")
         self.block_shards = as_int(block_shards, "block_shards", "pass the number of shards per block, e.g. 8")
         if self.block_shards < 1:
             raise ValueError(f"block_shards must be >= 1, got {self.block_shards}; e.g. block_shards=8")
@@ -143,7 +149,7 @@ class DistributedSampler(PassOrder, Sampler[int]):
         self.drop_last = drop_last
         self.epoch = 0
         self._length = len(dataset)
-        self._blocks = isinstance(shuffle, str)
+        self._blocks = shuffle in (BLOCKS, INDEX_BLOCKS) if isinstance(shuffle, str) else False
         self._offsets = shard_offsets(dataset, shard_sizes, self._length) if self._blocks else None
         self.num_samples = per_rank(self._length, 0, num_replicas, drop_last)
         self.total_size = self.num_samples * num_replicas
@@ -211,7 +217,7 @@ class DistributedSampler(PassOrder, Sampler[int]):
 
         Returns:
             ``{"epoch", "seed", "ratio", "num_replicas", "shuffle", "drop_last", "start_index",
-            "dataset_length"}``, plus ``"block_shards"``, ``"shard_layout"`` with ``"blocks"`` and
+            "dataset_length"}``, plus ``"block_shards"``, ``"shard_layout"`` with a blocks order and
             ``"origin"`` (``[virtual pass, global position]`` that ``start_index`` counts from)
             after an uneven :meth:`adapt_state`. Cheap: no index is generated.
         """
@@ -309,7 +315,6 @@ class DistributedSampler(PassOrder, Sampler[int]):
         self._active = (start, origin)
         self._pass_token += 1
         return self._generate(start, origin, self.epoch, self._pass_token)
-
 
     def __repr__(self) -> str:
         blocks = f", block_shards={self.block_shards}" if self._blocks else ""

@@ -1,6 +1,7 @@
 """Which indices a ``DistributedSampler`` pass yields on this rank: each virtual pass's order from its seed
-(``randperm``, ``range(N)`` or block by block), padded or truncated for all ranks alike, generated lazily from a
-resume position; and the shard blocks of a pass."""
+(``randperm``, ``range(N)``, block by block, or value by value from a keyed bijection with ``"index"`` and
+``"index-blocks"``), padded or truncated for all ranks alike, generated lazily from a resume position; and the
+shard blocks of a pass."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch
 
 from fastdata.sampler.blocks import BLOCKS, block_permutation, shard_order
 from fastdata.sampler.elastic import as_int, per_rank
+from fastdata.sampler.index_shuffle import INDEX_BLOCKS, INDEX_ORDERS, IndexOrder, rank_chunks
 from fastdata.sampler.repeats import take_repeated
 
 __all__ = ["PassOrder"]
@@ -53,14 +55,20 @@ class PassOrder:
             A list of int64 arrays of shard indices (``block_shards`` each, the last one maybe fewer).
 
         Raises:
-            ValueError: the sampler does not use ``shuffle="blocks"``, or ``virtual_pass`` is out of range.
+            ValueError: the sampler does not use ``shuffle="blocks"`` or ``"index-blocks"``, or ``virtual_pass`` is
+                out of range.
         """
         if not self._blocks:
-            raise ValueError(f"shard_blocks() needs shuffle={BLOCKS!r}, this sampler has shuffle={self.shuffle!r}")
+            raise ValueError(f"shard_blocks() needs shuffle={BLOCKS!r} or {INDEX_BLOCKS!r}, this sampler has "
+                             f"shuffle={self.shuffle!r}")
         virtual_pass = as_int(virtual_pass, "virtual_pass", f"pass a pass number in [0, {self.ratio - 1}]")
         if not 0 <= virtual_pass < self.ratio:
             raise ValueError(f"virtual_pass must be in [0, {self.ratio - 1}], got {virtual_pass}")
-        order = shard_order(self._offsets, self._generator(self.epoch * self.ratio + virtual_pass))
+        virtual_epoch = self.epoch * self.ratio + virtual_pass
+        if self.shuffle == INDEX_BLOCKS:
+            order = self._index_order(virtual_epoch).shard_order
+        else:
+            order = shard_order(self._offsets, self._generator(virtual_epoch))
         return [order[i : i + self.block_shards] for i in range(0, len(order), self.block_shards)]
 
     def _generate(self, start: int, origin: tuple[int, int], epoch: int, token: int) -> Iterator[int]:
@@ -73,14 +81,29 @@ class PassOrder:
                 skipped, start = divmod(start - first, self.num_samples)
                 virtual_pass, position = virtual_pass + 1 + skipped, 0
             for virtual_pass in range(virtual_pass, self.ratio):
-                virtual_epoch = epoch * self.ratio + virtual_pass
-                indices = self._pass_indices(virtual_epoch) if position == 0 else self._indices(virtual_epoch, position)
-                for begin in range(start, len(indices), _CHUNK):
-                    yield from indices[begin : begin + _CHUNK].tolist()
+                for chunk in self._chunks(epoch * self.ratio + virtual_pass, position, start):
+                    for begin in range(0, len(chunk), _CHUNK):
+                        yield from chunk[begin : begin + _CHUNK].tolist()
                 start = position = 0
         finally:
             if token == self._pass_token:
                 self._active = None
+
+    def _chunks(self, virtual_epoch: int, position: int, start: int) -> Iterator[np.ndarray]:
+        """This rank's indices of a pass counted from global ``position``, from its ``start``-th on, in arrays."""
+        if isinstance(self.shuffle, str) and self.shuffle in INDEX_ORDERS:  # computed a chunk at a time
+            self._check_length()
+            count = per_rank(self._length, position, self.num_replicas, self.drop_last)
+            yield from rank_chunks(self._index_order(virtual_epoch), position + self.rank, self.num_replicas, start,
+                                   count, self.repeats)
+            return
+        indices = self._pass_indices(virtual_epoch) if position == 0 else self._indices(virtual_epoch, position)
+        for begin in range(start, len(indices), _CHUNK):
+            yield indices[begin : begin + _CHUNK]
+
+    def _index_order(self, virtual_epoch: int) -> IndexOrder:
+        offsets = self._offsets if self.shuffle == INDEX_BLOCKS else None
+        return IndexOrder(self._length, self.seed, virtual_epoch, offsets, self.block_shards)
 
     def _pass_indices(self, virtual_epoch: int) -> np.ndarray:
         """This rank's indices of one whole pass (torch's sampler at ``virtual_epoch`` for True/False)."""
@@ -88,11 +111,9 @@ class PassOrder:
 
     def _indices(self, virtual_epoch: int, position: int) -> np.ndarray:
         """This rank's indices of a pass from global ``position`` on, padded or truncated to all ranks alike."""
-        if self._length != len(self.dataset):
-            raise RuntimeError(
-                f"the dataset changed size from {self._length} to {len(self.dataset)} after the "
-                "sampler was built; build a new DistributedSampler for the new dataset"
-            )
+        if isinstance(self.shuffle, str) and self.shuffle in INDEX_ORDERS:  # the whole pass at once (O(N/world))
+            return np.concatenate([np.zeros(0, np.int64), *self._chunks(virtual_epoch, position, 0)])
+        self._check_length()
         if self._blocks:
             order = block_permutation(self._offsets, self.block_shards, self._generator(virtual_epoch))
         elif self.shuffle:
@@ -104,6 +125,13 @@ class PassOrder:
         end = position + per_rank(self._length, position, self.num_replicas, self.drop_last) * self.num_replicas
         positions = np.arange(position + self.rank, end, self.num_replicas, dtype=np.int64)
         return take_repeated(order, positions, self.repeats)
+
+    def _check_length(self) -> None:
+        if self._length != len(self.dataset):
+            raise RuntimeError(
+                f"the dataset changed size from {self._length} to {len(self.dataset)} after the "
+                "sampler was built; build a new DistributedSampler for the new dataset"
+            )
 
     def _generator(self, virtual_epoch: int) -> torch.Generator:
         generator = torch.Generator()

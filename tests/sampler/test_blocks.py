@@ -1,4 +1,5 @@
-"""DistributedSampler(shuffle="blocks"): exact permutations per pass, read a block of shards at a time."""
+"""DistributedSampler(shuffle="blocks") and its O(shards)-memory twin "index-blocks": exact permutations per pass,
+read a block of shards at a time."""
 
 from __future__ import annotations
 
@@ -35,12 +36,16 @@ def global_passes(world, **kwargs):
             for p in range(samplers[0].ratio)]
 
 
+BLOCK_ORDERS = ["blocks", "index-blocks"]
+
+
+@pytest.mark.parametrize("shuffle", BLOCK_ORDERS)
 @pytest.mark.parametrize("block_shards", [1, 3, 100])
 @pytest.mark.parametrize("ratio", [1, 3])
 @pytest.mark.parametrize("drop_last", [False, True])
 @pytest.mark.parametrize("world", [1, 2, 3, 4, 5, 7])
-def test_every_sample_once_per_pass_across_ranks(world, drop_last, ratio, block_shards):
-    kw = dict(drop_last=drop_last, ratio=ratio, block_shards=block_shards, seed=4)
+def test_every_sample_once_per_pass_across_ranks(world, drop_last, ratio, block_shards, shuffle):
+    kw = dict(drop_last=drop_last, ratio=ratio, block_shards=block_shards, seed=4, shuffle=shuffle)
     passes = global_passes(world, **kw)
     reference = global_passes(1, **kw)  # the order one rank reads: no padding, nothing dropped
     for stream, whole in zip(passes, reference):
@@ -55,9 +60,10 @@ def test_every_sample_once_per_pass_across_ranks(world, drop_last, ratio, block_
     assert len({tuple(p) for p in passes}) == ratio  # each virtual pass is a fresh order
 
 
+@pytest.mark.parametrize("shuffle", BLOCK_ORDERS)
 @pytest.mark.parametrize("block_shards", [1, 2, 4])
-def test_the_stream_reads_one_block_after_another(block_shards):
-    sampler = blocks(ratio=3, block_shards=block_shards, seed=9)
+def test_the_stream_reads_one_block_after_another(block_shards, shuffle):
+    sampler = blocks(ratio=3, block_shards=block_shards, seed=9, shuffle=shuffle)
     sampler.set_epoch(2)
     stream = list(sampler)
     for p in range(3):
@@ -75,20 +81,22 @@ def test_the_stream_reads_one_block_after_another(block_shards):
     assert len({tuple(sampler.shard_blocks(p)[0]) for p in range(3)}) > 1  # the shards are permuted per pass
 
 
-def test_samples_are_shuffled_within_a_block():
+@pytest.mark.parametrize("shuffle", BLOCK_ORDERS)
+def test_samples_are_shuffled_within_a_block(shuffle):
     sizes = [50] * 8
-    stream = list(blocks(sizes=sizes, block_shards=4, seed=1))
+    stream = list(blocks(sizes=sizes, block_shards=4, seed=1, shuffle=shuffle))
     first = stream[:200]
     assert first != sorted(first)
     # the block's shards are interleaved: the first 20 samples already come from several shards
     assert len(set(np.array(first[:20]) // 50)) >= 3
 
 
-def test_each_rank_batch_touches_one_or_two_blocks_only():
+@pytest.mark.parametrize("shuffle", BLOCK_ORDERS)
+def test_each_rank_batch_touches_one_or_two_blocks_only(shuffle):
     sizes = [10] * 40
     world, batch, block_shards = 4, 5, 2
     for rank in range(world):
-        sampler = blocks(world, rank, sizes=sizes, block_shards=block_shards, seed=2)
+        sampler = blocks(world, rank, sizes=sizes, block_shards=block_shards, seed=2, shuffle=shuffle)
         order = np.concatenate(sampler.shard_blocks(0))
         block_of_shard = np.empty(40, np.int64)
         block_of_shard[order] = np.arange(40) // block_shards
@@ -135,7 +143,7 @@ def test_class_ordered_pack_is_warned_about(caplog):
 @pytest.mark.parametrize(
     "kwargs,exc,match",
     [
-        (dict(shuffle="block"), ValueError, "shuffle must be True, False or 'blocks'"),
+        (dict(shuffle="block"), ValueError, "shuffle must be True, False, 'blocks', 'index' or 'index-blocks', got 'block'"),
         (dict(shuffle="blocks"), ValueError, "shard_sizes="),  # range() has no shard_offsets
         (dict(shuffle="blocks", shard_sizes=[3, 3]), ValueError, "covers 6 samples but the dataset has 10"),
         (dict(shuffle="blocks", shard_sizes=[12, -2]), ValueError, "shard_sizes must be counts >= 0"),
@@ -168,9 +176,10 @@ def test_defaults_and_shard_blocks_guards():
     assert list(DistributedSampler(range(0), shuffle="blocks", shard_sizes=[])) == []
 
 
+@pytest.mark.parametrize("shuffle", BLOCK_ORDERS)
 @pytest.mark.parametrize("world,rank,ratio,drop_last", [(1, 0, 3, False), (3, 2, 4, False), (4, 1, 2, True)])
-def test_mid_pass_resume_on_the_same_world(world, rank, ratio, drop_last):
-    kw = dict(ratio=ratio, drop_last=drop_last, seed=11, block_shards=3)
+def test_mid_pass_resume_on_the_same_world(world, rank, ratio, drop_last, shuffle):
+    kw = dict(ratio=ratio, drop_last=drop_last, seed=11, block_shards=3, shuffle=shuffle)
     reference = blocks(world, rank, **kw)
     reference.set_epoch(2)
     full = list(reference)
@@ -190,6 +199,7 @@ def test_mid_pass_resume_on_the_same_world(world, rank, ratio, drop_last):
     (dict(block_shards=4), "block_shards=3 but this sampler has block_shards=4"),
     (dict(sizes=SHARDS[::-1]), "shard_layout="),
     (dict(shuffle=True), "shuffle='blocks' but this sampler has shuffle=True"),
+    (dict(shuffle="index-blocks"), "shuffle='blocks' but this sampler has shuffle='index-blocks'"),
 ])
 def test_load_refuses_another_block_setup(change, match):
     state = blocks(2, 0, block_shards=3).state_dict()

@@ -85,7 +85,7 @@ def check_pass_accounting(old, took, rest, shuffle, drop_last, ratio, new_world,
 @pytest.mark.parametrize("new_world", [2, 3, 1, 6])
 @pytest.mark.parametrize("ratio", [1, 3])
 @pytest.mark.parametrize("drop_last", [False, True])
-@pytest.mark.parametrize("shuffle", ["blocks", True, False])
+@pytest.mark.parametrize("shuffle", ["blocks", True, False, "index", "index-blocks"])
 def test_resume_from_4_ranks_on_another_world(shuffle, drop_last, ratio, new_world):
     per_rank = make(4, 0, shuffle, drop_last=drop_last, ratio=ratio).__len__()
     steps_in_run = -(-per_rank // (GLOBAL_BATCH // 4))
@@ -95,7 +95,7 @@ def test_resume_from_4_ranks_on_another_world(shuffle, drop_last, ratio, new_wor
 
 
 def test_resume_at_ratio_1_on_a_dividing_world_is_the_uninterrupted_stream():
-    for shuffle, new_world in itertools.product(["blocks", True], [2, 3]):
+    for shuffle, new_world in itertools.product(["blocks", True, "index", "index-blocks"], [2, 3]):
         _, took, rest = run_then_resume(shuffle, False, 1, 4, new_world, steps=2)
         for r, sampler_rest in enumerate(rest):
             uninterrupted = make(new_world, r, shuffle)
@@ -195,10 +195,11 @@ class Numbers(Dataset):
         return np.full((1, 1, 1), i, np.uint8), i
 
 
-def loader(world, rank, num_workers=0, *, ratio=2, drop_last=False, collate_fn=fast_collate, **kwargs):
-    """A DataLoaderX over ``Numbers`` with a blocks-shuffled DistributedSampler; the global batch is GLOBAL_BATCH."""
+def loader(world, rank, num_workers=0, *, ratio=2, drop_last=False, collate_fn=fast_collate, shuffle="blocks",
+           **kwargs):
+    """A DataLoaderX over ``Numbers`` with a DistributedSampler (``shuffle="blocks"`` unless told); global batch GLOBAL_BATCH."""
     data = Numbers()
-    sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle="blocks", seed=3, ratio=ratio,
+    sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=shuffle, seed=3, ratio=ratio,
                                  drop_last=drop_last, shard_sizes=SHARDS, block_shards=2)
     return DataLoaderX(data, batch_size=GLOBAL_BATCH // world, sampler=sampler, num_workers=num_workers,
                        collate_fn=collate_fn, **kwargs)
@@ -217,22 +218,23 @@ def checkpoint_after(l, steps):
     return seen, state
 
 
-@pytest.mark.parametrize("new_world,num_workers", [(2, 0), (3, 0), (3, 2)])
-def test_dataloaderx_state_from_4_ranks_resumes_on_another_world(new_world, num_workers):
+@pytest.mark.parametrize("new_world,num_workers,shuffle", [(2, 0, "blocks"), (3, 0, "blocks"), (3, 2, "blocks"),
+                                                            (3, 0, "index"), (2, 2, "index"), (3, 0, "index-blocks")])
+def test_dataloaderx_state_from_4_ranks_resumes_on_another_world(new_world, num_workers, shuffle):
     steps = 7  # of the 4-rank run's 10 batches of 3 per rank: 84 positions, 24 into virtual pass 1 (60 a pass)
     old_batches, states = [], []
     for rank in range(4):
-        seen, state = checkpoint_after(loader(4, rank), steps)
+        seen, state = checkpoint_after(loader(4, rank, shuffle=shuffle), steps)
         old_batches.append(list(itertools.chain(*seen)))
         states.append(state)
     state = states[0]
     assert state["batches_consumed"] == steps and all(s == state for s in states)  # one checkpoint for all ranks
     # a plain load on another world is refused, never misplaced (here both worlds have 10 batches a pass)
     with pytest.raises(ValueError, match="num_replicas=4 but this sampler has num_replicas"):
-        loader(new_world, 0).load_state_dict(state)
+        loader(new_world, 0, shuffle=shuffle).load_state_dict(state)
     new_batches = []
     for rank in range(new_world):
-        l = loader(new_world, rank, num_workers=num_workers)
+        l = loader(new_world, rank, num_workers=num_workers, shuffle=shuffle)
         l.load_state_dict(adapt_loader_state(state, l))
         new_batches.append(labels(iter(l)))
     assert len({len(b) for b in new_batches}) == 1, "every rank gets the same number of batches"
@@ -243,7 +245,7 @@ def test_dataloaderx_state_from_4_ranks_resumes_on_another_world(new_world, num_
     real, padding = interleaved[: N - 24], interleaved[N - 24 :]
     assert len(real) == len(set(real)) and set(real) | consumed == set(range(N)) and not set(real) & consumed
     assert len(padding) < new_world
-    whole = list(itertools.chain(*labels(iter(loader(1, 0)))))  # the 1-rank order: the global stream
+    whole = list(itertools.chain(*labels(iter(loader(1, 0, shuffle=shuffle)))))  # the 1-rank order: the global stream
     assert real == whole[N + 24 : 2 * N]  # the global order continues where the 4 ranks stopped
 
 

@@ -42,12 +42,12 @@ def test_equals_ra_sampler_without_truncation_otherwise(n, world, repeats):
         assert list(sampler) == ra_sampler(n, world, sampler.rank, repeats, 2, truncate_256=False)
 
 
-@pytest.mark.parametrize("shuffle", [True, False, "blocks"])
+@pytest.mark.parametrize("shuffle", [True, False, "blocks", "index", "index-blocks"])
 @pytest.mark.parametrize("ratio", [1, 3])
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_copies_go_to_different_ranks_and_the_pass_length_is_unchanged(shuffle, ratio, drop_last):
     n, world, k = 203, 4, 3
-    extra = {"shard_sizes": [20] * 10 + [3]} if shuffle == "blocks" else {}
+    extra = {"shard_sizes": [20] * 10 + [3]} if shuffle in ("blocks", "index-blocks") else {}
     samplers = ranks(n, world, repeats=k, shuffle=shuffle, ratio=ratio, drop_last=drop_last, **extra)
     plain = ranks(n, world, shuffle=shuffle, ratio=ratio, drop_last=drop_last, **extra)
     streams = [list(s) for s in samplers]
@@ -66,20 +66,21 @@ def test_copies_go_to_different_ranks_and_the_pass_length_is_unchanged(shuffle, 
         assert streams[0][:per_pass] != streams[0][per_pass:2 * per_pass]
 
 
+@pytest.mark.parametrize("shuffle", [True, "index"])
 @pytest.mark.parametrize("ratio", [1, 2])
-def test_mid_pass_resume_and_resume_on_another_world(ratio):
+def test_mid_pass_resume_and_resume_on_another_world(ratio, shuffle):
     n, k = 480, 3
-    full = [list(s) for s in ranks(n, 4, repeats=k, ratio=ratio, seed=7)]
-    state = ranks(n, 4, repeats=k, ratio=ratio, seed=7)[0].state_dict()
+    full = [list(s) for s in ranks(n, 4, repeats=k, ratio=ratio, seed=7, shuffle=shuffle)]
+    state = ranks(n, 4, repeats=k, ratio=ratio, seed=7, shuffle=shuffle)[0].state_dict()
     consumed = 30
     state["start_index"] += consumed
     assert state["repeats"] == k
-    for r, sampler in enumerate(ranks(n, 4, repeats=k, ratio=ratio, seed=7)):
+    for r, sampler in enumerate(ranks(n, 4, repeats=k, ratio=ratio, seed=7, shuffle=shuffle)):
         sampler.load_state_dict(state)
         assert list(sampler) == full[r][consumed:]
     done = Counter(i for stream in full for i in stream[:consumed])
     rest = Counter()
-    for sampler in ranks(n, 3, repeats=k, ratio=ratio, seed=7):
+    for sampler in ranks(n, 3, repeats=k, ratio=ratio, seed=7, shuffle=shuffle):
         sampler.load_state_dict(sampler.adapt_state(state))
         rest.update(sampler)
     assert done + rest == Counter(i for stream in full for i in stream)
