@@ -37,7 +37,7 @@ def _sample(proc) -> dict[str, float]:
 def _packed_root(args: argparse.Namespace) -> Path:
     if args.root is not None:
         return args.root
-    from fastdata.bench.runner import default_cache, prepare_cache
+    from fastdata.bench.pack_cache import default_cache, prepare_cache
 
     return prepare_cache(args.data, default_cache(args.data), formats=(args.format,))[args.format]
 

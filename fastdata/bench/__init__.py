@@ -4,12 +4,17 @@ Never imported by the runtime (``import fastdata`` does not load it).
 
 - :mod:`~fastdata.bench.baselines`: the reference pipelines (torch + PIL, torch + OpenCV).
 - :mod:`~fastdata.bench.measure`: page cache, memory sampling, timing one run, the decode bound.
-- :mod:`~fastdata.bench.stages`: the per-stage breakdown and the GPU training step.
-- :mod:`~fastdata.bench.runner`: :func:`run_benchmark`, the round-robin schedule and the pack cache.
+- :mod:`~fastdata.bench.stages`: the per-stage breakdown (CPU time of each stage of each pipeline).
+- :mod:`~fastdata.bench.gpu_training`: GPU idle time while a small model trains on a pipeline's batches.
+- :mod:`~fastdata.bench.pack_cache`: the image folder packed once per format, reused while unchanged.
+- :mod:`~fastdata.bench.pipelines`: the pipelines measured: their names, builders and input files.
+- :mod:`~fastdata.bench.runner`: :func:`run_benchmark` and the round-robin schedule.
 - :mod:`~fastdata.bench.report`: summary statistics, targets, table, JSON and chart.
 - :mod:`~fastdata.bench.cli`: the ``fastdata bench`` sub-command.
 """
 
-from fastdata.bench.runner import PIPELINES, default_cache, prepare_cache, run_benchmark
+from fastdata.bench.pack_cache import default_cache, prepare_cache
+from fastdata.bench.pipelines import PIPELINES
+from fastdata.bench.runner import run_benchmark
 
 __all__ = ["PIPELINES", "default_cache", "prepare_cache", "run_benchmark"]

@@ -9,7 +9,8 @@ from typing import Any
 from fastdata.bench import report
 from fastdata.bench.peers import PEERS
 from fastdata.bench.peers.harness import format_peer_table
-from fastdata.bench.runner import PIPELINES, run_benchmark
+from fastdata.bench.pipelines import PIPELINES
+from fastdata.bench.runner import run_benchmark
 
 __all__ = ["add_bench_parser"]
 

@@ -20,7 +20,9 @@ from fastdata.bench.baselines import (
     pil_train_transform, uint8_collate,
 )
 from fastdata.bench.measure import BatchCheck, MemorySampler, measure_run, set_page_cache
-from fastdata.bench.runner import PIPELINES, default_cache, prepare_cache, run_benchmark, schedule
+from fastdata.bench.pack_cache import default_cache, prepare_cache
+from fastdata.bench.pipelines import PIPELINES
+from fastdata.bench.runner import run_benchmark, schedule
 
 SIZE = 32
 REPEATS = 2
@@ -275,7 +277,7 @@ def test_baselines_match_torchvision_semantics(jpeg_folder):
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_gpu_training_measures_idle_time():
-    from fastdata.bench.stages import measure_gpu_training
+    from fastdata.bench.gpu_training import measure_gpu_training
 
     batches = [(torch.rand(8, 3, SIZE, SIZE), torch.randint(0, 3, (8,))) for _ in range(12)]
     result = measure_gpu_training(batches, num_classes=3, batch_size=8, size=SIZE, warmup=2)
