@@ -10,7 +10,9 @@
   labels and the manifest, written last.
 - :mod:`~fastdata.packing.pool`: the packer's worker processes (ordered results, stop at once on Ctrl-C).
 - :mod:`~fastdata.packing.writer`: :class:`ShardWriter` (size/count-bounded shards, written atomically).
-- :mod:`~fastdata.packing.journal`: the resume journal of finished shards, and what a ``--resume`` must match.
+- :mod:`~fastdata.packing.identity`: what a pack is made of (recorded options, source digest, fingerprint, plan),
+  computed once, and every check that a ``--resume``, ``--append`` or ``fastdata merge`` matches it.
+- :mod:`~fastdata.packing.journal`: the resume journal of finished shards (its lines written and read).
 - :mod:`~fastdata.packing.lock`: one writer at a time (the output folder's lock).
 - :mod:`~fastdata.packing.output`: the output folder (never a file fastdata did not write is deleted).
 - :mod:`~fastdata.packing.space`: a full disk reported as such (:class:`OutOfSpaceError`, exit code 3).

@@ -8,12 +8,14 @@ opened was replaced), never a mixture of the two. New class names are added to t
 class table (sorted), so every old label keeps its meaning.
 
 An append must match the options the pack was made with wherever mixing would be wrong (format,
-``--keep-bytes``, shard bounds, resizing, the pixel limit: :data:`SAME_OPTIONS`); a difference is
-refused in one line naming it. An interrupted append (Ctrl-C, ``kill -9``) leaves the old dataset as it
-was for every reader (its manifest is untouched; the new shards are not in it): ``--append --resume``
-finishes it after its last complete shard, byte-identical to an uninterrupted append (and changes
-nothing once that append has finished), and a plain ``--append`` starts it over, removing the shards it
-had written.
+``--keep-bytes``, shard bounds, resizing, the pixel limit:
+:data:`~fastdata.packing.identity.SAME_OPTIONS`); a difference is refused in one line naming it
+(:meth:`~fastdata.packing.identity.PackIdentity.append_header`). The append's journal header comes from the pack's
+:class:`~fastdata.packing.identity.PackIdentity`, handed down by :func:`~fastdata.packing.packer.pack`.
+An interrupted append (Ctrl-C, ``kill -9``) leaves the old dataset as it was for every reader (its
+manifest is untouched; the new shards are not in it): ``--append --resume`` finishes it after its last
+complete shard, byte-identical to an uninterrupted append (and changes nothing once that append has
+finished), and a plain ``--append`` starts it over, removing the shards it had written.
 """
 
 from __future__ import annotations
@@ -34,21 +36,24 @@ from fastdata.formats.manifest_entries import ShardInfo
 from fastdata.formats.packed import open_pack
 from fastdata.formats.targets import encode_targets
 from fastdata.packing.finish import transcoded_ranges
-from fastdata.packing.journal import PackJournal, fingerprint, journal_header
+from fastdata.packing.identity import SAME_OPTIONS, PackIdentity, check_journal
+from fastdata.packing.journal import JournalEntry, PackJournal
 from fastdata.packing.options import PackOptions
 from fastdata.packing.pipeline import make_jobs, write_shards
-from fastdata.packing.sources.base import Source, source_digest
+from fastdata.packing.sources.base import Source
 from fastdata.packing.writer import ShardWriter
+
+__all__ = ["SAME_OPTIONS", "append_locked"]
 
 logger = logging.getLogger(__name__)
 _NUMBER = re.compile(r"shard-(\d+)\.")
-SAME_OPTIONS = ("format", "keep_bytes", "samples_per_shard", "shard_size", "max_side", "quality", "max_pixels")
 _TARGETS = re.compile(r"targets(?:-(\d+))?\.npy")
 
 
-def append_locked(source: Source, count: int, types: dict[str, dict], out: Path, options: PackOptions,
+def append_locked(source: Source, identity: PackIdentity, out: Path, options: PackOptions,
                   on_shard: Callable[[ShardInfo], None] | None) -> Manifest:
-    """Append the ``count`` rows of ``source`` (fields of ``types``) to the finished pack in ``out`` (locked by the caller).
+    """Append the rows of ``source`` (``identity``: their count, field types and digest) to the finished pack in
+    ``out`` (locked by the caller).
 
     Raises:
         FileNotFoundError: ``out`` holds no finished pack.
@@ -56,29 +61,22 @@ def append_locked(source: Source, count: int, types: dict[str, dict], out: Path,
             this append would write; or ``options.resume`` finds the journal of another append.
     """
     old = open_pack(out)
-    if old.manifest.format != options.format:
-        raise ValueError(f"--append refused: {out} holds a {old.manifest.format} pack, not {options.format}: "
-                         f"pass --format {old.manifest.format}")
-    _check_same_options(out, old.manifest.options or {}, options)
+    header = identity.append_header(out, old.manifest)  # refuses other options or fields, naming them
+    count, types, digest = identity.samples, identity.field_types, identity.source_files
     classes = list(old.manifest.classes)
     new_names = sorted(set(source.classes) - set(classes))
     classes += new_names
     remap = [classes.index(name) for name in source.classes]
-    before = old.manifest.options.get("field_types") or {}
-    if types != before:
-        raise ValueError(f"--append refused: the new samples' fields {types or 'none'} differ from the pack's "
-                         f"{before or 'none'}: pass the same --fields, with values of the same types")
     numbers = [int(m.group(1)) for s in old.manifest.shards if (m := _NUMBER.match(Path(s.path).name))]
     first = max(numbers, default=-1) + 1
-    digest = source_digest(source.classes, source.scan(), source.skipped)
-    recorded = {**options.recorded(), "append": digest, "onto": [old.manifest.num_samples, len(old.manifest.shards),
-                                                                 old.manifest.targets]}
-    header = journal_header(source.src, recorded, count, fingerprint(recorded))
     journal = PackJournal(out)
     if options.resume and (old.manifest.options.get("appended") or [None])[-1] == digest:
         journal.remove()  # this append had finished (its journal may have outlived the manifest by a moment)
         return old.manifest
-    entries = journal.load(header, out) if options.resume and journal.exists() else []
+    entries: list[JournalEntry] = []
+    if options.resume and journal.exists():
+        check_journal(out, journal.header(), header)
+        entries = journal.load(out)
     if not entries:
         if journal.exists():
             logger.warning("an interrupted append in %s is started over (--resume finishes one instead)", out)
@@ -108,20 +106,6 @@ def append_locked(source: Source, count: int, types: dict[str, dict], out: Path,
     if old.manifest.targets != name:
         (out / old.manifest.targets).unlink(missing_ok=True)
     return manifest
-
-
-def _check_same_options(out: Path, then: dict, options: PackOptions) -> None:
-    """Refuse, in one line, an append whose options differ from the pack's where mixing them would be wrong."""
-    now = options.recorded()
-    found = [f"--{key.replace('_', '-')} {_shown(now.get(key))} (the pack has {_shown(then[key])})"
-             for key in SAME_OPTIONS if key in then and then[key] != now.get(key)]
-    if found:
-        raise ValueError(f"--append refused: {out} was packed with other options: {'; '.join(found)}: "
-                         "append with the pack's own options")
-
-
-def _shown(value: object) -> str:
-    return "not set" if value is None else repr(value)
 
 
 def _remove_leftovers(out: Path, manifest: Manifest, first: int) -> None:

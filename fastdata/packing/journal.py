@@ -6,14 +6,15 @@ then gets one line per published shard: the shard's manifest entry, where the ne
 shard starts in the source order, the files skipped so far and the shard's labels. A pack
 that is interrupted (Ctrl-C, kill -9, power loss) resumes after the last complete line whose
 shard is still on disk, and because packing is deterministic the result is byte-identical to
-an uninterrupted run. A resume whose SRC, format or options differ from the header's is
-refused with the differences named (:func:`differences`). The journal is deleted once
-``manifest.json`` is written.
+an uninterrupted run. The header is this run's
+:attr:`~fastdata.packing.identity.PackIdentity.journal_header`, and a resume whose SRC, format or
+options differ from the journal's is refused with the differences named
+(:func:`fastdata.packing.identity.check_journal`): this module only writes and reads the lines. The
+journal is deleted once ``manifest.json`` is written.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -21,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from fastdata._util.fs import atomic_write_bytes, file_crc32c
-from fastdata.formats.manifest import Manifest
 from fastdata.formats.manifest_entries import FileWarnings, ShardInfo, SkippedFile
 
 JOURNAL_NAME = ".pack-journal.jsonl"
@@ -39,76 +39,6 @@ class JournalEntry:
     transcoded: list[int] = field(default_factory=list)  # positions in the shard of the transcoded records
 
 
-def fingerprint(options: dict[str, Any]) -> str:
-    """A hash of the recorded pack options, ``source_files`` (the digest of the source's rows) included; a resume
-    must match it."""
-    return hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()
-
-
-def journal_header(src: str | os.PathLike, options: dict[str, Any], files: int, print_: str) -> dict[str, Any]:
-    """The journal's first line, which a ``--resume`` must match.
-
-    Args:
-        src: the source as :attr:`Source.src <fastdata.packing.sources.base.Source>` names it (a resolved
-            path, so another spelling of the same folder matches, or a URL).
-        options: the recorded pack options (:meth:`PackOptions.recorded`), ``source_files`` included.
-        files: the number of source files (images found plus items the scan left out).
-        print_: :func:`fingerprint` of the options (and so of the source's rows).
-
-    Returns:
-        ``{"fingerprint", "src", "options", "files"}``.
-    """
-    return {"fingerprint": print_, "src": str(src), "options": dict(options), "files": int(files)}
-
-
-def differences(recorded: dict[str, Any], expected: dict[str, Any]) -> list[str]:
-    """What differs between a recorded pack (journal header or manifest) and this run, in words.
-
-    Only what ``recorded`` holds is compared (an older journal or manifest may lack ``src`` or
-    some options).
-
-    Args:
-        recorded: ``{"src", "options", "files"}`` of the earlier run (any may be missing).
-        expected: :func:`journal_header` of this run.
-
-    Returns:
-        One phrase per difference, e.g. ``"--format is 'tfrecord' (the pack used 'lmdb')"``.
-    """
-    found = []
-    if "src" in recorded and recorded["src"] != expected["src"]:
-        found.append(f"SRC is {expected['src']!r} (the pack was made from {recorded['src']!r})")
-    then, now = recorded.get("options") or {}, expected["options"]
-    for key in sorted(k for k in then if k != "source_files"):
-        if then[key] != now.get(key):
-            found.append(f"--{key.replace('_', '-')} is {_shown(now.get(key))} (the pack used {_shown(then[key])})")
-    if "source_files" in then and then["source_files"] != now.get("source_files"):
-        count = f"{recorded['files']} then, {expected['files']} now" if "files" in recorded else f"{expected['files']} now"
-        found.append(f"the image files or class folders in SRC are not those the pack was made from ({count})")
-    return found
-
-
-def check_finished(out: Path, manifest: Manifest, header: dict[str, Any]) -> None:
-    """Refuse a ``--resume`` of the finished pack in ``out`` when this run's input or options differ.
-
-    The manifest keeps the options and the digest of the source files (not SRC's path), so
-    another SRC is recognised by its files.
-
-    Raises:
-        ValueError: naming each difference.
-    """
-    recorded = {"options": manifest.options, "files": manifest.num_samples + len(manifest.skipped)}
-    found = differences(recorded, header)
-    if found:
-        raise ValueError(
-            f"--resume refused: {str(out)!r} holds a finished pack of other input or with other options: "
-            f"{'; '.join(found)}. Pass the same SRC and options, or --overwrite to pack again"
-        )
-
-
-def _shown(value: Any) -> str:
-    return "not set" if value is None else repr(value)
-
-
 class PackJournal:
     """Append-only record of the shards an in-progress pack has published."""
 
@@ -120,19 +50,16 @@ class PackJournal:
         return self.path.is_file()
 
     def start(self, header: dict[str, Any]) -> None:
-        """Begin a new journal whose first line is ``header`` (see :func:`journal_header`)."""
+        """Begin a new journal whose first line is ``header`` (:attr:`PackIdentity.journal_header
+        <fastdata.packing.identity.PackIdentity.journal_header>`, or an append's header)."""
         atomic_write_bytes(self.path, (json.dumps(header, sort_keys=True) + "\n").encode("utf-8"))
 
-    def load(self, header: dict[str, Any], root: Path) -> list[JournalEntry]:
-        """Entries of a previous run whose shards are still intact on disk.
-
-        Args:
-            header: this run's :func:`journal_header`; the journal's must match it.
-            root: the output folder.
+    def header(self) -> dict[str, Any]:
+        """The journal's first line: what the run that wrote it recorded (compare it with
+        :func:`fastdata.packing.identity.check_journal` before :meth:`load`).
 
         Raises:
-            ValueError: the journal was written for another SRC, other files or other options;
-                the message names each difference.
+            ValueError: the first line is missing or not a header written by fastdata.
         """
         lines = self.path.read_text(encoding="utf-8").splitlines()
         recorded = (_parse(lines[0]) if lines else None) or {}
@@ -141,13 +68,16 @@ class PackJournal:
                 f"--resume refused: the journal in {self.path.parent} has no valid first line (it was not written "
                 "by this version of fastdata, or was damaged): pass --overwrite to start over"
             )
-        found = differences(recorded, header)
-        if found or recorded.get("fingerprint") != header["fingerprint"]:
-            raise ValueError(
-                f"--resume refused: {self.path.parent} holds an unfinished pack of a different input or with "
-                f"different options: {'; '.join(found) or 'its journal records another input'}. "
-                "Resume with the same SRC and options, or pass --overwrite to start over"
-            )
+        return recorded
+
+    def load(self, root: Path) -> list[JournalEntry]:
+        """Entries of a previous run whose shards are still intact on disk; the journal is rewritten to hold
+        just those (after its first line, kept as it is).
+
+        Args:
+            root: the output folder.
+        """
+        lines = self.path.read_text(encoding="utf-8").splitlines()
         entries = []
         for line in lines[1:]:
             data = _parse(line)

@@ -1,13 +1,13 @@
 """Partial manifests (``--part I/N``) and ``fastdata merge``: the parts' ranges checked, the manifest written last.
 
-A part writes ``OUT/part-IIIII-of-NNNNN.json`` once all its ranges are published: the pack's
-header (options, source fingerprint, classes, file count, number of ranges) and each range's
-record (its shards with sizes and CRC32Cs, labels, skipped files). :func:`merge` checks that every
-part of the split is there and that all were made from the same source with the same options,
-that their ranges tile the plan and their counts add up, and that every shard on disk has the
-size and CRC32C its part recorded; then it writes ``targets.npy`` and ``manifest.json`` exactly
-as a single-machine pack does (:func:`combine`), so the result is byte-identical to one.
-Each refusal is one line that says what is wrong and what to do.
+A part writes ``OUT/part-IIIII-of-NNNNN.json`` once all its ranges are published: the pack's header
+(options, source fingerprint, classes, file count, number of ranges) and each range's record (its shards
+with sizes and CRC32Cs, labels, skipped files). :func:`merge` checks that every part of the split is
+there and that all were made from the same source with the same options
+(:func:`fastdata.packing.identity.check_part`), that their ranges tile the plan and their counts add up,
+and that every shard on disk has the size and CRC32C its part recorded; then it writes ``targets.npy``
+and ``manifest.json`` exactly as a single-machine pack does (:func:`combine`), so the result is
+byte-identical to one. Each refusal is one line that says what is wrong and what to do.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import google_crc32c
 from fastdata._util.fs import atomic_write_bytes
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.packing.finish import NothingPackedError, finalize
+from fastdata.packing.identity import check_part
 from fastdata.packing.journal import JournalEntry
 from fastdata.packing.lock import OutputLock
 from fastdata.packing.ranges import record_entries, record_name
@@ -124,21 +125,8 @@ def _load_parts(root: Path, out: str) -> list[dict[str, Any]]:
         except (OSError, ValueError) as exc:
             raise ValueError(f"part {i}/{parts_n} in {out!r} cannot be read ({exc}): pack it again "
                              f"with --part {i}/{parts_n}") from None
-    first = parts[0]["header"]
     for i, part in enumerate(parts[1:], 1):
-        header = part["header"]
-        then, now = dict(first["options"]), dict(header["options"])
-        then.pop("source_files", None), now.pop("source_files", None)
-        if then != now:
-            keys = sorted(k for k in set(then) | set(now) if then.get(k) != now.get(k))
-            shown = "; ".join(f"--{k.replace('_', '-')} is {now.get(k)!r} (part 0/{len(parts)} used {then.get(k)!r})"
-                              for k in keys)
-            raise ValueError(f"part {i}/{len(parts)} in {out!r} was packed with other options than part 0/{len(parts)}:"
-                             f" {shown}; pack it again with the same options")
-        if header != first:
-            raise ValueError(f"part {i}/{len(parts)} in {out!r} was packed from another source than part "
-                             f"0/{len(parts)} (other image files, class folders or order): pack it again from the "
-                             "same SRC")
+        check_part(i, len(parts), parts[0]["header"], part["header"], out)
     return parts
 
 

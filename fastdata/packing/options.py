@@ -1,9 +1,10 @@
 """``PackOptions``: every option of a pack as one frozen, checked value.
 
 :func:`fastdata.packing.packer.pack` builds one from its keywords (the command line builds one from its
-flags) and hands it, as one thing, to the source, the journal and the pipeline. What the output depends
-on is recorded in the manifest and the resume journal (:meth:`PackOptions.recorded`); how the pack runs
-(workers, progress, resume, overwrite) is not.
+flags) and hands it, as one thing, to the source, the engines and the pipeline. What the output depends
+on (:meth:`PackOptions.recorded`) is read once, into the pack's
+:class:`~fastdata.packing.identity.PackIdentity`, which the manifest, the resume journal, the range
+records and the part files record; how the pack runs (workers, progress, resume, overwrite) is not.
 """
 
 from __future__ import annotations

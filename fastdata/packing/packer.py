@@ -4,6 +4,10 @@ Images are read and validated (decoded) in a process pool, in ImageFolder order 
 seeded shuffle of it); the main process writes them in that order, so the output is
 deterministic. Shards are published atomically, a journal records each one, and
 ``manifest.json`` is written last: a folder without it holds no finished dataset.
+
+What the output depends on (the recorded options, the source's digest, the fingerprint, the range
+plan) is worked out once, as a :class:`~fastdata.packing.identity.PackIdentity`, right after the
+census pass, and handed down to the journal, the engines, the range tasks and the append.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.formats.manifest_entries import ShardInfo
 from fastdata.packing.append import append_locked
 from fastdata.packing.finish import TARGETS_NAME, NothingPackedError, finalize  # noqa: F401 - re-exported
-from fastdata.packing.journal import PackJournal, check_finished, fingerprint, journal_header
+from fastdata.packing.identity import PackIdentity, check_journal
+from fastdata.packing.journal import JournalEntry, PackJournal
 from fastdata.packing.lock import OutputLock
 from fastdata.packing.output import create_output, prepare_output, remove_own_files
 from fastdata.decode.headers import image_format  # noqa: F401 - re-exported: fastdata.packing.packer.image_format
@@ -27,7 +32,7 @@ from fastdata.packing.pipeline import BadImageError, make_jobs, write_shards
 from fastdata.packing.plan import ordered_rows
 from fastdata.packing.pool import cap_workers
 from fastdata.packing.options import PackOptions
-from fastdata.packing.sources import Source, open_source, source_digest
+from fastdata.packing.sources import Source, open_source
 from fastdata.packing.space import OutOfSpaceError, is_out_of_space, out_of_space_error
 from fastdata.packing.writer import ShardWriter
 from fastdata.storage.urls import is_url
@@ -152,18 +157,19 @@ def pack(
     if not count and not source.skipped:
         raise FileNotFoundError(f"no samples in {src}: it holds no image or row to pack")
     options = options.with_(workers=cap_workers(options.workers))
+    identity = PackIdentity.of(options, source, count, types)
     if not options.append and (options.engine != "local" or options.part is not None or is_url(out)
-                               or len(options.plan(count)) > 1):
+                               or len(identity.plan) > 1):
         from fastdata.packing.engines import run_plan
 
-        return run_plan(source, count, types, out, options, on_shard=on_shard)
+        return run_plan(source, identity, out, options, on_shard=on_shard)
     out = create_output(Path(out))
     with OutputLock(out):
         prepare_output(out, resume=options.resume or options.append, overwrite=options.overwrite)
         try:
             if options.append:
-                return append_locked(source, count, types, out, options, on_shard)
-            return _pack_locked(source, count, types, out, options, on_shard)
+                return append_locked(source, identity, out, options, on_shard)
+            return _pack_locked(source, identity, out, options, on_shard)
         except BaseException as exc:
             _remove_pieces(out)  # whatever stopped the pack (Ctrl-C, SIGTERM, a full disk), leave no .tmp behind
             if isinstance(exc, OSError) and not isinstance(exc, OutOfSpaceError) and is_out_of_space(exc, out):
@@ -204,25 +210,24 @@ def _remove_pieces(out: Path) -> None:
 
 
 def _pack_locked(
-    source: Source, count: int, types: dict[str, dict], out: Path, options: PackOptions,
+    source: Source, identity: PackIdentity, out: Path, options: PackOptions,
     on_shard: Callable[[ShardInfo], None] | None,
 ) -> Manifest:
     """The pack itself, with ``out`` locked and checked; the rows are streamed from the source (held in
     memory only for a shuffled pack)."""
-    recorded = options.recorded()
-    recorded["source_files"] = source_digest(source.classes, source.scan(), source.skipped)
-    if types:
-        recorded["field_types"] = types
+    count, types = identity.samples, identity.field_types
     journal = PackJournal(out)
-    header = journal_header(source.src, recorded, count + len(source.skipped), fingerprint(recorded))
     if (out / MANIFEST_NAME).is_file():  # resume of a pack that had already finished
         manifest = Manifest.load(out)
-        check_finished(out, manifest, header)
+        identity.check_finished(out, manifest)
         journal.remove()
         return manifest
-    entries = journal.load(header, out) if options.resume and journal.exists() else []
+    entries: list[JournalEntry] = []
+    if options.resume and journal.exists():
+        check_journal(out, journal.header(), identity.journal_header)
+        entries = journal.load(out)
     if not entries:
-        journal.start(header)
+        journal.start(identity.journal_header)
     start = entries[-1].next_source if entries else 0
     if entries:
         logger.info("resuming after %d complete shards (%d of %d images done)", len(entries), start, count)
@@ -236,4 +241,4 @@ def _pack_locked(
     if not options.allow_empty and not any(e.shard is not None for e in entries):
         remove_own_files(out)
         raise NothingPackedError([s for e in entries for s in e.skipped])
-    return finalize(out, options.format, source.classes, entries, recorded, journal)
+    return finalize(out, options.format, source.classes, entries, identity.recorded, journal)

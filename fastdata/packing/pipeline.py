@@ -90,10 +90,11 @@ def make_jobs(source: Source, rows: Iterable[Row], types: dict[str, dict], optio
                   r.where)
 
 
-def write_shards(jobs, writer, journal, classes, options, workers, total, start, found) -> list[JournalEntry]:
+def write_shards(jobs, writer, journal, classes, options, workers, total, start, found, *,
+                 progress: bool | None = None) -> list[JournalEntry]:
     """Load ``jobs`` in ``workers`` processes, in order, into ``writer``'s shards; journal each finished shard.
 
-    ``options.strict`` stops at the first bad row, ``options.progress`` shows a bar.
+    ``options.strict`` stops at the first bad row; ``progress`` (default ``options.progress``) shows a bar.
 
     Returns the journal entries of the shards written (plus one for trailing skipped files); ``found`` are the
     items the scan already skipped, recorded with the first shard. On any exception the open shard is dropped,
@@ -104,7 +105,8 @@ def write_shards(jobs, writer, journal, classes, options, workers, total, start,
     pending_warnings: list[FileWarnings] = []
     pending_labels: list[int] = []
     pending_transcoded: list[int] = []  # positions in the open shard of the records that were transcoded
-    bar = tqdm(total=total, initial=start, unit="img", desc="pack", disable=not options.progress, smoothing=0.05)
+    shown = options.progress if progress is None else progress
+    bar = tqdm(total=total, initial=start, unit="img", desc="pack", disable=not shown, smoothing=0.05)
     started = last_postfix = _clock()
     first_bytes, processed = writer.written_bytes, 0
     try:

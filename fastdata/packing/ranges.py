@@ -51,7 +51,8 @@ class RangeTask:
         prefix: its shards' name prefix (:meth:`~fastdata.packing.plan.RangePlan.shard_prefix`).
         jobs: its samples, in order.
         classes: the class names.
-        header: the pack's header (fingerprint, options, files, classes, ranges), stored in the record.
+        header: the pack's header (fingerprint, options, files, classes, ranges: :attr:`PackIdentity.range_header
+            <fastdata.packing.identity.PackIdentity.range_header>`), stored in the record as it is.
         found: items the scan left out (range 0 records them).
         workers: reader processes for this task (0: in the task's process).
     """
@@ -129,8 +130,8 @@ def _pack(task: RangeTask, staging: Path) -> dict[str, Any]:
     options = task.options
     writer = ShardWriter(staging, format=options.format, shard_size=options.shard_size,
                          samples_per_shard=options.samples_per_shard, prefix=task.prefix)
-    entries = write_shards(list(task.jobs), writer, _NoJournal(), list(task.classes), options.with_(progress=False),
-                           task.workers, task.stop, task.start, list(task.found))
+    entries = write_shards(list(task.jobs), writer, _NoJournal(), list(task.classes), options, task.workers,
+                           task.stop, task.start, list(task.found), progress=False)  # the driver shows one bar
     if not entries or entries[-1].next_source != task.stop:  # an empty range still says where it ends
         entries.append(JournalEntry(None, task.stop, [], []))
     return {"header": task.header, "range": task.index, "start": task.start, "stop": task.stop,

@@ -80,6 +80,7 @@ def test_ray_engine_resume_redoes_only_missing_ranges(ray_cluster, src, tmp_path
 def test_ray_retries_a_task_killed_mid_range(ray_cluster, src, tmp_path):
     """The worker of range 2 is SIGKILLed half-way through it: Ray runs the task again and the pack is whole."""
     from fastdata.packing.engines import run_plan
+    from fastdata.packing.identity import PackIdentity
     from fastdata.packing.options import PackOptions
     from fastdata.packing.sources import ImageFolderSource
     from tests.packing.ray_helpers import KillOnce
@@ -91,6 +92,6 @@ def test_ray_retries_a_task_killed_mid_range(ray_cluster, src, tmp_path):
     marker = tmp_path / "killed"
     source = KillOnce(inner, str(marker), at=rows[15].locator)  # range 2 holds rows 12..17: after one shard of 3
     options = PackOptions(format="lmdb", engine="ray", workers=0, **OPTS)
-    run_plan(source, len(rows), {}, tmp_path / "ray", options)
+    run_plan(source, PackIdentity.of(options, source, len(rows), {}), tmp_path / "ray", options)
     assert marker.exists() and int(marker.read_text()) != os.getpid()  # a Ray worker died there
     assert files(tmp_path / "ray") == files(reference)

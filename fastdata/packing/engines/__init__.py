@@ -1,7 +1,8 @@
 """Engines that run a pack's range tasks: ``local`` (this machine's process pool), ``ray``, and ``--part I/N``.
 
-:func:`run_plan` is the driver every engine shares: it builds the range plan
-(:mod:`fastdata.packing.plan`) and one :class:`~fastdata.packing.ranges.RangeTask` per range
+:func:`run_plan` is the driver every engine shares: from the pack's
+:class:`~fastdata.packing.identity.PackIdentity` (its range plan, :mod:`fastdata.packing.plan`, and the
+header every record holds) it makes one :class:`~fastdata.packing.ranges.RangeTask` per range
 still to do, hands them to an engine (an object whose ``run(tasks)`` yields each range's record as
 it is published), and writes the manifest last from the records (:func:`fastdata.packing.merge.combine`),
 or, for ``part=(I, N)``, the part's partial manifest for ``fastdata merge``. The bytes written
@@ -25,7 +26,7 @@ from fastdata.formats.fields import encode_values
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.formats.manifest_entries import ShardInfo
 from fastdata.packing.finish import NothingPackedError
-from fastdata.packing.journal import check_finished, differences, fingerprint, journal_header
+from fastdata.packing.identity import PackIdentity
 from fastdata.packing.lock import OutputLock
 from fastdata.packing.merge import combine, part_name, write_part
 from fastdata.packing.output import create_output, prepare_output, remove_own_files
@@ -33,7 +34,7 @@ from fastdata.packing.pipeline import Job
 from fastdata.packing.options import ENGINES, PackOptions
 from fastdata.packing.plan import RangePlan, ordered_rows
 from fastdata.packing.ranges import RangeTask, load_record, record_entries, record_name
-from fastdata.packing.sources import Source, source_digest
+from fastdata.packing.sources import Source
 from fastdata.storage.urls import is_url
 
 __all__ = ["ENGINES", "PartResult", "get_engine", "run_plan"]
@@ -66,22 +67,15 @@ def get_engine(name: str, *, workers: int = 0, ray_address: str | None = None) -
     raise ValueError(f"unknown engine {name!r}: use one of {', '.join(ENGINES)}")
 
 
-def run_plan(source: Source, count: int, types: dict[str, dict], out: str | Path, options: PackOptions, *,
+def run_plan(source: Source, identity: PackIdentity, out: str | Path, options: PackOptions, *,
              on_shard: Callable[[ShardInfo], None] | None = None) -> Manifest | PartResult:
-    """Pack the ``count`` rows of ``source`` into ``out`` range by range with ``options.engine``.
+    """Pack the rows of ``source`` into ``out`` range by range with ``options.engine``.
 
-    ``types``: the kept fields' types (from the census pass). The rows are streamed from the source, one
-    range at a time (all of them only for a shuffled pack); see :func:`fastdata.pack` for the rest.
+    ``identity``: the pack's recorded facts (:meth:`PackIdentity.of`): its plan, the kept fields' types and the
+    header every range record holds. The rows are streamed from the source, one range at a time (all of them
+    only for a shuffled pack); see :func:`fastdata.pack` for the rest.
     """
-    recorded = options.recorded()
-    recorded["source_files"] = source_digest(source.classes, source.scan(), source.skipped)
-    if types:
-        recorded["field_types"] = types
-    plan = options.plan(count)
-    files = count + len(source.skipped)
-    print_ = fingerprint(recorded)
-    header = {"fingerprint": print_, "options": recorded, "files": files, "classes": list(source.classes),
-              "ranges": len(plan)}
+    plan, types, header = identity.plan, identity.field_types, identity.range_header
     resume, overwrite, progress, allow_empty, part = (options.resume, options.overwrite, options.progress,
                                                       options.allow_empty, options.part)
 
@@ -109,14 +103,14 @@ def run_plan(source: Source, count: int, types: dict[str, dict], out: str | Path
                        overwrite, allow_empty)
     out = create_output(Path(out))
     if part:
-        return _part(out, header, part, wanted, tasks, plan, runner, resume, overwrite, progress)
+        return _part(out, identity, part, wanted, tasks, runner, resume, overwrite, progress)
     with OutputLock(out):
         prepare_output(out, resume=resume, overwrite=overwrite)
         if (out / MANIFEST_NAME).is_file():  # resume of a pack that had already finished
             manifest = Manifest.load(out)
-            check_finished(out, manifest, journal_header(source.src, recorded, files, print_))
+            identity.check_finished(out, manifest)
             return manifest
-        records = _done(out, header, wanted) if resume else {}
+        records = _done(out, identity, wanted) if resume else {}
         if records:
             logger.info("resuming: %d of %d ranges are complete, packing the other %d", len(records), len(plan),
                         len(plan) - len(records))
@@ -136,22 +130,22 @@ def run_plan(source: Source, count: int, types: dict[str, dict], out: str | Path
         return manifest
 
 
-def _done(out: Path, header: dict[str, Any], wanted: list[int]) -> dict[int, dict[str, Any]]:
+def _done(out: Path, identity: PackIdentity, wanted: list[int]) -> dict[int, dict[str, Any]]:
     """The complete ranges in ``out`` of this pack; raises if ``out`` holds ranges of another pack."""
     records = {}
     for r in wanted:
         record = load_record(out, r)
         if record is None:
             continue
-        if record["header"] != header:
-            found = differences(record["header"], header) or ["its ranges record another input"]
-            raise ValueError(f"refused: {str(out)!r} holds ranges of a pack of other input or with other options: "
-                             f"{'; '.join(found)}. Pack with the same SRC and options, or into an empty folder")
+        identity.check_ranges(out, record["header"])
         records[r] = record  # load_record checked its shards (size and CRC32C) already
     return records
 
 
-def _part(out, header, part, wanted, tasks, plan, runner, resume, overwrite, progress) -> PartResult:
+def _part(out: Path, identity: PackIdentity, part: tuple[int, int], wanted: list[int],
+          tasks: Callable[[list[int], Path | None, str | None], Iterator[RangeTask]], runner: Any, resume: bool,
+          overwrite: bool, progress: bool) -> PartResult:
+    """Pack the ranges ``wanted`` of part ``part`` into ``out`` (kept where complete) and write its part file."""
     index, parts = part
     if overwrite:
         raise ValueError("--overwrite cannot be used with --part (the other parts share OUT): empty OUT yourself, "
@@ -162,14 +156,14 @@ def _part(out, header, part, wanted, tasks, plan, runner, resume, overwrite, pro
     if (out / part_name(index, parts)).is_file() and not resume:
         raise FileExistsError(f"part {index}/{parts} is already packed in {str(out)!r}: pass --resume to check and "
                               "keep it, or remove its part file to pack it again")
-    records = _done(out, header, wanted)
+    records = _done(out, identity, wanted)
     if records and not resume:
         raise FileExistsError(f"range {min(records)} of part {index}/{parts} is already packed in {str(out)!r}: "
                               "pass --resume to finish the part")
     todo = [r for r in wanted if r not in records]
-    for record in _run(runner, _Tasks(tasks(todo, out, None), plan, todo), progress):
+    for record in _run(runner, _Tasks(tasks(todo, out, None), identity.plan, todo), progress):
         records[record["range"]] = record
-    path = write_part(out, index, parts, header, list(records.values()))
+    path = write_part(out, index, parts, identity.range_header, list(records.values()))
     entries = [e for rec in records.values() for e in record_entries(rec)]
     return PartResult(index, parts, wanted, len(todo), sum(len(e.labels) for e in entries),
                       [e.shard for e in entries if e.shard is not None], path)
