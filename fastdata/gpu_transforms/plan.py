@@ -3,7 +3,8 @@
 A plan is two CPU tensors ``[slots, n]``: ``op`` (an index into :data:`OP_NAMES`, ``-1`` for none) and ``arg``
 (the op's argument in torchvision's units: degrees counter-clockwise for ``rotate``, the shear factor (PIL's, the
 tangent of the angle), pixels for the translations, a factor for the enhance ops, bits for ``posterize``, a
-threshold / an amount in uint8 units (0..255) for ``solarize`` / ``solarize_add``, sigma for ``gaussian_blur``).
+threshold / an amount in uint8 units (0..255) for ``solarize`` / ``solarize_add``, sigma for ``gaussian_blur``
+(torchvision's) and ``pil_gaussian_blur`` (PIL's ``GaussianBlur`` radius)).
 The slots run in order.
 In a slot, every image with a geometric op goes through one affine ``grid_sample`` (its own matrix), and each
 other op runs once on the images that drew it (grouped with ``index_select`` / ``index_copy_``; the groups are
@@ -22,7 +23,7 @@ __all__ = ["GEOMETRIC", "OP_NAMES", "apply_plan", "op_index"]
 OP_NAMES: tuple[str, ...] = (
     "identity", "rotate", "shear_x", "shear_y", "translate_x", "translate_y",
     "brightness", "color", "contrast", "sharpness", "posterize", "solarize", "solarize_add",
-    "equalize", "autocontrast", "invert", "grayscale", "gaussian_blur",
+    "equalize", "autocontrast", "invert", "grayscale", "gaussian_blur", "pil_gaussian_blur",
 )
 #: On the CPU an op runs on this many images at a time: their float temporaries stay in the cache (a whole
 #: batch's would stream through memory once per elementary step, several times slower than torchvision per image).
@@ -73,6 +74,8 @@ def _run_op(name: str, x: torch.Tensor, arg: torch.Tensor, blur_kernel: int) -> 
         return ops.solarize_add(x, arg * unit, 128.0 * unit)
     if name == "gaussian_blur":
         return ops.gaussian_blur(x, arg, blur_kernel)
+    if name == "pil_gaussian_blur":
+        return ops.pil_gaussian_blur(x, arg)
     return getattr(ops, name)(x)  # equalize, autocontrast, invert, grayscale
 
 
@@ -110,7 +113,8 @@ def apply_plan(images: torch.Tensor, op: torch.Tensor, arg: torch.Tensor, *, fil
         present = torch.bincount(slot_op[~geometric & (slot_op > 0)], minlength=len(OP_NAMES))
         for k in present.nonzero().flatten().tolist():
             idx = (slot_op == k).nonzero().flatten()
-            args = to_device(slot_arg[idx], device)
+            # PIL's blur derives its integer box weights from the radius on the host: it gets the CPU values
+            args = slot_arg[idx] if OP_NAMES[k] == "pil_gaussian_blur" else to_device(slot_arg[idx], device)
             _run_group(out, idx, lambda v, a, name=OP_NAMES[k]: _run_op(name, v, a, blur_kernel), args)
     return out
 

@@ -243,31 +243,33 @@ class AutoAugment(_PlanPolicy):
 
 
 class ThreeAugment(_PlanPolicy):
-    """DeiT III's 3-Augment per image: one of grayscale, solarize (threshold 128) or Gaussian blur (sigma uniform
-    in ``blur_sigma``), uniformly, then a per-image colour jitter of strength ``color_jitter`` (0: none) as
-    torchvision's ``ColorJitter(x, x, x)``: brightness, contrast and saturation factors uniform in
-    ``[max(0, 1 - x), 1 + x]``, applied in a random order drawn per image.
+    """DeiT III's 3-Augment per image: one of grayscale, solarize (threshold 128) or Gaussian blur, uniformly, then a
+    per-image colour jitter of strength ``color_jitter`` (0: none) as torchvision's ``ColorJitter(x, x, x)``:
+    brightness, contrast and saturation factors uniform in ``[max(0, 1 - x), 1 + x]``, applied in a random order
+    drawn per image.
+
+    The blur is DeiT III's: PIL's ``ImageFilter.GaussianBlur(radius)`` with the radius (PIL's sigma) uniform in
+    ``blur_sigma``, which Pillow computes as three extended box blurs per axis
+    (:func:`~fastdata.gpu_transforms.ops.pil_gaussian_blur`): on uint8 batches each blurred image is Pillow's bytes
+    exactly; a float batch's is Pillow's blur of ``round(255 * x)``, / 255.
 
     Args:
         color_jitter: Brightness/contrast/saturation jitter strength after the choice (DeiT III: 0.3).
-        blur_sigma: Bounds of the blur's sigma (DeiT III's PIL radius: 0.1..2.0).
-        blur_kernel: Odd kernel size of the blur (default 9).
+        blur_sigma: Bounds of the blur's radius (DeiT III: 0.1..2.0).
         generator: CPU generator (None: torch's default).
     """
 
-    OPS = ("grayscale", "solarize", "gaussian_blur")
+    OPS = ("grayscale", "solarize", "pil_gaussian_blur")
 
     def __init__(self, color_jitter: float = 0.3, *, blur_sigma: tuple[float, float] = (0.1, 2.0),
-                 blur_kernel: int = 9, generator: torch.Generator | None = None) -> None:
+                 generator: torch.Generator | None = None) -> None:
         super().__init__(None, "bilinear", generator)
         lo, hi = (float(s) for s in blur_sigma)
         if not 0 < lo <= hi:
             raise ValueError(f"blur_sigma must satisfy 0 < low <= high, got {blur_sigma!r}")
-        if isinstance(blur_kernel, bool) or not isinstance(blur_kernel, int) or blur_kernel < 1 or blur_kernel % 2 == 0:
-            raise ValueError(f"blur_kernel must be a positive odd int, got {blur_kernel!r}")
         if not 0 <= color_jitter:
             raise ValueError(f"color_jitter must be >= 0 (0: none), got {color_jitter!r}")
-        self.blur_sigma, self.blur_kernel, self.color_jitter = (lo, hi), blur_kernel, float(color_jitter)
+        self.blur_sigma, self.color_jitter = (lo, hi), float(color_jitter)
 
     def get_plan(self, batch_size: int, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
         choice = torch.randint(3, (1, batch_size), generator=self.generator)

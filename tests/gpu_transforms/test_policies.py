@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import timm.data.auto_augment as timm_aa  # the test set-up installs torchvision and timm (tools/setup.sh test)
+from PIL import Image, ImageFilter
 from scipy import stats
 from torchvision.transforms.v2 import functional as TF
 
@@ -147,7 +149,7 @@ def test_three_augment_picks_one_of_three():
         assert chi_square_ok(counts(op[slot]), jitter)
         assert chi_square_ok(torch.histogram(arg[slot].float(), bins=6, range=(0.7, 1.3))[0], torch.ones(6))
     assert (op[1:].sort(dim=0).values == op[1:, :1].sort(dim=0).values).all()  # each op once per image
-    sigma = arg[0][op[0] == op_index("gaussian_blur")]
+    sigma = arg[0][op[0] == op_index("pil_gaussian_blur")]
     assert chi_square_ok(torch.histogram(sigma.float(), bins=10, range=(0.1, 2.0))[0], torch.ones(10))
 
 
@@ -178,6 +180,11 @@ def _torchvision_op(img: torch.Tensor, name: str, arg: float, interpolation, fil
         return TF.rgb_to_grayscale(img, 3)
     if name == "gaussian_blur":
         return TF.gaussian_blur(img, [9, 9], [arg, arg])
+    if name == "pil_gaussian_blur":  # DeiT III's blur: PIL's GaussianBlur(radius)
+        u8 = img if img.dtype == torch.uint8 else (img * 255).round().to(torch.uint8)
+        out = torch.from_numpy(np.array(Image.fromarray(u8.permute(1, 2, 0).numpy().copy())
+                                        .filter(ImageFilter.GaussianBlur(arg)))).permute(2, 0, 1)
+        return out if img.dtype == torch.uint8 else out.float() / 255
     return getattr(TF, name)(img)
 
 
@@ -207,6 +214,19 @@ def test_each_image_is_torchvisions_ops_with_its_draw(policy, dtype):
     diff = (out.double() - ref.double()).abs() * (1 if dtype == torch.uint8 else 255)
     per_image = diff.flatten(1).mean(1)
     assert per_image.max() <= 1.0, per_image.max()
+
+
+def test_three_augment_blurs_as_deit_iii():
+    # DeiT III's GaussianBlur is PIL's ImageFilter.GaussianBlur(radius ~ U(0.1, 2)): each blurred image is PIL's bytes
+    three = ThreeAugment(color_jitter=0.0, generator=gen(7))
+    x = images(48, size=40)
+    op, arg = ThreeAugment(color_jitter=0.0, generator=gen(7)).get_plan(48, 40, 40)
+    out, _ = three(x, None)
+    blurred = (op[0] == op_index("pil_gaussian_blur")).nonzero().flatten().tolist()
+    assert len(blurred) >= 8
+    for i in blurred:
+        ref = _torchvision_op(x[i], "pil_gaussian_blur", float(arg[0, i]), None, None)
+        assert torch.equal(out[i], ref), (i, float(arg[0, i]), int((out[i].int() - ref.int()).abs().max()))
 
 
 # ----------------------------------------------------------------------------- per image, seeded, resumable
