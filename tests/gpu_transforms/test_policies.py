@@ -13,7 +13,9 @@ from PIL import Image, ImageFilter
 from scipy import stats
 from torchvision.transforms.v2 import functional as TF
 
-from fastdata.gpu_transforms import AutoAugment, RandAugment, ThreeAugment, TrivialAugmentWide, rand_augment
+from fastdata.gpu_transforms import (
+    AutoAugment, RandAugment, ThreeAugment, TimmRandAugment, TrivialAugmentWide, rand_augment,
+)
 from fastdata.gpu_transforms.plan import OP_NAMES, op_index
 
 N = 10_000
@@ -46,6 +48,7 @@ def images(n: int = 8, dtype: torch.dtype = torch.uint8, size: int = 20) -> torc
 
 POLICIES = {
     "rand": lambda g: RandAugment.from_config("rand-m9-mstd0.5-inc1", generator=g),
+    "rand-tv": lambda g: RandAugment(2, 9, generator=g),
     "trivial": lambda g: TrivialAugmentWide(generator=g),
     "auto": lambda g: AutoAugment(generator=g),
     "three": lambda g: ThreeAugment(generator=g),
@@ -56,6 +59,7 @@ POLICIES = {
 
 def test_rand_augment_config_and_op_choice():
     ra = rand_augment("rand-m9-mstd0.5-inc1-n3-p0.7", generator=gen())
+    assert isinstance(ra, TimmRandAugment) and isinstance(RandAugment.from_config("rand-m9"), TimmRandAugment)
     assert (ra.num_ops, ra.magnitude, ra.magnitude_std, ra.increasing, ra.prob) == (3, 9.0, 0.5, True, 0.7)
     assert RandAugment.from_config("rand-m7-mstd101").magnitude_std == math.inf
     with pytest.raises(ValueError, match="unknown section"):
@@ -71,7 +75,7 @@ def test_rand_augment_config_and_op_choice():
 
 
 def test_rand_augment_magnitudes_follow_the_clipped_normal():
-    ra = RandAugment(2, 9, 0.5, True, prob=1.0, generator=gen())
+    ra = TimmRandAugment(2, 9, 0.5, True, prob=1.0, generator=gen())
     op, arg = ra.get_plan(N, 32, 32)
     m = (arg[op == op_index("rotate")].abs() / 3.0).float()  # rotate: m / 10 * 30 degrees
     edges = torch.tensor([-math.inf, 8.0, 8.5, 8.75, 9.0, 9.25, 9.5, 10.0 - 1e-9, math.inf])
@@ -86,7 +90,7 @@ def test_rand_augment_magnitudes_follow_the_clipped_normal():
 def test_rand_augment_arguments_equal_timms_level_functions(increasing, monkeypatch):
     aa = timm_aa
     for magnitude in (0, 3, 5.5, 9, 10):
-        ra = RandAugment(1, magnitude, 0.0, increasing, prob=1.0, generator=gen())
+        ra = TimmRandAugment(1, magnitude, 0.0, increasing, prob=1.0, generator=gen())
         op, arg = ra.get_plan(2000, 40, 50)
         for name in ra.op_names:
             level = aa.LEVEL_TO_ARG[name]
@@ -189,7 +193,7 @@ def _torchvision_op(img: torch.Tensor, name: str, arg: float, interpolation, fil
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
-@pytest.mark.parametrize("policy", ["trivial", "auto", "three", "rand"])
+@pytest.mark.parametrize("policy", ["trivial", "auto", "three", "rand", "rand-tv"])
 def test_each_image_is_torchvisions_ops_with_its_draw(policy, dtype):
     make = POLICIES[policy]
     x = images(64, dtype)
