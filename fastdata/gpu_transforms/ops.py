@@ -210,15 +210,17 @@ def _pil_box_taps(radius: torch.Tensor, passes: int) -> torch.Tensor:
     return torch.from_numpy(taps)
 
 
-def _box_pass(y: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
-    """One box pass along the last axis (int64), edges repeated, rounded half up as Pillow's ``SAVE``."""
-    reach = taps.shape[1] // 2
-    padded = torch.cat([y[..., :1].expand(*y.shape[:-1], reach), y, y[..., -1:].expand(*y.shape[:-1], reach)], -1)
-    width = y.shape[-1]
-    acc = padded[..., :width] * taps[:, 0].view(-1, 1, 1, 1)
+def _box_pass(y: torch.Tensor, taps: torch.Tensor, dim: int) -> torch.Tensor:
+    """One box pass along ``dim``, edges repeated, rounded half up as Pillow's ``SAVE`` (float64 holds the 8.24
+    fixed-point sums of whole values exactly, and is faster than int64 on the CPU)."""
+    reach, size = taps.shape[1] // 2, y.shape[dim]
+    edge = list(y.shape)
+    edge[dim] = reach
+    padded = torch.cat([y.narrow(dim, 0, 1).expand(edge), y, y.narrow(dim, size - 1, 1).expand(edge)], dim)
+    acc = padded.narrow(dim, 0, size) * taps[:, 0].view(-1, 1, 1, 1)
     for d in range(1, taps.shape[1]):
-        acc += padded[..., d:d + width] * taps[:, d].view(-1, 1, 1, 1)
-    return (acc + (1 << 23)) >> 24
+        acc.addcmul_(padded.narrow(dim, d, size), taps[:, d].view(-1, 1, 1, 1))
+    return acc.add_(1 << 23).mul_(2.0 ** -24).floor_()
 
 
 def pil_gaussian_blur(x: torch.Tensor, radius: torch.Tensor, passes: int = 3) -> torch.Tensor:
@@ -226,20 +228,18 @@ def pil_gaussian_blur(x: torch.Tensor, radius: torch.Tensor, passes: int = 3) ->
 
     Pillow approximates the Gaussian by ``passes`` extended box blurs along the rows, then along the columns
     (``BoxBlur.c``): each box has the fractional radius of Gwosdek et al.'s formula, 8.24 fixed-point weights, edge
-    pixels repeated, and every pass rounds to whole uint8 values. uint8 input gets Pillow's bytes exactly (int64
-    arithmetic). Float input (in [0, 1]) is blurred as Pillow blurs its uint8 version ``round(255 * x)``: the result
+    pixels repeated, and every pass rounds to whole uint8 values. uint8 input gets Pillow's bytes exactly (float64
+    arithmetic, exact on these whole-valued sums). Float input (in [0, 1]) is blurred as Pillow blurs its uint8 version ``round(255 * x)``: the result
     is Pillow's / 255, in steps of 1/255 as Pillow's are. ``radius`` is read on the host (the weights are integers
     derived there, as Pillow does): pass a CPU tensor to keep a CUDA batch free of host syncs.
     """
     if not (torch.is_tensor(radius) and bool((radius.detach().cpu() >= 0).all())):
         raise ValueError(f"radius must be a tensor of values >= 0 (PIL's sigma), got {radius!r}")
-    taps = _to(_pil_box_taps(radius, passes), x.device)
-    y = x.long() if x.dtype == torch.uint8 else x.mul(255.0).round_().clamp_(0.0, 255.0).long()
-    for rows in (True, False):
-        y = y if rows else y.transpose(-1, -2)
+    taps = _to(_pil_box_taps(radius, passes).double(), x.device)
+    y = x.double() if x.dtype == torch.uint8 else x.double().mul_(255.0).round_().clamp_(0.0, 255.0)
+    for dim in (-1, -2):  # along the rows, then along the columns
         for _ in range(passes):
-            y = _box_pass(y, taps)
-        y = y if rows else y.transpose(-1, -2)
+            y = _box_pass(y, taps, dim)
     return y.to(torch.uint8) if x.dtype == torch.uint8 else y.to(x.dtype).div_(255.0)
 
 
