@@ -5,9 +5,12 @@ For each policy, a ``B x 3 x 224 x 224`` uint8 batch (float, normalized, for Ran
 training) goes through:
 
 - ``fastdata``: the batched ``fastdata.gpu_transforms`` policy, on the CPU (and on CUDA when a GPU is present);
-- ``per-image``: the same policy from torchvision ``transforms.v2`` (timm's ``Mixup(mode="elem")`` for
-  MixupCutmix, which loops over the images itself) called on each image of the batch in a Python loop, on the
-  same CPU threads: what a training loop does without fastdata (or what the CPU workers pay per image).
+- ``per-image``: the same policy, doing the same work, from its reference called on each image of the batch in a
+  Python loop on the same CPU threads: torchvision ``transforms.v2`` (``RandAugment(2, 9)``, TrivialAugmentWide,
+  AutoAugment, RandomErasing) on tensors; timm's ``rand_augment_transform`` and DeiT III's 3-Augment (PIL's
+  GaussianBlur) on PIL images, as their pipelines run them; timm's ``Mixup(mode="elem")`` for MixupCutmix, which
+  loops over the images itself. That is what a training loop does without fastdata (or what the CPU workers pay
+  per image).
 
 Each timing is the median of ``--repeats`` runs after one warm-up run; the table shows ms per batch and the
 ratio per-image / fastdata on the CPU. Needs torchvision and timm (``bash tools/setup.sh test`` installs them).
@@ -39,26 +42,57 @@ MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
 def policies(seed: int) -> dict:
-    """name -> (fastdata transform, per-image reference callable, input kind)."""
-    from torchvision.transforms import v2
+    """name -> (fastdata transform, per-image reference callable, input kind); each pair does the same work."""
+    import random
+
+    from PIL import ImageFilter
+    from timm.data.auto_augment import rand_augment_transform
     from timm.data.mixup import Mixup
+    from torchvision.transforms import v2
 
     g = torch.Generator().manual_seed(seed)
-    bilinear = v2.InterpolationMode.BILINEAR
-    three_ref = v2.Compose([v2.RandomChoice([v2.Grayscale(3), v2.RandomSolarize(128, p=1.0),
-                                             v2.GaussianBlur(9, (0.1, 2.0))]), v2.ColorJitter(0.3, 0.3, 0.3)])
+    random.seed(seed)
+
+    def deit3_blur(img):  # DeiT III's GaussianBlur: PIL's, radius uniform in [0.1, 2]
+        return img.filter(ImageFilter.GaussianBlur(radius=random.uniform(0.1, 2.0)))
+
+    # DeiT III's 3-Augment on PIL images, as its data pipeline runs it
+    three_ref = v2.Compose([v2.RandomChoice([v2.Grayscale(3), v2.RandomSolarize(128, p=1.0), deit3_blur]),
+                            v2.ColorJitter(0.3, 0.3, 0.3)])
+    _posterize_zero_bits()  # before the ops are built: they keep the function
+    timm_ra = rand_augment_transform("rand-m9-mstd0.5-inc1", {"translate_pct": 0.45, "img_mean": (124, 116, 104)})
     timm_mix = Mixup(mixup_alpha=0.8, cutmix_alpha=1.0, mode="elem", label_smoothing=0.1, num_classes=1000)
     return {
-        "rand-m9-mstd0.5-inc1": (G.RandAugment.from_config("rand-m9-mstd0.5-inc1", generator=g),
-                                 v2.RandAugment(2, 9, interpolation=bilinear, fill=[124, 116, 104]), "uint8"),
+        "rand-augment-2-9": (G.RandAugment(2, 9, generator=g), v2.RandAugment(2, 9), "uint8"),
+        "rand-m9-mstd0.5-inc1": (G.RandAugment.from_config("rand-m9-mstd0.5-inc1", generator=g), timm_ra, "pil"),
         "trivial-augment-wide": (G.TrivialAugmentWide(generator=g), v2.TrivialAugmentWide(), "uint8"),
         "auto-augment-imagenet": (G.AutoAugment(generator=g), v2.AutoAugment(), "uint8"),
-        "three-augment": (G.ThreeAugment(0.3, generator=g), three_ref, "uint8"),
+        "three-augment": (G.ThreeAugment(0.3, generator=g), three_ref, "pil"),
         "random-erasing-0.25": (G.RandomErasing(0.25, mode="pixel", generator=g),
                                 v2.RandomErasing(0.25, value="random"), "float"),
         "mixup-cutmix-elem": (G.MixupCutmix(0.8, 1.0, mode="elem", num_classes=1000, generator=g),
                               lambda x, y: timm_mix(x, y), "float-batch"),
     }
+
+
+def _posterize_zero_bits() -> None:
+    """timm's PosterizeIncreasing reaches 0 bits at magnitude 10 (mstd noise), which Pillow >= 12 refuses: 0 bits
+    is a black image (what fastdata's posterize gives)."""
+    import timm.data.auto_augment as timm_aa
+    from PIL import Image
+
+    posterize = timm_aa.posterize
+    if getattr(posterize, "zero_bits", False):
+        return
+
+    def patched(img, bits_to_keep, **kwargs):
+        return Image.new(img.mode, img.size) if bits_to_keep <= 0 else posterize(img, bits_to_keep, **kwargs)
+
+    patched.zero_bits = True
+    timm_aa.posterize = patched
+    for name, fn in list(timm_aa.NAME_TO_OP.items()):
+        if fn is posterize:
+            timm_aa.NAME_TO_OP[name] = patched
 
 
 def make_batch(batch: int, size: int, kind: str) -> torch.Tensor:
@@ -101,10 +135,15 @@ def main() -> None:
     for name, (ours, ref, kind) in policies(0).items():
         if args.policies != "all" and not any(name.startswith(p) for p in args.policies.split(",")):
             continue
-        x = make_batch(args.batch, args.size, kind.split("-")[0])
+        x = make_batch(args.batch, args.size, "uint8" if kind == "pil" else kind.split("-")[0])
         fast = timed(lambda: ours(x, labels), args.repeats)
         if kind == "float-batch":
             loop = timed(lambda: ref(x.clone(), labels), args.repeats)
+        elif kind == "pil":  # timm's and DeiT III's pipelines augment PIL images: converted before the clock starts
+            from PIL import Image
+
+            pil = [Image.fromarray(img.permute(1, 2, 0).numpy()) for img in x]
+            loop = timed(lambda: [ref(img) for img in pil], args.repeats)
         else:
             loop = timed(lambda: torch.stack([ref(img) for img in x]), args.repeats)
         cuda = None

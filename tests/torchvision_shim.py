@@ -1,9 +1,10 @@
-"""Make ``import torchvision`` work beside a torch it was not built against (the test set-up installs it --no-deps).
+"""Make ``import torchvision`` work in the tests even where ``tools/setup.sh`` did not install its start-up hook.
 
-torchvision's Python code registers fake kernels for its C++ ops at import time; when its compiled ``_C``
-library cannot load (this project's torch is a CPU build, the torchvision wheel a CUDA one), those ops have no
-schema and the import fails. Declaring the two schemas the import needs lets the pure-Python parts load
-(``transforms.v2.functional``, which the tests compare against); torchvision's own detection ops stay unavailable.
+``tools/torchvision_ops.py`` declares torchvision's op schemas when its compiled library cannot load (this
+project's torch is a CPU build, the torchvision wheel a CUDA one); ``tools/setup.sh`` installs it into site-packages
+so any script can import torchvision and Lightning. The tests run it here too, before any test imports
+torchvision, so an environment set up before that hook existed still runs them. A no-op where the compiled ops load
+or the schemas are declared already.
 """
 
 from __future__ import annotations
@@ -11,36 +12,15 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-import torch
-
-_SCHEMAS = (
-    "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
-    "qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
-)
-_library: torch.library.Library | None = None
-
-
-def _compiled_ops_load(folder: Path) -> bool:
-    for path in sorted(folder.glob("_C*.so")) + sorted(folder.glob("_C*.pyd")):
-        try:
-            torch.ops.load_library(str(path))
-            return True
-        except (OSError, RuntimeError):
-            return False
-    return False
+_PATH = Path(__file__).resolve().parents[1] / "tools" / "torchvision_ops.py"
+_spec = importlib.util.spec_from_file_location("tools_torchvision_ops", _PATH)
+torchvision_ops = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(torchvision_ops)
 
 
 def install() -> None:
     """Declare torchvision's op schemas when its compiled library cannot load; a no-op otherwise."""
-    global _library
-    spec = importlib.util.find_spec("torchvision")
-    if _library is not None or spec is None or not spec.submodule_search_locations:
-        return
-    if _compiled_ops_load(Path(next(iter(spec.submodule_search_locations)))):
-        return
-    _library = torch.library.Library("torchvision", "DEF")
-    for schema in _SCHEMAS:
-        _library.define(schema)
+    torchvision_ops.declare()
 
 
 install()

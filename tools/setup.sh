@@ -46,20 +46,32 @@ keep_torch="$(mktemp)"
 trap 'rm -f "$keep_torch"' EXIT
 "$PY" -c 'import torch; print(f"torch=={torch.__version__}")' >"$keep_torch"
 "$PY" -m pip install -q --disable-pip-version-check -c "$keep_torch" -e "$spec"
-if [[ ",$extras," == *",peers,"* && ",$extras," != *",test,"* ]] && ! "$PY" -c 'import torchvision' >/dev/null 2>&1; then
-  # litdata and mosaicml-streaming pull torchvision from PyPI, built for a CUDA torch: with a CPU torch it fails
-  # at import. Neither needs it for the benchmark (fastdata.bench.peers steps around it), so remove the broken one.
-  echo "==> removing torchvision (it does not import with this torch; the peers do not need it)"
-  "$PY" -m pip uninstall -y -q torchvision
-fi
 # 4. With the test extra: torchvision and timm, the references the batched policies are tested against. Both pin an
 #    exact torch, so they go in --no-deps beside the installed one: torchvision's release matching torch's minor
-#    (torch 2.x -> torchvision 0.(x+15)); tests/torchvision_shim.py lets it import when its compiled ops do not load.
+#    (torch 2.x -> torchvision 0.(x+15)).
 if [[ ",$extras," == *",test,"* ]]; then
   tv="$("$PY" -c 'import torch; major, minor = torch.__version__.split(".")[:2]; print(f"0.{int(minor) + 15}.0" if major == "2" else "")')"
   if [ -n "$tv" ]; then
     echo "==> installing torchvision==${tv} and timm (--no-deps, keeping torch $("$PY" -c 'import torch; print(torch.__version__)'))"
     "$PY" -m pip install -q --disable-pip-version-check --no-deps "torchvision==${tv}" timm
+  fi
+fi
+# 5. A torchvision wheel built for another torch (the one above, or one litdata/mosaicml-streaming pulled in with the
+#    peers extra) cannot load its compiled ops, and then `import torchvision` (so `import lightning`) fails with
+#    "operator torchvision::nms does not exist". tools/torchvision_ops.py installs a start-up hook next to it in
+#    site-packages (a .pth file and one module; it imports nothing until torchvision is imported) that declares those
+#    op schemas exactly when the compiled ops do not load: torchvision's Python code (transforms) and Lightning import.
+if "$PY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torchvision") is None)'; then
+  "$PY" tools/torchvision_ops.py
+  if ! "$PY" -c 'import torchvision' >/dev/null 2>&1; then
+    if [[ ",$extras," == *",test,"* ]]; then  # the tests compare against it: say why it does not import
+      echo "ERROR: torchvision does not import with torch $("$PY" -c 'import torch; print(torch.__version__)'):" >&2
+      "$PY" -c 'import torchvision' 2>&1 | tail -n 1 >&2
+      exit 1
+    fi
+    # the peers do not need it for the benchmark (fastdata.bench.peers steps around it): remove the broken one
+    echo "==> removing torchvision (it does not import with this torch, even with its op schemas declared)"
+    "$PY" -m pip uninstall -y -q torchvision
   fi
 fi
 "$PY" - <<'PYEOF'

@@ -2,15 +2,16 @@
 
 ``os.cpu_count()`` reports the host's cores, whatever the job was given: under SLURM, Kubernetes
 or a container with a CPU quota it can say 256 on a 2-CPU job, and defaults built on it
-oversubscribe the job. :func:`available_cpus` takes the smallest of
+oversubscribe the job. :func:`available_cpus` detects the smallest of
 
 - the affinity mask (``os.sched_getaffinity``: ``taskset``, cpusets, SLURM's binding),
 - the cgroup CPU quota (cgroup v2 ``cpu.max``, or v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``),
   rounded up to whole CPUs, from the process's own cgroup up to the root,
 - ``SLURM_CPUS_PER_TASK`` when set,
-- ``FASTDATA_CPUS`` when set (an explicit override),
 
-and is at least 1.
+and is at least 1. ``FASTDATA_CPUS`` (a whole number >= 1), when set, overrides the detection: it *is* the count,
+below the detected CPUs or above them (a warning then says that the job will be oversubscribed). A value that is
+not a whole number >= 1 is ignored with a warning.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import warnings
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -115,15 +117,19 @@ def _env_count(name: str) -> int | None:
     try:
         count = int(value)
     except ValueError:
-        logger.warning("ignoring %s=%r: not a whole number of CPUs", name, value)
+        count = 0
+    if count < 1:
+        warnings.warn(f"ignoring {name}={value!r}: not a whole number of CPUs >= 1; set e.g. {name}=4",
+                      RuntimeWarning, stacklevel=3)
         return None
-    return count if count >= 1 else None
+    return count
 
 
 def available_cpus(*, cgroup_root: str | os.PathLike | None = None) -> int:
     """The number of CPUs this process may use (see the module docstring), at least 1.
 
-    Use it instead of ``os.cpu_count()`` for default worker, process and thread counts.
+    Use it instead of ``os.cpu_count()`` for default worker, process and thread counts. ``FASTDATA_CPUS=N``
+    makes it return ``N`` whatever was detected (with a ``RuntimeWarning`` when ``N`` is above the detected count).
 
     Args:
         cgroup_root: where the cgroup file system is mounted (default :data:`CGROUP_ROOT`; tests
@@ -137,5 +143,15 @@ def available_cpus(*, cgroup_root: str | os.PathLike | None = None) -> int:
     quota = cgroup_cpu_limit(cgroup_root)
     if quota is not None:
         counts.append(math.ceil(quota))
-    counts += [c for c in (_env_count(_SLURM), _env_count(_ENV_OVERRIDE)) if c is not None]
-    return max(1, min(counts))
+    slurm = _env_count(_SLURM)
+    if slurm is not None:
+        counts.append(slurm)
+    detected = max(1, min(counts))
+    override = _env_count(_ENV_OVERRIDE)
+    if override is None:
+        return detected
+    if override > detected:
+        warnings.warn(f"{_ENV_OVERRIDE}={override} is above the {detected} CPUs this process may use (affinity, "
+                      "cgroup quota, SLURM): worker and thread counts will oversubscribe them", RuntimeWarning,
+                      stacklevel=2)
+    return override

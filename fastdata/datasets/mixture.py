@@ -51,6 +51,14 @@ def mixture_counts(lengths: Sequence[int], weights: Sequence[float], mode: str,
 class MixedDataset(Dataset):
     """Sources read in given proportions (or repeats) per pass; pair it with :class:`~fastdata.sampler.MixedSampler`.
 
+    Which samples a pass reads (:class:`~fastdata.sampler.MixedSampler`): a source of ``n`` samples read ``c`` times
+    per pass reads each of its samples ``c // n`` or ``c // n + 1`` times in every pass (below once per pass: no sample
+    twice in a pass; at least once: every sample in every pass), as MosaicML Streaming's ``proportion``/``repeat``
+    do per epoch; and its stream is a sequence of seeded permutations continuing across passes, so no sample is
+    read twice before all have been read once (0.5 covers the source every two passes, 2.5 reads it 2 or 3 times
+    per pass and exactly 5 times every two passes). Streaming instead redraws a partial source's remainder each
+    epoch (``sampling_method="balanced"``) or keeps the same one (``"fixed"``).
+
     Args:
         sources: ``[(dataset, weight), ...]`` (a bare dataset has weight 1). Each dataset is a sized
             map-style dataset returning ``(image, label)``, e.g. a :class:`~fastdata.ShardDataset`.

@@ -3,8 +3,9 @@
 Split by kind: :mod:`.colour` (ToFloat, Normalize, ColorJitter), :mod:`.geometry`
 (RandomHorizontalFlip, RandomResizedCrop), :mod:`.mixup` (sample mixing: Mixup, CutMix, timm's MixupCutmix; ``MixUp``
 is an alias of ``Mixup``, torchvision v2's spelling), on the interface in :mod:`.base`;
-per-image augmentation policies in :mod:`.policies` (RandAugment, TrivialAugmentWide, AutoAugment, ThreeAugment;
-their op tables and magnitudes in :mod:`.policy_tables`),
+per-image augmentation policies in :mod:`.policies` (TrivialAugmentWide, AutoAugment, ThreeAugment) and
+:mod:`.rand_augment` (RandAugment as torchvision's, TimmRandAugment as timm's; their op tables and magnitudes in
+:mod:`.policy_tables`),
 built from the batched per-image ops of :mod:`.ops` run by :mod:`.plan`; timm's RandomErasing
 (:mod:`.erasing`).
 
@@ -28,12 +29,15 @@ from fastdata.gpu_transforms.colour import IMAGENET_MEAN, IMAGENET_STD, ColorJit
 from fastdata.gpu_transforms.geometry import RandomHorizontalFlip, RandomResizedCrop
 from fastdata.gpu_transforms.erasing import RandomErasing
 from fastdata.gpu_transforms.mixup import CutMix, MixUp, Mixup, MixupCutmix
-from fastdata.gpu_transforms.policies import AutoAugment, RandAugment, ThreeAugment, TrivialAugmentWide, rand_augment
+from fastdata.gpu_transforms.policies import (
+    AutoAugment, RandAugment, ThreeAugment, TimmRandAugment, TrivialAugmentWide, rand_augment,
+)
 
 __all__ = [
     "IMAGENET_MEAN",
     "IMAGENET_STD",
     "BatchTransform", "CutMix", "ColorJitter", "Compose", "MixUp", "Mixup", "Normalize",
     "RandomHorizontalFlip", "RandomResizedCrop", "ToFloat",
-    "AutoAugment", "MixupCutmix", "RandAugment", "RandomErasing", "ThreeAugment", "TrivialAugmentWide", "rand_augment",
+    "AutoAugment", "MixupCutmix", "RandAugment", "RandomErasing", "ThreeAugment", "TimmRandAugment", "TrivialAugmentWide",
+    "rand_augment",
 ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -21,8 +22,8 @@ from fastdata.gpu_transforms.base import to_device
 
 __all__ = [
     "adjust_brightness", "adjust_contrast", "adjust_saturation", "adjust_sharpness", "affine_matrix", "autocontrast",
-    "equalize", "gaussian_blur", "grayscale", "invert", "max_value", "posterize", "solarize", "solarize_add",
-    "warp_affine",
+    "equalize", "gaussian_blur", "grayscale", "invert", "max_value", "pil_gaussian_blur", "posterize", "solarize",
+    "solarize_add", "warp_affine",
 ]
 
 _GRAY = (0.2989, 0.587, 0.114)  # torchvision's rgb_to_grayscale weights
@@ -185,6 +186,61 @@ def gaussian_blur(x: torch.Tensor, sigma: torch.Tensor, kernel_size: int) -> tor
     y = F.conv2d(y, k1.view(n * c, 1, 1, kernel_size), groups=n * c)
     y = F.conv2d(y, k1.view(n * c, 1, kernel_size, 1), groups=n * c).view(n, c, h, w)
     return y if x.is_floating_point() else y.round_().to(x.dtype)
+
+
+def _pil_box_radius(radius: np.ndarray, passes: int) -> np.ndarray:
+    """Pillow's ``_gaussian_blur_radius``: the extended box radius of each pass, in its float32 arithmetic."""
+    f32 = np.float32
+    sigma2 = radius * radius / f32(passes)
+    big_l = np.sqrt(12.0 * sigma2.astype(np.float64) + 1.0).astype(f32)  # box length (Gwosdek et al., eq. 7)
+    low = np.floor((big_l.astype(np.float64) - 1.0) / 2.0).astype(f32)  # its integer radius
+    frac = (f32(2) * low + f32(1)) * (low * (low + f32(1)) - f32(3) * sigma2)
+    return low + frac / (f32(6) * (sigma2 - (low + f32(1)) * (low + f32(1))))
+
+
+def _pil_box_taps(radius: torch.Tensor, passes: int) -> torch.Tensor:
+    """Each image's box as int64 taps ``[n, 2 * reach + 1]`` in Pillow's 8.24 fixed point (they sum to <= 2**24)."""
+    box = _pil_box_radius(radius.detach().cpu().double().numpy().astype(np.float32), passes)
+    whole = box.astype(np.int64)  # (int)floatRadius
+    inner = (np.float32(1 << 24) / (box * np.float32(2) + np.float32(1))).astype(np.int64)
+    far = ((1 << 24) - (2 * whole + 1) * inner) // 2
+    reach = int(whole.max(initial=0)) + 1
+    offsets = np.abs(np.arange(-reach, reach + 1))[None, :]
+    taps = np.where(offsets <= whole[:, None], inner[:, None], np.where(offsets == whole[:, None] + 1, far[:, None], 0))
+    return torch.from_numpy(taps)
+
+
+def _box_pass(y: torch.Tensor, taps: torch.Tensor, dim: int) -> torch.Tensor:
+    """One box pass along ``dim``, edges repeated, rounded half up as Pillow's ``SAVE`` (float64 holds the 8.24
+    fixed-point sums of whole values exactly, and is faster than int64 on the CPU)."""
+    reach, size = taps.shape[1] // 2, y.shape[dim]
+    edge = list(y.shape)
+    edge[dim] = reach
+    padded = torch.cat([y.narrow(dim, 0, 1).expand(edge), y, y.narrow(dim, size - 1, 1).expand(edge)], dim)
+    acc = padded.narrow(dim, 0, size) * taps[:, 0].view(-1, 1, 1, 1)
+    for d in range(1, taps.shape[1]):
+        acc.addcmul_(padded.narrow(dim, d, size), taps[:, d].view(-1, 1, 1, 1))
+    return acc.add_(1 << 23).mul_(2.0 ** -24).floor_()
+
+
+def pil_gaussian_blur(x: torch.Tensor, radius: torch.Tensor, passes: int = 3) -> torch.Tensor:
+    """PIL's ``ImageFilter.GaussianBlur(radius)`` per image (DeiT III's blur), ``radius`` (>= 0) being its sigma.
+
+    Pillow approximates the Gaussian by ``passes`` extended box blurs along the rows, then along the columns
+    (``BoxBlur.c``): each box has the fractional radius of Gwosdek et al.'s formula, 8.24 fixed-point weights, edge
+    pixels repeated, and every pass rounds to whole uint8 values. uint8 input gets Pillow's bytes exactly (float64
+    arithmetic, exact on these whole-valued sums). Float input (in [0, 1]) is blurred as Pillow blurs its uint8 version ``round(255 * x)``: the result
+    is Pillow's / 255, in steps of 1/255 as Pillow's are. ``radius`` is read on the host (the weights are integers
+    derived there, as Pillow does): pass a CPU tensor to keep a CUDA batch free of host syncs.
+    """
+    if not (torch.is_tensor(radius) and bool((radius.detach().cpu() >= 0).all())):
+        raise ValueError(f"radius must be a tensor of values >= 0 (PIL's sigma), got {radius!r}")
+    taps = _to(_pil_box_taps(radius, passes).double(), x.device)
+    y = x.double() if x.dtype == torch.uint8 else x.double().mul_(255.0).round_().clamp_(0.0, 255.0)
+    for dim in (-1, -2):  # along the rows, then along the columns
+        for _ in range(passes):
+            y = _box_pass(y, taps, dim)
+    return y.to(torch.uint8) if x.dtype == torch.uint8 else y.to(x.dtype).div_(255.0)
 
 
 def affine_matrix(angle: torch.Tensor, translate_x: torch.Tensor, translate_y: torch.Tensor,

@@ -3,8 +3,9 @@
 A plan is two CPU tensors ``[slots, n]``: ``op`` (an index into :data:`OP_NAMES`, ``-1`` for none) and ``arg``
 (the op's argument in torchvision's units: degrees counter-clockwise for ``rotate``, the shear factor (PIL's, the
 tangent of the angle), pixels for the translations, a factor for the enhance ops, bits for ``posterize``, a
-threshold / an amount in uint8 units (0..255) for ``solarize`` / ``solarize_add``, sigma for ``gaussian_blur``).
-The slots run in order.
+threshold / an amount in uint8 units (0..255) for ``solarize`` / ``solarize_add``, sigma for ``gaussian_blur``
+(torchvision's) and ``pil_gaussian_blur`` (PIL's ``GaussianBlur`` radius)).
+The slots run in order. :class:`PlanPolicy` is the base of the policies that draw such a plan.
 In a slot, every image with a geometric op goes through one affine ``grid_sample`` (its own matrix), and each
 other op runs once on the images that drew it (grouped with ``index_select`` / ``index_copy_``; the groups are
 known on the host because the plan is drawn there, so nothing waits on the device).
@@ -12,17 +13,19 @@ known on the host because the plan is drawn there, so nothing waits on the devic
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from fastdata.gpu_transforms import ops
-from fastdata.gpu_transforms.base import to_device
+from fastdata.gpu_transforms.base import BatchTransform, Labels, check_generator, check_images, to_device
 
-__all__ = ["GEOMETRIC", "OP_NAMES", "apply_plan", "op_index"]
+__all__ = ["GEOMETRIC", "OP_NAMES", "PlanPolicy", "apply_plan", "op_index"]
 
 OP_NAMES: tuple[str, ...] = (
     "identity", "rotate", "shear_x", "shear_y", "translate_x", "translate_y",
     "brightness", "color", "contrast", "sharpness", "posterize", "solarize", "solarize_add",
-    "equalize", "autocontrast", "invert", "grayscale", "gaussian_blur",
+    "equalize", "autocontrast", "invert", "grayscale", "gaussian_blur", "pil_gaussian_blur",
 )
 #: On the CPU an op runs on this many images at a time: their float temporaries stay in the cache (a whole
 #: batch's would stream through memory once per elementary step, several times slower than torchvision per image).
@@ -73,6 +76,8 @@ def _run_op(name: str, x: torch.Tensor, arg: torch.Tensor, blur_kernel: int) -> 
         return ops.solarize_add(x, arg * unit, 128.0 * unit)
     if name == "gaussian_blur":
         return ops.gaussian_blur(x, arg, blur_kernel)
+    if name == "pil_gaussian_blur":
+        return ops.pil_gaussian_blur(x, arg)
     return getattr(ops, name)(x)  # equalize, autocontrast, invert, grayscale
 
 
@@ -110,9 +115,41 @@ def apply_plan(images: torch.Tensor, op: torch.Tensor, arg: torch.Tensor, *, fil
         present = torch.bincount(slot_op[~geometric & (slot_op > 0)], minlength=len(OP_NAMES))
         for k in present.nonzero().flatten().tolist():
             idx = (slot_op == k).nonzero().flatten()
-            args = to_device(slot_arg[idx], device)
+            # PIL's blur derives its integer box weights from the radius on the host: it gets the CPU values
+            args = slot_arg[idx] if OP_NAMES[k] == "pil_gaussian_blur" else to_device(slot_arg[idx], device)
             _run_group(out, idx, lambda v, a, name=OP_NAMES[k]: _run_op(name, v, a, blur_kernel), args)
     return out
+
+
+class PlanPolicy(BatchTransform):
+    """Base of the policies: the fill colour, the interpolation and the generator; ``get_plan`` draws the plan."""
+
+    def __init__(self, fill: Sequence[float] | float | None, interpolation: object,
+                 generator: torch.Generator | None) -> None:
+        interpolation = getattr(interpolation, "value", interpolation)  # torchvision's InterpolationMode too
+        if interpolation not in ("nearest", "bilinear"):
+            raise ValueError(f"interpolation must be 'nearest' or 'bilinear', got {interpolation!r}")
+        self.interpolation = interpolation
+        self.fill = None if fill is None else tuple(float(f) for f in (fill if isinstance(fill, Sequence) else [fill]))
+        self.generator = check_generator(generator)
+
+    def get_plan(self, batch_size: int, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Draw CPU tensors ``(op, arg)`` ``[slots, batch_size]`` (see the module docstring)."""
+        raise NotImplementedError
+
+    def __call__(self, images: torch.Tensor, labels: Labels = None) -> tuple[torch.Tensor, Labels]:
+        check_images(images)
+        n, c, h, w = images.shape
+        op, arg = self.get_plan(n, h, w)
+        fill = None
+        if self.fill is not None:
+            fill = torch.tensor(self.fill * c if len(self.fill) == 1 else self.fill, dtype=torch.float64)
+            if fill.numel() != c:
+                raise ValueError(f"fill has {fill.numel()} values but images have {c} channels; pass one per channel")
+        return apply_plan(images, op, arg, fill=fill, interpolation=self.interpolation), labels
+
+    def _rand(self, *shape: int) -> torch.Tensor:
+        return torch.rand(*shape, dtype=torch.float64, generator=self.generator)
 
 
 def signed(magnitude: torch.Tensor, negate: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,6 @@
 """The policies' op tables and magnitude definitions: timm's RandAugment ops with their magnitude-to-argument maps,
-torchvision's magnitude bins and arguments (AutoAugment, TrivialAugmentWide) and AutoAugment's ImageNet sub-policies."""
+torchvision's magnitude bins and arguments (RandAugment, AutoAugment, TrivialAugmentWide) and AutoAugment's ImageNet
+sub-policies."""
 
 from __future__ import annotations
 

@@ -1,14 +1,25 @@
 """The order of a :class:`fastdata.MixedDataset`: a fixed number of samples per source in every pass.
 
 Pass ``v`` (virtual pass ``p`` of epoch ``e`` is ``v = e * ratio + p``, as in
-:class:`~fastdata.DistributedSampler`) takes ``counts[k]`` samples from source ``k``: positions
-``[v * counts[k], (v + 1) * counts[k])`` of that source's endless stream, which reads one seeded
-permutation of the source after another (so a source read at half a pass per pass is covered once
-every two passes, and one read 2.5 times per pass goes through 2.5 permutations). The selected
-samples are then shuffled together with the pass's own seed. Nothing depends on the number of
-ranks: rank ``r`` takes positions ``r, r + W, ...`` of that order, padded or truncated as
-``DistributedSampler`` does, and resume, ``ratio`` and resume on another number of ranks
-(``adapt_state``, :func:`fastdata.sampler.adapt_loader_state`) are ``DistributedSampler``'s.
+:class:`~fastdata.DistributedSampler`) takes ``c = counts[k]`` samples from source ``k`` (``n`` samples): positions
+``[v * c, (v + 1) * c)`` of that source's endless stream. The stream is a sequence of cycles, each a seeded
+permutation of the source's ``n`` samples, continuing across passes: no sample is read twice before every sample
+has been read once in its cycle. A pass that begins inside one cycle and ends inside a later one reads a tail ``T``
+of the first and a head ``H`` of the last (and whole cycles between); the last cycle then begins with the samples
+not in ``T`` (in its own seeded order), and the samples of ``T`` come after them. So in every pass each sample of
+the source is read ``c // n`` or ``c // n + 1`` times: a source read less than once per pass (``c <= n``) never
+repeats a sample within a pass, and one read at least once per pass (``c >= n``) reads every sample in every pass
+(MosaicML Streaming's per-epoch counts for ``proportion``/``repeat``: whole repeats plus a remainder drawn without
+replacement), while the remainders, unlike Streaming's fresh draw per epoch, continue through the cycles, so a
+source read at 0.3 of its size per pass reads one whole permutation of it every 3⅓ passes.
+
+The selected samples are then shuffled together with the pass's own seed. Nothing depends on the number of
+ranks: rank ``r`` takes positions ``r, r + W, ...`` of that order, padded or truncated as ``DistributedSampler``
+does, and resume, ``ratio`` and resume on another number of ranks (``adapt_state``,
+:func:`fastdata.sampler.adapt_loader_state`) are ``DistributedSampler``'s. A cycle's order depends on the one
+before it (through ``T``) when the source is read more than half of its size per pass; the sampler keeps the last
+few cycles of each source, so reading pass after pass costs one permutation per cycle, and the first pass after a
+resume computes that chain of cycles once (about 60 ms per pass before it for a source of 1.28M samples).
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ __all__ = ["MixedSampler"]
 
 _MASK64 = (1 << 64) - 1
 _SOURCE, _PASS = 1, 2  # stream tags of the seeds (a source's permutations, a pass's shuffle)
+_CYCLES_KEPT = 4  # cycles kept per source: the chain of the next pass starts from the last one
 
 
 class _PassLength:
@@ -75,6 +87,7 @@ class MixedSampler(DistributedSampler):
         self._counts = [int(c) for c in counts]
         self._lengths = [int(n) for n in lengths]
         self._source_offsets = [int(o) for o in offsets]
+        self._cycles: dict[tuple[int, int, bool], dict[int, np.ndarray]] = {}
         super().__init__(_PassLength(dataset, sum(self._counts)), num_replicas, rank, shuffle, seed, drop_last,
                          ratio=ratio)
 
@@ -101,15 +114,59 @@ class MixedSampler(DistributedSampler):
             return np.zeros(0, np.int64)
         parts = []
         for rnd in range(start // length, (stop - 1) // length + 1):
-            perm = self._permutation(source, rnd)
+            perm = self._cycle(source, rnd)
             parts.append(perm[max(start, rnd * length) - rnd * length: min(stop, (rnd + 1) * length) - rnd * length])
         return np.concatenate(parts)
 
     def _permutation(self, source: int, rnd: int) -> np.ndarray:
+        """Cycle ``rnd``'s own seeded permutation, before it is made to begin with what its pass has not read."""
         if not self.shuffle:
             return np.arange(self._lengths[source], dtype=np.int64)
         rng = np.random.default_rng([self.seed & _MASK64, _SOURCE, source, rnd])
         return rng.permutation(self._lengths[source]).astype(np.int64)
+
+    def _leading_tail(self, source: int, rnd: int) -> tuple[int, int, int] | None:
+        """``(cycle j, offset, head)`` when cycle ``rnd`` ends inside a pass that began at ``offset`` inside an
+        earlier cycle ``j`` (the pass reads ``j[offset:]`` and the first ``head`` of cycle ``rnd``); else None."""
+        n, c = self._lengths[source], self._counts[source]
+        if not self.shuffle or c == 0:  # storage order already puts the unread samples first
+            return None
+        begin = rnd * n
+        start = begin // c * c  # the pass that reads position `begin`
+        if start == begin or start % n == 0 or start + c >= begin + n:
+            return None
+        return start // n, start % n, start + c - begin
+
+    def _tail_unmoved(self, source: int, rnd: int, offset: int) -> bool:
+        """Whether cycle ``rnd`` from ``offset`` on is its own permutation's: its head took its samples from before
+        ``offset`` (a source read at most half of its size per pass is always so, which keeps its chain short)."""
+        link = self._leading_tail(source, rnd)
+        return link is None or offset >= link[2] + self._lengths[source] - link[1]
+
+    def _cycle(self, source: int, rnd: int) -> np.ndarray:
+        """Cycle ``rnd`` of source ``source``'s stream (see the module docstring), computed through its chain."""
+        cache = self._cycles.setdefault((source, self.seed, self.shuffle), {})
+        chain: list[tuple[int, tuple[int, int, int] | None]] = []
+        k = rnd
+        while k not in cache:
+            link = self._leading_tail(source, k)
+            chain.append((k, link))
+            if link is None or link[0] in cache or self._tail_unmoved(source, link[0], link[1]):
+                break
+            k = link[0]
+        if not chain:
+            return cache[rnd]
+        known: dict[int, np.ndarray] = {}
+        for k, link in reversed(chain):
+            perm = self._permutation(source, k)
+            if link is not None:
+                j, offset, head = link
+                before = known[j] if j in known else cache[j] if j in cache else self._permutation(source, j)
+                perm = _lead_with_unread(perm, before[offset:], head)
+            known[k] = cache[k] = perm
+            while len(cache) > _CYCLES_KEPT:
+                del cache[next(iter(cache))]  # the oldest
+        return known[rnd]
 
     def pass_order(self, virtual_epoch: int) -> np.ndarray:
         """The whole pass ``virtual_epoch`` (``epoch * ratio + virtual pass``) over all ranks, as dataset indices."""
@@ -130,3 +187,16 @@ class MixedSampler(DistributedSampler):
         return (f"MixedSampler(num_replicas={self.num_replicas}, rank={self.rank}, shuffle={self.shuffle}, "
                 f"seed={self.seed}, ratio={self.ratio}, epoch={self.epoch}, per_pass={self._counts})")
 
+
+
+def _lead_with_unread(perm: np.ndarray, tail: np.ndarray, head: int) -> np.ndarray:
+    """``perm`` reordered so that its first ``head`` samples are, in ``perm``'s order, those not in ``tail`` (then,
+    when ``head`` is longer than those, the first of ``tail``); the rest keep ``perm``'s order."""
+    n = len(perm)
+    in_tail = np.zeros(n, bool)
+    in_tail[tail] = True
+    read_late = in_tail[perm]
+    first = np.concatenate([perm[~read_late], perm[read_late]])[:head]
+    in_first = np.zeros(n, bool)
+    in_first[first] = True
+    return np.concatenate([first, perm[~in_first[perm]]])

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -85,8 +86,37 @@ def test_slurm_and_override(monkeypatch, tmp_path, clean_env):
     assert available_cpus(cgroup_root=empty) == 2
     monkeypatch.setenv("FASTDATA_CPUS", "1")
     assert available_cpus(cgroup_root=empty) == 1
-    monkeypatch.setenv("FASTDATA_CPUS", "lots")  # ignored, with a warning
+    for bad in ("lots", "0", "-3", "2.5"):  # ignored, with a warning
+        monkeypatch.setenv("FASTDATA_CPUS", bad)
+        with pytest.warns(RuntimeWarning, match="ignoring FASTDATA_CPUS"):
+            assert available_cpus(cgroup_root=empty) == 2
+
+
+def test_fastdata_cpus_overrides_the_detected_count(monkeypatch, tmp_path, clean_env):
+    # FASTDATA_CPUS sets the count: below the detected CPUs quietly, above them too (with a warning)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(4)))
+    empty = tmp_path / "nothing"
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "2")
     assert available_cpus(cgroup_root=empty) == 2
+    monkeypatch.setenv("FASTDATA_CPUS", "3")
+    with pytest.warns(RuntimeWarning, match="FASTDATA_CPUS=3 is above the 2 CPUs"):
+        assert available_cpus(cgroup_root=empty) == 3
+    monkeypatch.setenv("FASTDATA_CPUS", "16")
+    with pytest.warns(RuntimeWarning, match="oversubscribe"):
+        assert available_cpus(cgroup_root=empty) == 16
+    monkeypatch.setenv("FASTDATA_CPUS", "2")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # equal to (or below) the detected count: no warning
+        assert available_cpus(cgroup_root=empty) == 2
+
+
+def test_fastdata_cpus_sets_the_pack_workers_above_the_detected_cpus(monkeypatch, clean_env):
+    from fastdata.packing.pool import cap_workers
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setenv("FASTDATA_CPUS", "6")
+    with pytest.warns(RuntimeWarning, match="FASTDATA_CPUS=6"):
+        assert cap_workers(None) == 6
 
 
 def test_pack_default_workers_follow_the_budget(monkeypatch, clean_env):

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 
+import numpy as np
 import pytest
 import torch
+from PIL import Image, ImageFilter
 
 from torchvision.transforms.v2 import functional as TF  # the test set-up installs it (tools/setup.sh test)
 
@@ -102,6 +104,25 @@ def test_gaussian_blur(dtype):
     assert (ops.gaussian_blur(x, sigma, 7).double() - ref.double()).abs().max() <= (1 if dtype == torch.uint8 else 1e-5)
 
 
+def _pil_blur(img: torch.Tensor, radius: float) -> torch.Tensor:
+    """DeiT III's blur: PIL's ``ImageFilter.GaussianBlur(radius)`` on the uint8 image."""
+    pil = Image.fromarray(img.permute(1, 2, 0).numpy().copy()).filter(ImageFilter.GaussianBlur(radius))
+    return torch.from_numpy(np.array(pil)).permute(2, 0, 1)
+
+
+@pytest.mark.parametrize("size", [(23, 31), (1, 5), (4, 1), (64, 48)])
+def test_pil_gaussian_blur_is_pils_gaussian_blur(size):
+    g = torch.Generator().manual_seed(3)
+    x = batch(torch.uint8, n=40, h=size[0], w=size[1])
+    radius = torch.cat([torch.tensor([0.0, 0.1, 0.5, 1.0, 2.0, 4.5, 9.0, 30.0], dtype=torch.float64),
+                        0.1 + 1.9 * torch.rand(32, generator=g, dtype=torch.float64)])  # DeiT III's range
+    ref = per_image(x, radius.tolist(), _pil_blur)
+    compare(ops.pil_gaussian_blur(x, radius), ref, exact=True)  # Pillow's bytes
+    # float: the same filter and roundings in uint8 units
+    out = ops.pil_gaussian_blur(x.float() / 255, radius)
+    assert out.dtype == torch.float32 and (out.double() * 255 - ref.double()).abs().max() < 1e-3
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("interpolation", ["nearest", "bilinear"])
 @pytest.mark.parametrize("fill", [None, (124.0, 116.0, 104.0)])
@@ -140,6 +161,7 @@ def test_ops_keep_the_device_and_do_not_loop(monkeypatch):
     calls = []
     monkeypatch.setattr(torch.Tensor, "item", lambda self: calls.append(1))
     for out in (ops.equalize(x), ops.posterize(x, torch.full((6,), 3)), ops.gaussian_blur(x, torch.ones(6), 5),
+                ops.pil_gaussian_blur(x, torch.ones(6)),
                 ops.warp_affine(x, ops.affine_matrix(*(torch.ones(6),) * 5), torch.zeros(3))):
         assert out.shape == x.shape and out.device == x.device
     assert not calls

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import timm.data.auto_augment as timm_aa  # the test set-up installs torchvision and timm (tools/setup.sh test)
+from PIL import Image, ImageFilter
 from scipy import stats
 from torchvision.transforms.v2 import functional as TF
 
-from fastdata.gpu_transforms import AutoAugment, RandAugment, ThreeAugment, TrivialAugmentWide, rand_augment
+from fastdata.gpu_transforms import (
+    AutoAugment, RandAugment, ThreeAugment, TimmRandAugment, TrivialAugmentWide, rand_augment,
+)
 from fastdata.gpu_transforms.plan import OP_NAMES, op_index
 
 N = 10_000
@@ -44,6 +48,7 @@ def images(n: int = 8, dtype: torch.dtype = torch.uint8, size: int = 20) -> torc
 
 POLICIES = {
     "rand": lambda g: RandAugment.from_config("rand-m9-mstd0.5-inc1", generator=g),
+    "rand-tv": lambda g: RandAugment(2, 9, generator=g),
     "trivial": lambda g: TrivialAugmentWide(generator=g),
     "auto": lambda g: AutoAugment(generator=g),
     "three": lambda g: ThreeAugment(generator=g),
@@ -54,6 +59,7 @@ POLICIES = {
 
 def test_rand_augment_config_and_op_choice():
     ra = rand_augment("rand-m9-mstd0.5-inc1-n3-p0.7", generator=gen())
+    assert isinstance(ra, TimmRandAugment) and isinstance(RandAugment.from_config("rand-m9"), TimmRandAugment)
     assert (ra.num_ops, ra.magnitude, ra.magnitude_std, ra.increasing, ra.prob) == (3, 9.0, 0.5, True, 0.7)
     assert RandAugment.from_config("rand-m7-mstd101").magnitude_std == math.inf
     with pytest.raises(ValueError, match="unknown section"):
@@ -69,7 +75,7 @@ def test_rand_augment_config_and_op_choice():
 
 
 def test_rand_augment_magnitudes_follow_the_clipped_normal():
-    ra = RandAugment(2, 9, 0.5, True, prob=1.0, generator=gen())
+    ra = TimmRandAugment(2, 9, 0.5, True, prob=1.0, generator=gen())
     op, arg = ra.get_plan(N, 32, 32)
     m = (arg[op == op_index("rotate")].abs() / 3.0).float()  # rotate: m / 10 * 30 degrees
     edges = torch.tensor([-math.inf, 8.0, 8.5, 8.75, 9.0, 9.25, 9.5, 10.0 - 1e-9, math.inf])
@@ -84,7 +90,7 @@ def test_rand_augment_magnitudes_follow_the_clipped_normal():
 def test_rand_augment_arguments_equal_timms_level_functions(increasing, monkeypatch):
     aa = timm_aa
     for magnitude in (0, 3, 5.5, 9, 10):
-        ra = RandAugment(1, magnitude, 0.0, increasing, prob=1.0, generator=gen())
+        ra = TimmRandAugment(1, magnitude, 0.0, increasing, prob=1.0, generator=gen())
         op, arg = ra.get_plan(2000, 40, 50)
         for name in ra.op_names:
             level = aa.LEVEL_TO_ARG[name]
@@ -147,7 +153,7 @@ def test_three_augment_picks_one_of_three():
         assert chi_square_ok(counts(op[slot]), jitter)
         assert chi_square_ok(torch.histogram(arg[slot].float(), bins=6, range=(0.7, 1.3))[0], torch.ones(6))
     assert (op[1:].sort(dim=0).values == op[1:, :1].sort(dim=0).values).all()  # each op once per image
-    sigma = arg[0][op[0] == op_index("gaussian_blur")]
+    sigma = arg[0][op[0] == op_index("pil_gaussian_blur")]
     assert chi_square_ok(torch.histogram(sigma.float(), bins=10, range=(0.1, 2.0))[0], torch.ones(10))
 
 
@@ -178,11 +184,16 @@ def _torchvision_op(img: torch.Tensor, name: str, arg: float, interpolation, fil
         return TF.rgb_to_grayscale(img, 3)
     if name == "gaussian_blur":
         return TF.gaussian_blur(img, [9, 9], [arg, arg])
+    if name == "pil_gaussian_blur":  # DeiT III's blur: PIL's GaussianBlur(radius)
+        u8 = img if img.dtype == torch.uint8 else (img * 255).round().to(torch.uint8)
+        out = torch.from_numpy(np.array(Image.fromarray(u8.permute(1, 2, 0).numpy().copy())
+                                        .filter(ImageFilter.GaussianBlur(arg)))).permute(2, 0, 1)
+        return out if img.dtype == torch.uint8 else out.float() / 255
     return getattr(TF, name)(img)
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
-@pytest.mark.parametrize("policy", ["trivial", "auto", "three", "rand"])
+@pytest.mark.parametrize("policy", ["trivial", "auto", "three", "rand", "rand-tv"])
 def test_each_image_is_torchvisions_ops_with_its_draw(policy, dtype):
     make = POLICIES[policy]
     x = images(64, dtype)
@@ -207,6 +218,19 @@ def test_each_image_is_torchvisions_ops_with_its_draw(policy, dtype):
     diff = (out.double() - ref.double()).abs() * (1 if dtype == torch.uint8 else 255)
     per_image = diff.flatten(1).mean(1)
     assert per_image.max() <= 1.0, per_image.max()
+
+
+def test_three_augment_blurs_as_deit_iii():
+    # DeiT III's GaussianBlur is PIL's ImageFilter.GaussianBlur(radius ~ U(0.1, 2)): each blurred image is PIL's bytes
+    three = ThreeAugment(color_jitter=0.0, generator=gen(7))
+    x = images(48, size=40)
+    op, arg = ThreeAugment(color_jitter=0.0, generator=gen(7)).get_plan(48, 40, 40)
+    out, _ = three(x, None)
+    blurred = (op[0] == op_index("pil_gaussian_blur")).nonzero().flatten().tolist()
+    assert len(blurred) >= 8
+    for i in blurred:
+        ref = _torchvision_op(x[i], "pil_gaussian_blur", float(arg[0, i]), None, None)
+        assert torch.equal(out[i], ref), (i, float(arg[0, i]), int((out[i].int() - ref.int()).abs().max()))
 
 
 # ----------------------------------------------------------------------------- per image, seeded, resumable

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from fastdata import MixedDataset, MixedSampler
@@ -57,6 +59,91 @@ def test_repeat_mode_covers_a_half_source_every_two_passes():
     assert len(set(first) | set(second)) == 7  # 8 draws from the stream: one permutation (7) + 1 of the next
     assert Counter(ds[i] for p in range(2) for i in order[p * n:(p + 1) * n] if source_of(ds, i) == 2) == \
         Counter({(2, i): 2 for i in range(23)})
+
+
+def _source_reads(ds, sampler, source, passes):
+    """Per pass, a Counter of the indices (into the source) the pass reads from ``source``."""
+    n, lo = ds.samples_per_pass, ds.source_offsets[source]
+    reads = []
+    for v in range(passes):
+        order = sampler.pass_order(v)
+        reads.append(Counter(int(i) - lo for i in order if lo <= i < ds.source_offsets[source + 1]))
+    return reads
+
+
+# (source length, samples per pass): up- and down-weighted, just above and below once, several times, tiny
+COVERAGE_CASES = [(1000, 1400), (1000, 2600), (1000, 1001), (1000, 999), (1000, 700), (1000, 300), (1000, 2000),
+                  (7, 3), (7, 11), (10, 24)]
+
+
+@pytest.mark.parametrize("length,count", COVERAGE_CASES)
+def test_every_pass_reads_each_sample_floor_or_ceil_times(length, count):
+    # MosaicML Streaming's per-epoch counts: count // length whole repeats plus a remainder without replacement, so
+    # a source read less than once per pass repeats nothing in the pass and one read at least once reads everything
+    ds = MixedDataset([(list(range(length)), count / length), (list(range(5)), 1.0)], mode="repeat")
+    assert ds.pass_counts == [count, 5]
+    sampler = MixedSampler(ds, num_replicas=1, rank=0, seed=11)
+    passes = 3 * length // math.gcd(length, count) if length < 50 else 12
+    for v, reads in enumerate(_source_reads(ds, sampler, 0, passes)):
+        assert sum(reads.values()) == count
+        times = [reads.get(i, 0) for i in range(length)]
+        assert set(times) <= {count // length, count // length + 1}, (v, Counter(times))
+
+
+@pytest.mark.parametrize("length,count", COVERAGE_CASES)
+def test_the_stream_is_whole_permutations_across_passes(length, count):
+    # no sample is read twice before every sample has been read once in its cycle, and each pass reads its
+    # stretch of that stream
+    ds = MixedDataset([(list(range(length)), count / length), (list(range(3)), 1.0)], mode="repeat")
+    sampler = MixedSampler(ds, num_replicas=1, rank=0, seed=4)
+    passes = 12
+    stream = sampler.source_stream(0, 0, passes * count)
+    for cycle in range(len(stream) // length):
+        assert sorted(stream[cycle * length:(cycle + 1) * length].tolist()) == list(range(length))
+    for v, reads in enumerate(_source_reads(ds, sampler, 0, passes)):
+        assert reads == Counter(stream[v * count:(v + 1) * count].tolist())
+
+
+def test_a_fresh_sampler_computes_the_same_cycles_as_one_that_ran_through():
+    # a cycle's order depends on the one before it: a sampler that starts at pass 40 (a resume) gives what one
+    # that read passes 0..40 in turn gives, whatever it kept
+    ds = MixedDataset([(list(range(100)), 0.37), (list(range(60)), 1.9), (list(range(9)), 1.0)], mode="repeat")
+    running = MixedSampler(ds, num_replicas=1, rank=0, seed=8)
+    sequential = [running.pass_order(v) for v in range(41)]
+    for v in (40, 17, 3, 40):
+        assert (MixedSampler(ds, num_replicas=1, rank=0, seed=8).pass_order(v) == sequential[v]).all()
+        assert (running.pass_order(v) == sequential[v]).all()  # and backwards, from what it kept
+
+
+@pytest.mark.parametrize("length,count", COVERAGE_CASES + [(1000, 400), (1000, 501), (1000, 650), (997, 3100)])
+def test_cycles_are_the_definition_computed_from_the_first(length, count):
+    # the definition, cycle after cycle from the first: a cycle that ends inside a pass begun inside an earlier
+    # cycle starts with what that pass has not read; the sampler's shortcuts (the cycles it keeps, tails that
+    # cannot have moved) give the same stream, from any starting pass
+    from fastdata.sampler.mixture import _lead_with_unread
+
+    ds = MixedDataset([(list(range(length)), count / length), (list(range(3)), 1.0)], mode="repeat")
+    sampler = MixedSampler(ds, num_replicas=1, rank=0, seed=2)
+    cycles = []
+    for k in range(40 * count // length + 2):
+        perm = sampler._permutation(0, k)
+        begin = k * length
+        start = begin // count * count
+        if start != begin and start % length and start + count < begin + length:
+            perm = _lead_with_unread(perm, cycles[start // length][start % length:], start + count - begin)
+        cycles.append(perm)
+    stream = np.concatenate(cycles)
+    for v in (39, 0, 17, 18, 5):
+        fresh = MixedSampler(ds, num_replicas=1, rank=0, seed=2)
+        assert (fresh.source_stream(0, v * count, (v + 1) * count) == stream[v * count:(v + 1) * count]).all()
+    assert (sampler.source_stream(0, 0, 40 * count) == stream[:40 * count]).all()
+
+
+def test_storage_order_without_shuffle_reads_on_in_order():
+    ds = MixedDataset([(list(range(10)), 0.7), (list(range(4)), 2.5)], mode="repeat")
+    sampler = MixedSampler(ds, num_replicas=1, rank=0, shuffle=False)
+    assert sampler.source_stream(0, 0, 35).tolist() == [i % 10 for i in range(35)]
+    assert sampler.source_stream(1, 0, 30).tolist() == [i % 4 for i in range(30)]
 
 
 @pytest.mark.parametrize("world", [2, 3, 4])
