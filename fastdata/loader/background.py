@@ -14,7 +14,6 @@ from prefetch_generator import BackgroundGenerator
 
 from fastdata.loader.lost_batches import lost_batch
 from fastdata.loader.resume import PassState
-from fastdata.loader.worker_errors import batch_errors
 from fastdata.decode.shared_ring import Releaser
 
 __all__ = ["LoaderIter", "StoppableBackgroundGenerator", "close_all", "shutdown_persistent"]
@@ -55,14 +54,14 @@ class StoppableBackgroundGenerator(BackgroundGenerator):
         source = self.generator
         try:
             while not self._stop_event.is_set():
-                before, errors = _position(source), batch_errors(source)
+                before = _position(source)
                 try:
                     item = next(source)
                 except StopIteration:
                     self._put((_END, StopIteration, 0))
                     return
                 except Exception as exc:  # noqa: BLE001 - this batch's error: handed over, the pass goes on
-                    lost = lost_batch(source, exc, errors)
+                    lost = lost_batch(source, exc)
                     if lost is not None:  # the batch will never come: torch's iterator would wait for it forever
                         self._put((_END, lost, 0))
                         return

@@ -31,8 +31,7 @@ from typing import Any, NoReturn
 
 from torch._utils import ExceptionWrapper
 
-__all__ = ["TypedExceptionWrapper", "WorkerInit", "batch_errors", "keep_worker_exception_types", "rebuild",
-           "report_failed_sends"]
+__all__ = ["TypedExceptionWrapper", "WorkerInit", "keep_worker_exception_types", "rebuild", "report_failed_sends"]
 
 
 def rebuild(exc_type: type[BaseException], message: str) -> BaseException:
@@ -193,23 +192,15 @@ def _send_error_instead(result_queue: Any, worker_id: int, exc: Exception, obj: 
     os._exit(1)
 
 
-def batch_errors(torch_iter: Any) -> int:
-    """Workers' exceptions for their batches that ``torch_iter`` has raised so far (see :func:`keep_worker_exception_types`)."""
-    return getattr(torch_iter, "_worker_batch_errors", 0)
-
-
 def keep_worker_exception_types(torch_iter: Any) -> None:
-    """Make a multi-process torch iterator re-raise its workers' exceptions through :class:`TypedExceptionWrapper`,
-    and count them (:func:`batch_errors`): an error that is not one of them did not come with its batch."""
+    """Make a multi-process torch iterator re-raise its workers' exceptions through :class:`TypedExceptionWrapper`."""
     process = getattr(torch_iter, "_process_data", None)
     if process is None or getattr(process, "_keeps_types", False):
         return
 
     def process_data(data: Any, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(data, ExceptionWrapper):
-            if type(data) is ExceptionWrapper:
-                data.__class__ = TypedExceptionWrapper
-            torch_iter._worker_batch_errors = batch_errors(torch_iter) + 1
+        if type(data) is ExceptionWrapper:
+            data.__class__ = TypedExceptionWrapper
         return process(data, *args, **kwargs)
 
     process_data._keeps_types = True  # type: ignore[attr-defined]
