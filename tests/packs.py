@@ -81,3 +81,18 @@ def write_tiny_shards(root: Path, shards: int, *, fmt: str = "tfrecord", per_sha
     np.save(root / "targets.npy", np.array(labels, np.int64))
     Manifest(format=fmt, classes=[f"c{k}" for k in range(classes)], shards=writer.shards).save(root)
     return root
+
+
+def open_shard_files(folder: Path) -> dict[int, str]:
+    """This process's open descriptors on shard files (``shard-*``) under ``folder``: {fd: file name}."""
+    import os
+
+    found = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:  # the descriptor listdir itself used, gone by now
+            continue
+        if target.startswith(str(folder.resolve()) + os.sep) and Path(target).name.startswith("shard-"):
+            found[int(name)] = Path(target).name
+    return found

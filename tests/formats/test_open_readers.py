@@ -15,26 +15,13 @@ import fastdata.formats.open_readers as open_readers
 from fastdata import ShardDataset
 from fastdata.formats.base import DatasetChangedError
 from fastdata.formats.open_readers import default_max_open_shards
-from tests.packs import write_tiny_shards
+from tests.packs import open_shard_files, write_tiny_shards
 
 
 @pytest.fixture(scope="module", params=["tfrecord", "lmdb"])
 def twelve(request, tmp_path_factory) -> Path:
     """12 shards of one tiny JPEG each."""
     return write_tiny_shards(tmp_path_factory.mktemp(f"twelve_{request.param}"), 12, fmt=request.param)
-
-
-def shard_fds(folder: Path) -> dict[int, str]:
-    """This process's open descriptors on shard files of ``folder``: {fd: shard file name}."""
-    found = {}
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{name}")
-        except OSError:  # the descriptor listdir itself used, gone by now
-            continue
-        if target.startswith(str(folder.resolve())) and Path(target).name.startswith("shard-"):
-            found[int(name)] = Path(target).name
-    return found
 
 
 def test_the_default_is_a_quarter_of_the_soft_limit_between_1_and_1024(monkeypatch):
@@ -58,15 +45,15 @@ def test_at_most_max_open_shards_are_open_and_evicted_ones_are_closed(twelve):
     reference = [ShardDataset(twelve).read(i) for i in range(len(ds))]
     ds.read(0)
     fd = ds._reader(0)._fd
-    assert shard_fds(twelve)[fd].startswith("shard-00000.")
+    assert open_shard_files(twelve)[fd].startswith("shard-00000.")
     ds.read(1), ds.read(2), ds.read(3)  # shard 0 is the least recently used of four
-    assert 0 not in ds._readers and not shard_fds(twelve).get(fd, "").startswith("shard-00000.")  # closed
+    assert 0 not in ds._readers and not open_shard_files(twelve).get(fd, "").startswith("shard-00000.")  # closed
     order = np.random.default_rng(0).permutation(np.tile(np.arange(len(ds)), 3))
     for step, i in enumerate(order):
         assert ds.read(int(i)) == reference[i]
-        assert len(ds._readers) <= 3 and len(shard_fds(twelve)) <= 3, f"step {step}"
+        assert len(ds._readers) <= 3 and len(open_shard_files(twelve)) <= 3, f"step {step}"
     ds.close()
-    assert shard_fds(twelve) == {}
+    assert open_shard_files(twelve) == {}
 
 
 def test_a_reader_in_use_is_closed_when_its_user_is_done_not_under_it(twelve):
@@ -77,9 +64,9 @@ def test_a_reader_in_use_is_closed_when_its_user_is_done_not_under_it(twelve):
     assert 0 not in ds._readers
     assert held.read(position, size) == ds.read(0)  # still open for its user
     fd = held._fd
-    assert shard_fds(twelve)[fd].startswith("shard-00000.")
+    assert open_shard_files(twelve)[fd].startswith("shard-00000.")
     del held
-    assert not shard_fds(twelve).get(fd, "").startswith("shard-00000.")
+    assert not open_shard_files(twelve).get(fd, "").startswith("shard-00000.")
 
 
 def test_a_shard_replaced_after_its_eviction_is_refused_on_reopen(twelve, tmp_path):
@@ -133,11 +120,11 @@ def test_a_shard_that_would_leave_too_few_descriptors_is_refused_by_name(twelve,
     limit = fd + 8  # as if `ulimit -n` left fewer than the reserve (8 here) from it on
     monkeypatch.setattr(open_readers, "nofile_limit", lambda: limit)
     monkeypatch.setattr(open_readers, "reserve", lambda limit: 8)
-    before = dict(shard_fds(twelve))
+    before = dict(open_shard_files(twelve))
     with pytest.raises(OSError) as caught:
         ds.read(1)
     assert caught.value.errno == errno.EMFILE and "Too many open files" in str(caught.value)
     assert f"may open {limit} files" in str(caught.value) and "max_open_shards=10000" in str(caught.value)
     assert caught.value.filename.endswith("shard-00001." + ds.format)
-    assert shard_fds(twelve) == before  # the refused shard was closed again
+    assert open_shard_files(twelve) == before  # the refused shard was closed again
     assert ds.read(0) == first  # open shards go on
