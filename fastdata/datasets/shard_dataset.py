@@ -129,8 +129,7 @@ class ShardDataset(ShardSource, Dataset):
         self.decode_threads = int(decode_threads)  # checked by decode_batch_into
         self._decode = Decode(decoder=decoder)
         self.max_open_shards = check_max_open_shards(max_open_shards)
-        self._readers = OpenReaders(self.max_open_shards)
-        self._pid = os.getpid()
+        self._readers = OpenReaders(self.max_open_shards)  # pickles without its readers; a forked child drops them
         self._remote: RemoteShards | None = None
         if is_url(root):
             self._remote = RemoteShards(root, cache_dir=cache_dir, cache_limit=cache_limit, prefetch=prefetch,

@@ -5,10 +5,8 @@ used closed first; a pack's shard only while it is the file the pack was opened 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -31,7 +29,6 @@ class ShardSource:
 
     label_offset: int
     _readers: OpenReaders
-    _pid: int
     _remote: RemoteShards | None
 
     # -- construction -------------------------------------------------------------------------
@@ -104,10 +101,3 @@ class ShardSource:
         if self._remote is not None:
             self._remote.close()
         self._readers.close()
-
-    def __getstate__(self) -> dict[str, Any]:
-        return self.__dict__.copy()  # the reader cache pickles without its readers
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._pid = os.getpid()
