@@ -175,6 +175,9 @@ def _send_error_instead(result_queue: Any, worker_id: int, exc: Exception, obj: 
     index = obj[0] if isinstance(obj, tuple) and len(obj) == 2 else None
     if not isinstance(index, int) or isinstance(index, bool):
         index = None
+    if getattr(result_queue, "_closed", False):  # the worker is shutting down: nobody waits for this result
+        _default_feeder_error(exc, obj)
+        return
     if index is not None and not isinstance(obj[1], _SendFailure):
         where = f"in DataLoader worker process {worker_id}, sending batch {index} to the main process"
         try:
