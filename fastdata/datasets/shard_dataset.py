@@ -14,8 +14,9 @@ from torch.utils.data import Dataset
 
 from fastdata.decode.batch import DecodedBatch, empty_tensor
 from fastdata.datasets.batch_decode import decode_all_into
-from fastdata.formats.base import CorruptRecordError, ShardReaderBase
+from fastdata.formats.base import CorruptRecordError
 from fastdata.formats.fields import decode_values, field_types
+from fastdata.formats.open_readers import OpenReaders, check_max_open_shards
 from fastdata.transforms.resolution import transform_for
 from fastdata.sampler.seeding import sample_generator
 from fastdata.storage.shards import RemoteShards
@@ -43,7 +44,8 @@ class ShardDataset(ShardSource, Dataset):
     counts); every read checks the record (TFRecord framing CRCs, LMDB per-record CRC32C) and its label. A failed check raises :class:`~fastdata.formats.base.CorruptRecordError`
     naming the shard, record, sample and the ``fastdata verify`` to run. A shard opened after the
     dataset was re-packed raises :class:`~fastdata.formats.base.DatasetChangedError` instead of
-    mixing two packs; shards already open keep reading the files they opened.
+    mixing two packs; shards already open keep reading the files they opened, and a shard closed to
+    stay within ``max_open_shards`` is checked again when it is re-opened.
 
     Random decode-time transforms (``RandomResizedCrop``) draw from a generator of (pass,
     position in the pass, index) when the index is a :class:`fastdata.sampler.seeding.SampleIndex`, as
@@ -71,6 +73,18 @@ class ShardDataset(ShardSource, Dataset):
         decode_threads: threads decoding a batch in one native call (``RandomResizedCrop``; :mod:`fastdata.datasets.batch_decode`).
         fields: names of fields kept at pack time (``--fields``); ``ds[i]`` is then ``(image, label, {name: value})``,
             typed as :mod:`fastdata.formats.fields` says. ``ValueError`` names the fields a pack has.
+        max_open_shards: shard files each process (the main one, every DataLoader worker) keeps open at once;
+            beyond it the least recently used is closed, and opened again (and checked again) when next read.
+            None (default): a quarter of the process's soft ``RLIMIT_NOFILE`` (``ulimit -n``; 256 of 1024), at
+            most 1024; a remote dataset's cached shards count double (each holds a lock too). The limit is per
+            process, so the number of workers does not change it. Opening a shard that would leave fewer than
+            64 descriptors (a quarter of a smaller limit) to the rest of the process raises ``OSError``
+            (``EMFILE``) naming the limit. See :mod:`fastdata.formats.open_readers`.
+
+    Shards stay open between reads, so a shuffle over more shards than ``max_open_shards`` re-opens
+    shards (about 0.1 ms per TFRecord shard, a few ms per LMDB shard of 1,000 records, whose B-tree is
+    walked again); ``shuffle="blocks"`` in :class:`~fastdata.DistributedSampler` keeps a worker on a few
+    shards at a time.
 
     A dataset at a URL needs a ``manifest.json`` (``fastdata pack SRC s3://bucket/x``). Each shard
     is downloaded once per node, checked against the manifest's size and CRC32C, and read from the
@@ -79,8 +93,9 @@ class ShardDataset(ShardSource, Dataset):
 
     Raises:
         FileNotFoundError: no manifest and no TFRecord files, or a file the manifest names is missing.
-        ValueError: the manifest is malformed (one line naming the field), or ``cache_limit`` is not a size
-            (or below the minimum).
+        ValueError: the manifest is malformed (one line naming the field), ``cache_limit`` is not a size
+            (or below the minimum), or ``max_open_shards < 1``.
+        TypeError: ``max_open_shards`` is not an int or None.
         CorruptRecordError: a file the manifest names is outside the folder, not a regular file,
             of the wrong size or checksum, or disagrees with the manifest's counts.
 
@@ -104,6 +119,7 @@ class ShardDataset(ShardSource, Dataset):
         prefetch: int = 4,
         decode_threads: int = 1,
         fields: Sequence[str] | None = None,
+        max_open_shards: int | None = None,
     ) -> None:
         self.root = root
         self.transform = transform
@@ -112,11 +128,12 @@ class ShardDataset(ShardSource, Dataset):
         self.decoder = decoder
         self.decode_threads = int(decode_threads)  # checked by decode_batch_into
         self._decode = Decode(decoder=decoder)
-        self._readers: dict[int, ShardReaderBase] = {}
-        self._pid = os.getpid()
+        self.max_open_shards = check_max_open_shards(max_open_shards)
+        self._readers = OpenReaders(self.max_open_shards)  # pickles without its readers; a forked child drops them
         self._remote: RemoteShards | None = None
         if is_url(root):
-            self._remote = RemoteShards(root, cache_dir=cache_dir, cache_limit=cache_limit, prefetch=prefetch)
+            self._remote = RemoteShards(root, cache_dir=cache_dir, cache_limit=cache_limit, prefetch=prefetch,
+                                        max_open_shards=self.max_open_shards)
             self._init_packed(self._remote.meta_root, shards_here=False)
             self._root = self._remote.url  # type: ignore[assignment]
         elif has_manifest(root):

@@ -1,13 +1,12 @@
 """Where a ``ShardDataset``'s records come from: a pack (its manifest, index and labels, every file checked) or
 third-party TFRecord files (indexed, built where missing) opened at construction, and the shard readers each process
-opens lazily (never a parent's after a fork, none pickled, a pack's shard only while it is the file first opened)."""
+opens lazily (never a parent's after a fork, none pickled, at most ``max_open_shards`` at once, the least recently
+used closed first; a pack's shard only while it is the file the pack was opened with, on every re-open)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -16,6 +15,7 @@ from fastdata.datasets.tfrecord_folder import load_or_build_index
 from fastdata.formats import get_format
 from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase
 from fastdata.formats.manifest import Manifest
+from fastdata.formats.open_readers import OpenReaders
 from fastdata.formats.packed import OpenedPack, open_pack
 from fastdata.formats.tfrecord import TFRecordShardReader
 from fastdata.storage.shards import RemoteShards
@@ -28,8 +28,7 @@ class ShardSource:
     attributes below before calling :meth:`_init_packed` or :meth:`_init_tfrecords`."""
 
     label_offset: int
-    _readers: dict[int, ShardReaderBase]
-    _pid: int
+    _readers: OpenReaders
     _remote: RemoteShards | None
 
     # -- construction -------------------------------------------------------------------------
@@ -70,22 +69,24 @@ class ShardSource:
 
     # -- per-process readers ----------------------------------------------------------------------
     def _reader(self, shard: int) -> ShardReaderBase:
-        if self._pid != os.getpid():  # forked: never use handles opened by the parent
-            self._readers = {}
-            self._pid = os.getpid()
-        reader = self._readers.get(shard)
-        if reader is None:
-            if not self._readers:
-                pin_mmap_threshold()  # first read in this process: keep decode buffers off the heap
-            reader = self._open_reader(shard)
-            self._readers[shard] = reader
-        return reader
+        """The open reader of ``shard`` in this process (at most ``max_open_shards`` open, least recently used closed)."""
+        if not len(self._readers):
+            pin_mmap_threshold()  # first read in this process: keep decode buffers off the heap
+        return self._readers.get(shard, self._open_reader)
 
     def _open_reader(self, shard: int) -> ShardReaderBase:
-        """Open shard ``shard`` in this process; for a pack, only if it is still the file the pack was opened with."""
+        """Open shard ``shard`` in this process, checked on every (re-)open: for a pack, only if it is still the
+        file the pack was opened with; for third-party TFRecords, only if it is the file this dataset first opened."""
         path = Path(self._shard_paths[shard])
         if self._pack is None:
-            return TFRecordShardReader(path, label_offset=self.label_offset)
+            reader = TFRecordShardReader(path, label_offset=self.label_offset)
+            first = self._readers.identities.setdefault(shard, reader.identity)
+            if reader.identity != first:
+                reader.close()
+                raise DatasetChangedError(
+                    f"{path} was replaced or rewritten since this dataset first read it; create a new ShardDataset "
+                    "(and DataLoader) to read the new files")
+            return reader
         self._pack.check_current(shard)  # replaced since the dataset was opened: say so, before any size check
         reader = self._storage.reader(path, expected=self.manifest.shards[shard])
         try:
@@ -99,15 +100,4 @@ class ShardSource:
         """Close the shard readers this process opened (they reopen on next access)."""
         if self._remote is not None:
             self._remote.close()
-        for reader in self._readers.values():
-            reader.close()
-        self._readers = {}
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_readers"] = {}
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._pid = os.getpid()
+        self._readers.close()

@@ -12,6 +12,7 @@ from typing import Any
 
 from prefetch_generator import BackgroundGenerator
 
+from fastdata.loader.lost_batches import lost_batch
 from fastdata.loader.resume import PassState
 from fastdata.decode.shared_ring import Releaser
 
@@ -20,6 +21,7 @@ __all__ = ["LoaderIter", "StoppableBackgroundGenerator", "close_all", "shutdown_
 logger = logging.getLogger(__name__)
 
 _POLL_S = 0.05  # how often a blocked producer re-checks its stop flag
+_ALIVE_S = 1.0  # how often a waiting consumer checks that the producer still runs
 _BATCH, _ERROR, _END = "batch", "error", "end"  # what the producer queues
 
 
@@ -38,8 +40,9 @@ class StoppableBackgroundGenerator(BackgroundGenerator):
 
     As with torch's iterator, a batch that raises does not end the pass: its ``Exception`` is queued in
     the batch's place (with the batch positions it took, see :func:`_position`) and the producer goes on
-    with the next batch. Any other ``BaseException`` ends it. :meth:`take` hands out what was queued; the
-    exception is the very object raised, so the consumer sees the original type and traceback.
+    with the next batch. An error that lost a batch on its way from a worker (see
+    :mod:`fastdata.loader.lost_batches`) and any other ``BaseException`` end it. :meth:`take` hands out what
+    was queued; the exception is the very object raised, so the consumer sees the original type and traceback.
     """
 
     def __init__(self, generator: Iterator[Any], max_prefetch: int, releaser: Releaser | None = None) -> None:
@@ -58,6 +61,10 @@ class StoppableBackgroundGenerator(BackgroundGenerator):
                     self._put((_END, StopIteration, 0))
                     return
                 except Exception as exc:  # noqa: BLE001 - this batch's error: handed over, the pass goes on
+                    lost = lost_batch(source, exc)
+                    if lost is not None:  # the batch will never come: torch's iterator would wait for it forever
+                        self._put((_END, lost, 0))
+                        return
                     if not self._put((_ERROR, exc, _position(source) - before if before is not None else 1)):
                         return
                     continue
@@ -74,7 +81,15 @@ class StoppableBackgroundGenerator(BackgroundGenerator):
         """The next queued ``(kind, payload, positions)``: a batch, a batch's exception, or the end."""
         if not self.Continue:
             return _END, StopIteration, 0
-        entry = self.queue.get()
+        while True:
+            try:
+                entry = self.queue.get(timeout=_ALIVE_S)
+                break
+            except queue.Empty:
+                if not self.is_alive() and self.queue.empty():  # it ended without a word: never wait for it
+                    self.Continue = False
+                    return _END, RuntimeError("DataLoaderX: the prefetch thread ended without handing over a "
+                                              "batch, an error or the end of the pass"), 0
         if entry[0] == _END:
             self.Continue = False
         return entry

@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 
 from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.loader.background import LoaderIter, close_all, shutdown_persistent
+from fastdata.loader.lost_batches import watch_receives
 from fastdata.loader.worker_errors import WorkerInit, keep_worker_exception_types
 from fastdata.loader.accelerate_hook import keep_for_accelerate
 from fastdata.loader.loader_state import LoaderState
@@ -203,6 +204,7 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         try:
             torch_iter = super().__iter__()
             keep_worker_exception_types(torch_iter)
+            watch_receives(torch_iter)
         finally:
             self._setup_pass = None
         pass_state.at_draw_point()  # without workers the sampler has not drawn yet: do it here

@@ -9,18 +9,29 @@ fails that call and arrives as a ``RuntimeError``. Here, in order:
    that very object (attributes included), the worker's traceback added as a note;
 2. else :func:`rebuild`: ``type(message)``, else the instance made without ``__init__`` (``__new__``
    plus ``args``), else a ``RuntimeError`` whose first line names the original type.
+
+A batch the worker cannot send is an exception too: multiprocessing pickles each result in a
+feeder thread and, when that fails (``EMFILE`` or ``ENOMEM`` while torch shares a tensor's memory by
+file descriptor, a batch that does not pickle), prints the error and drops the result, and torch's
+main loop waits for it forever. :func:`report_failed_sends` (run by :class:`WorkerInit`) makes the
+worker's result queue send the error in the batch's place, so it reaches the training loop as that
+batch's exception (an ``OSError`` keeps its type and errno).
 """
 
 from __future__ import annotations
 
+import functools
+import multiprocessing.queues
+import os
 import pickle
 import sys
+import traceback
 from collections.abc import Callable
 from typing import Any, NoReturn
 
 from torch._utils import ExceptionWrapper
 
-__all__ = ["TypedExceptionWrapper", "WorkerInit", "keep_worker_exception_types", "rebuild"]
+__all__ = ["TypedExceptionWrapper", "WorkerInit", "keep_worker_exception_types", "rebuild", "report_failed_sends"]
 
 
 def rebuild(exc_type: type[BaseException], message: str) -> BaseException:
@@ -110,8 +121,9 @@ def _loads(data: bytes | None) -> BaseException | None:
 
 
 class WorkerInit:
-    """A ``worker_init_fn`` that makes this worker wrap its exceptions in :class:`TypedExceptionWrapper`,
-    then runs the user's (picklable, so spawn workers get it)."""
+    """A ``worker_init_fn`` that makes this worker wrap its exceptions in :class:`TypedExceptionWrapper` and
+    report the results it cannot send (:func:`report_failed_sends`), then runs the user's (picklable, so spawn
+    workers get it)."""
 
     def __init__(self, user: Callable[[int], None] | None) -> None:
         self.user = user
@@ -120,8 +132,67 @@ class WorkerInit:
         from torch.utils.data._utils import worker
 
         worker.ExceptionWrapper = TypedExceptionWrapper  # this worker process only
+        report_failed_sends(worker_id)
         if self.user is not None:
             self.user(worker_id)
+
+
+def report_failed_sends(worker_id: int) -> None:
+    """Make this worker's result queue send the error of a result it fails to send, in its place.
+
+    Called from torch's worker loop (before its first result); the queue is that loop's ``data_queue``.
+    Where it cannot be found, every multiprocessing queue of this process does it for results shaped as
+    torch's, ``(batch index, data)``.
+    """
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == "_worker_loop" and "data_queue" in frame.f_locals):
+        frame = frame.f_back
+    result_queue = frame.f_locals["data_queue"] if frame is not None else None
+    if isinstance(result_queue, multiprocessing.queues.Queue):
+        result_queue._on_queue_feeder_error = functools.partial(_send_error_instead, result_queue, worker_id)
+    else:  # torch's worker loop changed: the same for every queue of this worker process (a bound method)
+        multiprocessing.queues.Queue._on_queue_feeder_error = functools.partialmethod(_send_error_instead_of, worker_id)
+
+
+_default_feeder_error = multiprocessing.queues.Queue._on_queue_feeder_error
+
+
+class _SendFailure(TypedExceptionWrapper):
+    """The error that stood in for a result the worker's queue could not send."""
+
+
+def _send_error_instead_of(some_queue: Any, worker_id: int, exc: Exception, obj: Any) -> None:
+    """The fallback: for any queue of the worker, results shaped as torch's only; others as multiprocessing does."""
+    _send_error_instead(some_queue, worker_id, exc, obj, results_only=False)
+
+
+def _send_error_instead(result_queue: Any, worker_id: int, exc: Exception, obj: Any, *, results_only: bool = True) -> None:
+    """multiprocessing's feeder thread could not send ``obj``: put its batch's error in its place.
+
+    Runs in the feeder thread, which sends what is put here next. A result whose batch cannot be told (its
+    bytes failed to send, or the error itself failed) ends the worker, which torch's loop reports within seconds.
+    """
+    index = obj[0] if isinstance(obj, tuple) and len(obj) == 2 else None
+    if not isinstance(index, int) or isinstance(index, bool):
+        index = None
+    if getattr(result_queue, "_closed", False):  # the worker is shutting down: nobody waits for this result
+        _default_feeder_error(exc, obj)
+        return
+    if index is not None and not isinstance(obj[1], _SendFailure):
+        where = f"in DataLoader worker process {worker_id}, sending batch {index} to the main process"
+        try:
+            result_queue.put((index, _SendFailure((type(exc), exc, exc.__traceback__), where=where)))
+            return
+        except Exception:  # noqa: BLE001 - nothing can stand in for the result: end the worker below
+            pass
+    if index is None and not results_only:
+        _default_feeder_error(exc, obj)  # not a result of torch's: print it, as multiprocessing does
+        return
+    traceback.print_exception(exc)
+    sys.stderr.write(f"DataLoader worker process {worker_id} could not send a result ({exc!r}) and exits, so that the "
+                     "main process does not wait for it\n")
+    sys.stderr.flush()
+    os._exit(1)
 
 
 def keep_worker_exception_types(torch_iter: Any) -> None:

@@ -4,8 +4,8 @@ Construction mirrors the small files (manifest, labels, index files) into the ca
 ``ShardDataset`` builds its index exactly as for a local pack. A read then:
 
 1. uses a shard this process already holds (a shared lock; up to :data:`MAX_HELD` shards, fewer
-   under a tight budget; idle ones and those no plan needs any more are released so that eviction
-   can reclaim them), else
+   under a tight budget or a lower ``max_open_shards``; idle ones and those no plan needs any more are
+   released so that eviction can reclaim them, the least recently used when one more must be held), else
 2. holds the shard if it is cached, else
 3. for TFRecord, serves the one record by a ranged GET (CRC-checked) while the shard is being
    downloaded or is planned by a prefetcher on this node, so nobody waits for whole shards, else
@@ -31,6 +31,7 @@ from fastdata._util.sizes import parse_size
 from fastdata.formats import get_format
 from fastdata.formats.base import CorruptRecordError, ShardReaderBase
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
+from fastdata.formats.open_readers import check_max_open_shards, default_max_open_shards
 from fastdata.storage import trace
 from fastdata.storage.cache import CachedShard, Fetch, Hold, ShardCache, minimum_budget
 from fastdata.storage.locks import FileLock
@@ -119,14 +120,20 @@ class RemoteShards:
         cache_dir: the node's cache folder (default :func:`~fastdata.storage.urls.default_cache_dir`).
         cache_limit: byte budget of this dataset's cached shards (None: no limit).
         prefetch: shards downloaded ahead of the reader (and at once).
+        max_open_shards: shards one process holds open at most (None: the per-process default of
+            :func:`~fastdata.formats.open_readers.default_max_open_shards`, each held shard counting two
+            descriptors: its reader and its lock).
 
     Raises:
-        ValueError: ``cache_limit`` is below :func:`~fastdata.storage.cache.minimum_budget`, or ``prefetch < 1``.
+        ValueError: ``cache_limit`` is below :func:`~fastdata.storage.cache.minimum_budget`, ``prefetch < 1``
+            or ``max_open_shards < 1``.
+        TypeError: ``max_open_shards`` is not an int or None.
         FileNotFoundError: no manifest at ``url``.
     """
 
     def __init__(self, url: str, *, cache_dir: str | os.PathLike | None, cache_limit: int | str | None,
-                 prefetch: int) -> None:
+                 prefetch: int, max_open_shards: int | None = None) -> None:
+        self.max_open_shards = check_max_open_shards(max_open_shards)
         if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
             raise ValueError(f"prefetch={prefetch!r} must be an int >= 1 (shards downloaded ahead), e.g. prefetch=4")
         self.store = get_store(url)
@@ -146,13 +153,16 @@ class RemoteShards:
         self.prefetch = prefetch
         # Held shards cannot be evicted; each reopen costs ~30 us (TFRecord) to ~110 us (LMDB) per sample.
         fits = MAX_HELD * BUDGET_SHARE_HELD if limit is None else limit // max(max(sizes, default=1), 1)
-        self._max_held = max(1, min(MAX_HELD, fits // BUDGET_SHARE_HELD))
+        self._budget_held = max(1, min(MAX_HELD, fits // BUDGET_SHARE_HELD))
         self.format = get_format(self.manifest.format)
         self.ranged = self.manifest.format == "tfrecord"
         self._reset()
 
     def _reset(self) -> None:
         self._pid = os.getpid()
+        # read in each process: a worker_init_fn may have changed this process's descriptor limit
+        cap = self.max_open_shards if self.max_open_shards is not None else default_max_open_shards(per_shard=2)
+        self._max_held = min(self._budget_held, cap)
         self._held: collections.OrderedDict[int, tuple[Hold, ShardReaderBase, float]] = collections.OrderedDict()
         self._prefetcher: Prefetcher | None = None
         self._plans: tuple[float, np.ndarray, int] | None = None  # (read at, next uses, live plans)
@@ -180,10 +190,14 @@ class RemoteShards:
                 for held in list(self._held):  # let others (and eviction) have them while this one arrives
                     self._release(held)
                 got = self.cache.hold(shard)
-            entry = (got, self.format.reader(got.path), now)
-            self._held[shard] = entry
-            while len(self._held) > self._max_held:
+            while len(self._held) >= self._max_held:  # the least recently used goes first: never more readers open
                 self._release(next(iter(self._held)))
+            try:
+                entry = (got, self.format.reader(got.path), now)
+            except BaseException:
+                got.release()
+                raise
+            self._held[shard] = entry
         hold, reader, _ = entry
         self._held[shard] = (hold, reader, now)
         self._held.move_to_end(shard)

@@ -63,7 +63,7 @@ def test_pickles_without_open_handles(packed):
     first = ds[0][0]
     assert ds._readers  # opened lazily on first access
     clone = pickle.loads(pickle.dumps(ds))
-    assert clone._readers == {}
+    assert len(clone._readers) == 0
     assert np.array_equal(clone[0][0], first)
     assert len(pickle.dumps(ds)) < 20_000
 
