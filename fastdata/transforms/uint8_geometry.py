@@ -29,6 +29,7 @@ __all__ = ["INTERPOLATIONS", "affine", "hflip", "rotate", "shear_x", "shear_y", 
 INTERPOLATIONS = {"nearest": cv2.INTER_NEAREST, "bilinear": cv2.INTER_LINEAR, "bicubic": cv2.INTER_CUBIC}
 
 Fill = tuple[int, int, int]
+_TRUNC = -0.5 + 1.0 / 1024  # OpenCV rounds: rounding x - 0.5 + 1/1024 truncates x >= 0, as PIL does
 
 
 def _border(fill: Sequence[float]) -> tuple[float, ...]:
@@ -82,22 +83,27 @@ def translate(image: np.ndarray, dx: float, dy: float, interpolation: str, fill:
     frac = shift - whole
     if interpolation == "nearest" or frac == 0.0:
         return _shift(image, axis, int(math.floor(shift + 0.5)) if interpolation == "nearest" else whole, fill)
-    if interpolation == "bilinear":
-        kernel, anchor = np.array([1.0 - frac, frac]), 0
-    else:
-        kernel, anchor = _cubic_weights(frac), 1
-    kernel = kernel.astype(np.float32)[None, :] if axis == 1 else kernel.astype(np.float32)[:, None]
     size = image.shape[axis]
-    pad = abs(whole) + 3  # the edges extended far enough that every tap of every kept pixel is PIL's clamped one
-    borders = (0, 0, pad, pad) if axis == 1 else (pad, pad, 0, 0)
-    padded = cv2.copyMakeBorder(image, *borders, cv2.BORDER_REPLICATE)
-    filtered = cv2.filter2D(padded, -1, kernel, anchor=(anchor, 0) if axis == 1 else (0, anchor),
-                            delta=-0.5 + 1.0 / 1024, borderType=cv2.BORDER_REPLICATE)
-    start = pad + whole
-    out = np.ascontiguousarray(filtered[:, start:start + size] if axis == 1 else filtered[start:start + size])
-    first, last = math.ceil(-0.5 - shift), math.ceil(size - 0.5 - shift)  # the pixels that sample inside
-    _fill_range(out, axis, 0, max(0, min(size, first)), fill)
-    _fill_range(out, axis, max(0, min(size, last)), size, fill)
+    first = max(0, min(size, math.ceil(-0.5 - shift)))  # the output pixels whose sample point is inside (PIL)
+    last = max(first, min(size, math.ceil(size - 0.5 - shift)))
+    out = np.empty_like(image)
+    _fill_range(out, axis, 0, first, fill)
+    _fill_range(out, axis, last, size, fill)
+    if last == first:
+        return out
+    pad, n = 2, last - first
+    padded = cv2.copyMakeBorder(image, *((0, 0, pad, pad) if axis == 1 else (pad, pad, 0, 0)), cv2.BORDER_REPLICATE)
+    start = first + whole + pad  # the padded index of the first kept pixel's left tap: PIL's clamped taps, all
+    along = (lambda a, b: padded[:, a:b]) if axis == 1 else (lambda a, b: padded[a:b])
+    target = out[:, first:last] if axis == 1 else out[first:last]
+    if interpolation == "bilinear":
+        cv2.addWeighted(along(start, start + n), 1.0 - frac, along(start + 1, start + 1 + n), frac, _TRUNC, dst=target)
+    else:
+        kernel = _cubic_weights(frac).astype(np.float32)
+        kernel = kernel[None, :] if axis == 1 else kernel[:, None]
+        filtered = cv2.filter2D(along(start - 1, start + n + 2), -1, kernel, anchor=(0, 0), delta=_TRUNC,
+                                borderType=cv2.BORDER_REPLICATE)
+        target[...] = filtered[:, :n] if axis == 1 else filtered[:n]
     return out
 
 
