@@ -13,8 +13,8 @@ each policy runs on every crop through
 
 The methods alternate (the order rotating each round) over ``--repeats`` rounds of all crops; the table gives the
 median (and range) over the rounds of the mean µs per image (the process's CPU time by default, which a busy
-machine disturbs less than wall time; ``--clock wall`` for wall time), and the ratios. Goals: fastdata >= 5x PIL and >= 10x
-tensor for ``rand-m9-mstd0.5-inc1``.
+machine disturbs less than wall time; ``--clock wall`` for wall time), and the ratios. Goals: fastdata >= 5x PIL
+and >= 10x tensor for ``rand-m9-mstd0.5-inc1``.
 
 Part 2, ``loader`` (2 cores, 2 workers): one pass over ``--images`` images per round, the pipelines alternating:
 
@@ -204,7 +204,6 @@ def agreement(images: list[np.ndarray]) -> None:
     from PIL import Image
 
     from fastdata.transforms.policy_tables import GEOMETRIC, TIMM_OPS, apply_op
-    from fastdata.transforms.uint8_geometry import INTERPOLATIONS  # noqa: F401 - the interpolations compared
 
     patch_timm_posterize()
     fill, hparams = (124, 116, 104), {"translate_const": 100, "translate_pct": 0.45}

@@ -33,9 +33,9 @@ from typing import Any
 
 import torch
 
-from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata import gpu_transforms as device_transforms
 from fastdata import transforms as decode_transforms
+from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.gpu_transforms import ColorJitter, Compose, Normalize, RandomErasing, RandomHorizontalFlip
 from fastdata.loader import DataLoaderX, DataPrefetcher, fast_collate
 from fastdata.sampler import DistributedSampler, EvalSampler

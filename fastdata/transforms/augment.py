@@ -76,7 +76,7 @@ class RandomHorizontalFlip(ImageAugment):
 
 def _jitter_range(value: Any, name: str, center: float, bound: tuple[float, float],
                   clip_first_on_zero: bool) -> tuple[float, float] | None:
-    """torchvision's ``ColorJitter._check_input``: a number ``x`` is ``[center - x, center + x]``; None if it is a no-op."""
+    """torchvision's ``ColorJitter._check_input``: a number ``x`` is ``[center - x, center + x]``; None for a no-op."""
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         if value < 0:
             raise ValueError(f"{name} must be non-negative, got {value!r}")

@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from fastdata.transforms import uint8_colour as colour
 from fastdata.transforms.augment import ColorJitter, check_fill, check_interpolation
 from fastdata.transforms.compose import ImageAugment
 from fastdata.transforms.policy_tables import (
     TV_AUTOAUGMENT, TV_IMAGENET_POLICY, TV_RANDAUGMENT, TV_TRIVIAL_WIDE, apply_op, tv_arg, tv_bins,
 )
-from fastdata.transforms import uint8_colour as colour
 from fastdata.transforms.timm_augment import TimmRandAugment
 
 __all__ = ["AutoAugment", "RandAugment", "ThreeAugment", "TrivialAugmentWide"]
@@ -39,7 +39,7 @@ class _TorchvisionPolicy(ImageAugment):
     """The fill colour and interpolation of torchvision's ``_AutoAugmentBase``; :meth:`draw` picks the entries of
     :attr:`SPACE` an image gets, :meth:`apply` applies them as torchvision does."""
 
-    SPACE: dict = {}
+    SPACE: dict = {}  # noqa: RUF012 - each policy's table, never mutated
 
     def __init__(self, interpolation: Any, fill: Fill) -> None:
         self.interpolation = check_interpolation(interpolation, ("nearest", "bilinear"))

@@ -1,6 +1,6 @@
-"""``DecodeCompose``: a decode-time crop and its augmentations as one decode-time transform. The batch (``__getitems__``,
-one kernel call for the crops) and per-sample (``ds[i]``) paths give the same pixels, as do 0 and 2 workers, and a
-resumed run gives those of an uninterrupted one."""
+"""``DecodeCompose``: a decode-time crop and its augmentations as one decode-time transform. The batch
+(``__getitems__``, one kernel call for the crops) and per-sample (``ds[i]``) paths give the same pixels, as do 0 and
+2 workers, and a resumed run gives those of an uninterrupted one."""
 
 from __future__ import annotations
 
