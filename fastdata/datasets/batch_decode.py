@@ -29,6 +29,7 @@ from fastdata.decode import native
 from fastdata.decode.base import DecodeError
 from fastdata.decode.headers import is_jpeg
 from fastdata.decode.scaling import choose_scale, resize_into, scaled_box, scaled_size
+from fastdata.transforms.compose import DecodeCompose
 from fastdata.transforms.crop import RandomResizedCrop
 
 __all__ = ["batch_capable", "decode_all_into", "decode_batch_into"]
@@ -157,11 +158,25 @@ def decode_all_into(transform: Any, datas: Sequence[bytes], slots: np.ndarray, r
     """Decode a batch's records into ``slots``: in one native call when the transform allows it
     (:func:`batch_capable`), else one ``transform.decode_into`` per record.
 
+    A :class:`~fastdata.transforms.DecodeCompose` whose crop is batch-capable has its crops decoded in one call, then
+    its augmentations applied slot by slot (on ``threads`` threads), when every record has its own generator: each
+    generator then sees the draws of the per-sample path in the same order (crop first, augmentations after), so
+    the pixels are ``ds[i]``'s. Without generators (torch's RNG, shared by the records) it goes record by record.
+
     Also on one thread: measured by ``bench/per_sample.py`` (CPU time, one core, same decompressor), ``__getitems__``
     through the batch call was about 4% faster than record by record (under load).
     """
     if batch_capable(transform):
         decode_batch_into(transform, datas, slots, rngs, threads=threads)
+    elif (isinstance(transform, DecodeCompose) and batch_capable(transform.crop)
+          and all(rng is not None for rng in rngs)):
+        decode_batch_into(transform.crop, datas, slots, rngs, threads=threads)
+        if threads == 1 or len(datas) < 2:
+            for slot, rng in enumerate(rngs):
+                transform.augment_into(slots[slot], rng)
+        else:  # OpenCV releases the GIL
+            for _ in _executor(threads).map(lambda k: transform.augment_into(slots[k], rngs[k]), range(len(rngs))):
+                pass
     else:
         for slot, (data, rng) in enumerate(zip(datas, rngs)):
             transform.decode_into(data, slots[slot], rng=rng)

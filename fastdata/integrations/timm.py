@@ -10,9 +10,17 @@ functions take the same arguments and return what ``train.py`` uses, so one adde
 ``ResizeCenterCrop`` by ``crop_pct`` for evaluation, ``fast_collate``) behind a :class:`~fastdata.DataPrefetcher`
 that flips, colour-jitters, normalizes and random-erases the batch on ``device``, and hands out
 ``(images, labels)`` on the device in ``img_dtype``, as timm's prefetcher does. An argument fastdata does not
-reproduce (AutoAugment, aug splits, mixup collate, ...) raises ``ValueError`` naming the ``train.py`` flag to drop,
-rather than training with a different recipe than asked. The decode-time resize is fastdata's (OpenCV
+reproduce (aug splits, mixup collate, ...) raises ``ValueError`` naming the ``train.py`` flag to drop, rather than
+training with a different recipe than asked. The decode-time resize is fastdata's (OpenCV
 ``INTER_AREA``/``INTER_LINEAR``), whatever ``interpolation`` says.
+
+``auto_augment`` (``--aa``: ``rand-...`` strings, and ``3a``) and with it the whole training recipe run where
+``augment_at`` says: ``"decode"`` puts flip, the policy, colour jitter and random erasing in the DataLoader workers
+on the uint8 crop (:class:`~fastdata.transforms.DecodeCompose`: timm's RandAugment as
+:class:`~fastdata.transforms.TimmRandAugment`, :class:`~fastdata.transforms.RandomErasing` in uint8 units of the
+``Normalize`` after it), leaving only normalization to the prefetcher; ``"device"`` runs them batched on ``device``
+(``fastdata.gpu_transforms``; ``3a`` is decode-time only); ``"auto"`` (the default) picks ``"device"`` for a CUDA
+device and ``"decode"`` otherwise. As in timm, ``--aa`` turns colour jitter off unless it is ``3a``.
 """
 
 from __future__ import annotations
@@ -25,11 +33,13 @@ from typing import Any
 
 import torch
 
+from fastdata import gpu_transforms as device_transforms
+from fastdata import transforms as decode_transforms
 from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.gpu_transforms import ColorJitter, Compose, Normalize, RandomErasing, RandomHorizontalFlip
 from fastdata.loader import DataLoaderX, DataPrefetcher, fast_collate
 from fastdata.sampler import DistributedSampler, EvalSampler
-from fastdata.transforms import RandomResizedCrop, ResizeCenterCrop
+from fastdata.transforms import DecodeCompose, RandomResizedCrop, ResizeCenterCrop
 
 __all__ = ["TimmLoader", "create_dataset", "create_loader"]
 
@@ -111,16 +121,24 @@ def create_loader(
         device: torch.device | str = torch.device("cuda"),
         persistent_workers: bool = True,
         seed: int = 42,
+        auto_augment: str | None = None,
+        interpolation: str = "bilinear",
+        augment_at: str = "auto",
         **options: Any,
 ) -> TimmLoader:
     """timm's ``create_loader`` over a fastdata pack (see the module docstring for what it builds).
 
-    The remaining timm arguments (``interpolation``, ``use_prefetcher``, ``worker_seeding``, ...) are accepted;
-    those that would change the recipe are refused unless left at timm's default (:data:`_UNSUPPORTED`).
+    The remaining timm arguments (``use_prefetcher``, ``worker_seeding``, ...) are accepted; those that would change
+    the recipe are refused unless left at timm's default (:data:`_UNSUPPORTED`). ``interpolation`` is that of
+    ``auto_augment``'s geometric ops (``"random"``, as ``train.py`` passes: bilinear or bicubic per op).
+
+    Args:
+        augment_at: where the training augmentations run: ``"decode"`` (the workers, on uint8), ``"device"``
+            (batched on ``device``) or ``"auto"`` (``"device"`` for a CUDA device, else ``"decode"``).
 
     Raises:
         TypeError: ``dataset`` is not a :class:`~fastdata.ShardDataset` (use :func:`create_dataset`).
-        ValueError: an augmentation fastdata does not reproduce was asked for.
+        ValueError: an augmentation fastdata does not reproduce was asked for, or a bad ``augment_at``.
     """
     if not isinstance(dataset, ShardDataset):
         raise TypeError(f"dataset must be a fastdata ShardDataset from fastdata.integrations.timm.create_dataset, "
@@ -129,22 +147,45 @@ def create_loader(
     size = _size(input_size)
     device = torch.device(device)
     augment = is_training and not no_aug
+    if augment_at not in ("auto", "decode", "device"):
+        raise ValueError(f"augment_at must be 'auto', 'decode' or 'device', got {augment_at!r}")
+    at_decode = augment_at == "decode" or (augment_at == "auto" and device.type != "cuda")
+    auto_augment = auto_augment or None
+    policy = _policy(auto_augment, size, mean, interpolation, at_decode) if augment else None
+    if auto_augment and "3a" not in auto_augment:
+        color_jitter = None  # timm turns colour jitter off under --aa (but for 3-Augment)
+    jitter = None
+    if augment and color_jitter:
+        jitter = (float(color_jitter),) * 3 if isinstance(color_jitter, (int, float)) else tuple(color_jitter)[:3]
     if augment:
-        dataset.transform = RandomResizedCrop(size, tuple(scale or (0.08, 1.0)),
-                                              tuple(ratio or (3. / 4., 4. / 3.)))
+        crop = RandomResizedCrop(size, tuple(scale or (0.08, 1.0)), tuple(ratio or (3. / 4., 4. / 3.)))
+        dataset.transform = crop
     else:
         if size[0] != size[1]:  # timm keeps the aspect ratio then (ResizeKeepRatio), which is not reproduced here
             raise ValueError(f"evaluation at a non-square input_size {size} is not supported; use a square size")
         dataset.transform = ResizeCenterCrop(math.floor(size[0] / (crop_pct or _DEFAULT_CROP_PCT)), size)
     steps: list[Any] = []
-    if augment and hflip > 0:
-        steps.append(RandomHorizontalFlip(hflip))
-    if augment and color_jitter:
-        jitter = (float(color_jitter),) * 3 if isinstance(color_jitter, (int, float)) else tuple(color_jitter)[:3]
-        steps.append(ColorJitter(*jitter))
-    steps.append(Normalize(mean, std, dtype=img_dtype))
-    if augment and re_prob > 0:
-        steps.append(RandomErasing(re_prob, mode=re_mode, max_count=re_count))
+    if augment and at_decode:  # the recipe in the workers, in timm's order; the device only normalizes
+        recipe: list[Any] = [crop]
+        if hflip > 0:
+            recipe.append(decode_transforms.RandomHorizontalFlip(hflip))
+        recipe += [policy] if policy is not None else []
+        recipe += [decode_transforms.ColorJitter(*jitter)] if jitter else []
+        if re_prob > 0:
+            recipe.append(decode_transforms.RandomErasing(re_prob, mode=re_mode, max_count=re_count, mean=mean,
+                                                          std=std))
+        dataset.transform = DecodeCompose(recipe)
+        steps.append(Normalize(mean, std, dtype=img_dtype))
+    else:
+        if augment and hflip > 0:
+            steps.append(RandomHorizontalFlip(hflip))
+        if policy is not None:
+            steps.append(policy)
+        if jitter:
+            steps.append(ColorJitter(*jitter))
+        steps.append(Normalize(mean, std, dtype=img_dtype))
+        if augment and re_prob > 0:
+            steps.append(RandomErasing(re_prob, mode=re_mode, max_count=re_count))
     if distributed:
         sampler = DistributedSampler(dataset, seed=seed) if is_training else EvalSampler(dataset)
         shuffle, generator = None, None
@@ -162,7 +203,7 @@ _UNSUPPORTED = {
     "--resplit": ("re_split", (False,)), "--train-crop-mode": ("train_crop_mode", (None, "rrc")),
     "--vflip": ("vflip", (None, 0)), "--color-jitter-prob": ("color_jitter_prob", (None,)),
     "--grayscale-prob": ("grayscale_prob", (None, 0)), "--gaussian-blur-prob": ("gaussian_blur_prob", (None, 0)),
-    "--aa": ("auto_augment", (None, "")), "--aug-repeats": ("num_aug_repeats", (0,)),
+    "--aug-repeats": ("num_aug_repeats", (0,)),
     "--aug-splits": ("num_aug_splits", (0,)), "(crop_mode)": ("crop_mode", (None, "center")),
     "(crop_border_pixels)": ("crop_border_pixels", (None,)), "(tf_preprocessing)": ("tf_preprocessing", (False,)),
     "--train-img-sizes": ("input_size_choices", (None,)), "--train-batch-sizes": ("batch_size_choices", (None,)),
@@ -178,6 +219,29 @@ def _refuse(options: dict[str, Any], collate_fn: Callable | None) -> None:
         if name in options and options[name] not in allowed:
             raise ValueError(f"{name}={options[name]!r} ({flag}) is not reproduced by fastdata's timm loader; "
                              "leave it at timm's default")
+
+
+def _policy(auto_augment: str | None, size: tuple[int, int], mean: Sequence[float], interpolation: str,
+            at_decode: bool) -> Any:
+    """timm's ``--aa`` policy, built as timm's ``transforms_imagenet_train`` builds it (fill = the mean colour,
+    translations relative to the size), at decode time or batched for the device; None without one."""
+    if auto_augment is None:
+        return None
+    if not isinstance(auto_augment, str) or not (auto_augment.startswith("rand") or auto_augment == "3a"):
+        raise ValueError(f"auto_augment={auto_augment!r} (--aa) is not reproduced by fastdata's timm loader; it "
+                         "runs timm's RandAugment ('rand-m9-mstd0.5-inc1', ...) and '3a'")
+    if interpolation not in ("random", "bilinear", "bicubic", "nearest"):
+        raise ValueError(f"interpolation={interpolation!r} (--train-interpolation) is not reproduced with --aa; use "
+                         "random, bilinear, bicubic or nearest")
+    if auto_augment == "3a":
+        if not at_decode:
+            raise ValueError("auto_augment='3a' (--aa 3a) runs at decode time only; pass augment_at='decode'")
+        return decode_transforms.ThreeAugment(color_jitter=0.0)  # timm's 3a: its colour jitter follows it
+    if not at_decode:
+        return device_transforms.RandAugment.from_config(auto_augment)
+    return decode_transforms.RandAugment.from_config(
+        auto_augment, fill=tuple(min(255, round(255 * x)) for x in mean), interpolation=interpolation,
+        translate_const=int(min(size) * 0.45))
 
 
 def _size(input_size: int | Sequence[int]) -> tuple[int, int]:

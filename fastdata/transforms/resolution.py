@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from fastdata.transforms.base import DecodeTransform, _pair
+from fastdata.transforms.compose import DecodeCompose
 from fastdata.transforms.crop import RandomResizedCrop, ResizeCenterCrop
 
 __all__ = ["SizedBatch", "check_size", "ramp", "tag_batches", "transform_at", "transform_for"]
@@ -54,12 +55,15 @@ def transform_at(transform: DecodeTransform, size: tuple[int, int]) -> DecodeTra
 
     Raises:
         TypeError: the transform has no size to change (only ``RandomResizedCrop`` and
-            ``ResizeCenterCrop`` and their subclasses do).
+            ``ResizeCenterCrop`` and their subclasses do, and a ``DecodeCompose`` that starts with one).
     """
     if getattr(transform, "output_size", None) == size:
         return transform
     cache = transform.__dict__.setdefault("_at_sizes", {})
     if size in cache:
+        return cache[size]
+    if isinstance(transform, DecodeCompose):  # the crop at that size, the same augmentations after it
+        cache[size] = DecodeCompose([transform_at(transform.crop, size), *transform.augments])
         return cache[size]
     if not isinstance(transform, (RandomResizedCrop, ResizeCenterCrop)):
         raise TypeError(f"{type(transform).__name__} has no crop size to change; set_resolution works with "

@@ -99,13 +99,65 @@ def test_evaluation_is_a_normalized_center_crop(pack):
 
 
 @pytest.mark.parametrize("change, flag", [
-    (dict(auto_augment="rand-m9-mstd0.5"), "--aa"), (dict(num_aug_splits=3), "--aug-splits"),
+    (dict(auto_augment="augmix-m5-w4-d2"), "--aa"), (dict(auto_augment="v0"), "--aa"),
+    (dict(auto_augment="3a", augment_at="device"), "augment_at='decode'"),
+    (dict(auto_augment="rand-m9", interpolation="lanczos"), "--train-interpolation"),
+    (dict(augment_at="gpu"), "augment_at"), (dict(num_aug_splits=3), "--aug-splits"),
     (dict(collate_fn=lambda batch: batch), "--mixup"), (dict(input_size_choices=[(3, 8, 8)]), "--train-img-sizes"),
 ])
 def test_a_recipe_fastdata_does_not_reproduce_is_refused(pack, change, flag):
     dataset = create_dataset("", root=pack, split="train", **_dataset_kwargs(True))
     with pytest.raises(ValueError, match=flag):
         create_loader(dataset, **dict(_loader_kwargs(True), **change))
+
+
+def test_auto_augment_runs_in_the_workers_without_a_cuda_device(pack):
+    """train.py's --aa rand-m9-mstd0.5-inc1 --reprob 0.25 on a CPU: flip, timm's RandAugment and random erasing on
+    the uint8 crop in the workers (timm's order), colour jitter off (as timm turns it off under --aa); the prefetcher
+    only normalizes."""
+    from fastdata import transforms as T
+    from fastdata.gpu_transforms import Normalize
+
+    dataset = create_dataset("", root=pack, split="train", **_dataset_kwargs(True))
+    loader = create_loader(dataset, **dict(_loader_kwargs(True), auto_augment="rand-m9-mstd0.5-inc1"))
+    transform = loader.dataset.transform
+    assert isinstance(transform, T.DecodeCompose)
+    assert [type(t) for t in transform.transforms] == [T.RandomResizedCrop, T.RandomHorizontalFlip,
+                                                       T.TimmRandAugment, T.RandomErasing]
+    policy, erasing = transform.transforms[2], transform.transforms[3]
+    assert (policy.magnitude, policy.magnitude_std, policy.increasing, policy.interpolation) == (9, 0.5, True, "random")
+    assert policy.fill == tuple(round(255 * m) for m in MEAN) and policy.hparams["translate_const"] == int(CROP * 0.45)
+    assert (erasing.probability, erasing.mode, erasing.mean, erasing.std) == (0.25, "pixel", MEAN, STD)
+    assert [type(t) for t in loader.prefetcher.transform.transforms] == [Normalize]
+    images, labels = next(iter(loader))
+    assert images.shape == (8, 3, CROP, CROP) and images.dtype == torch.float32 and torch.isfinite(images).all()
+
+    def run(num_workers):
+        torch.manual_seed(0)
+        dataset = create_dataset("", root=pack, split="train", **_dataset_kwargs(True))
+        kwargs = dict(_loader_kwargs(True, num_workers=num_workers), auto_augment="rand-m9-mstd0.5-inc1")
+        return [(images.clone(), labels.clone()) for images, labels in create_loader(dataset, **kwargs)]
+
+    one, two = run(0), run(2)
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(one, two))
+
+
+def test_augment_at_picks_where_the_recipe_runs(pack):
+    from fastdata import gpu_transforms as G
+    from fastdata import transforms as T
+
+    dataset = create_dataset("", root=pack, split="train", **_dataset_kwargs(True))
+    device = create_loader(dataset, **dict(_loader_kwargs(True), auto_augment="rand-m9-mstd0.5-inc1",
+                                           augment_at="device"))
+    assert isinstance(device.dataset.transform, T.RandomResizedCrop)
+    assert [type(t) for t in device.prefetcher.transform.transforms] == [G.RandomHorizontalFlip, G.RandAugment,
+                                                                          G.Normalize, G.RandomErasing]
+    three = create_loader(dataset, **dict(_loader_kwargs(True), auto_augment="3a"))  # jitter kept, as timm
+    assert [type(t) for t in three.dataset.transform.augments] == [T.RandomHorizontalFlip, T.ThreeAugment,
+                                                                    T.ColorJitter, T.RandomErasing]
+    plain = create_loader(dataset, **dict(_loader_kwargs(True), augment_at="decode"))
+    assert [type(t) for t in plain.dataset.transform.augments] == [T.RandomHorizontalFlip, T.ColorJitter,
+                                                                    T.RandomErasing]
 
 
 def test_create_dataset_says_what_is_wrong(pack, tmp_path):
