@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import struct
-from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,20 +154,33 @@ class _Walker:
 
     def run(self, classify: Classify, kinds: int) -> LMDBIndex:
         root, depth, entries = self._meta()
-        found = [_Found() for _ in range(kinds)]
-        others = 0
-        total = 0
-        if root is not None:
-            for key, offset, size, overflow in self._walk(root, depth):
-                total += 1
+        found: list[list[tuple[int, int, int, bool]]] = [[] for _ in range(kinds)]  # dropped once arranged
+        total = others = 0
+        for page, pgno in self._leaves(root, depth) if root is not None else ():
+            for offset in self._nodes(page, pgno):
+                key, where, size, overflow = self._leaf_value(page, pgno, offset)
                 kind, number = classify(key)
                 if kind < 0:
                     others += 1
                 else:
-                    found[kind].add(number, offset, size, overflow)
+                    found[kind].append((number, where, size, overflow))
+                total += 1
         if total != entries:
             raise self.fail(f"the tree holds {total} values, its meta page says {entries}")
-        return LMDBIndex(self.page_size, self.file_size, tuple(f.located(self) for f in found), entries, others)
+        return LMDBIndex(self.page_size, self.file_size, tuple(self._located(f) for f in found), entries, others)
+
+    def _located(self, found: list[tuple[int, int, int, bool]]) -> Located:
+        """The values of one kind as compact arrays in number order (numbers kept only when not ``0 .. n - 1``)."""
+        table = np.array(found, dtype=np.int64).reshape(-1, 4)
+        if len(table) > 1 and not bool((table[1:, 0] > table[:-1, 0]).all()):  # not in key order: sort them
+            table = table[np.argsort(table[:, 0], kind="stable")]
+            twice = np.flatnonzero(table[1:, 0] == table[:-1, 0])
+            if len(twice):
+                raise self.fail(f"key number {int(table[twice[0], 0])} is stored twice")
+        numbers = table[:, 0]
+        whole = len(numbers) == 0 or (int(numbers[0]) == 0 and int(numbers[-1]) == len(numbers) - 1)
+        return Located(None if whole else numbers.copy(), table[:, 1].copy(), table[:, 2].astype(np.uint32),
+                       table[:, 3].astype(np.bool_))
 
     def _meta(self) -> tuple[int | None, int, int]:
         """The main database's root page, depth and entry count from the newer sound meta page."""
@@ -224,8 +236,8 @@ class _Walker:
                 raise self.fail(f"page {pgno} points at byte {offset} for a node")
         return offsets
 
-    def _walk(self, root: int, depth: int) -> Iterator[tuple[bytes, int, int, bool]]:
-        """``(key, offset, length, overflow)`` of every value, in key order, every page checked before it is used."""
+    def _leaves(self, root: int, depth: int) -> Iterator[tuple[bytes, int]]:
+        """Every leaf page (and its number) in key order, every page checked before it is used."""
         seen: set[int] = set()
         stack = [(root, 1)]
         while stack:
@@ -241,8 +253,7 @@ class _Walker:
                 children = [self._child(page, pgno, offset) for offset in self._nodes(page, pgno)]
                 stack.extend((child, level + 1) for child in reversed(children))
             elif kind == _P_LEAF:
-                for offset in self._nodes(page, pgno):
-                    yield self._leaf_value(page, pgno, offset)
+                yield page, pgno
             else:
                 raise self.fail(f"page {pgno} at the tree's last level {depth} is not a leaf page")
 
@@ -271,35 +282,3 @@ class _Walker:
         if not 2 <= first or first * self.page_size + _PAGE_HEADER + size > self.file_size:
             raise self.fail(f"a {size}-byte value at overflow page {first} (from page {pgno}) runs past the file")
         return key, first * self.page_size + _PAGE_HEADER, size, True
-
-
-class _Found:
-    """The values of one kind as the walk finds them: compact arrays that grow (a few bytes per value)."""
-
-    def __init__(self) -> None:
-        self.numbers, self.offsets = array("q"), array("q")
-        self.lengths, self.overflow = array("I"), array("b")
-
-    def add(self, number: int, offset: int, size: int, overflow: bool) -> None:
-        self.numbers.append(number)
-        self.offsets.append(offset)
-        self.lengths.append(size)
-        self.overflow.append(overflow)
-
-    def located(self, walker: _Walker) -> Located:
-        numbers = np.frombuffer(self.numbers, dtype=np.int64) if self.numbers else np.zeros(0, np.int64)
-        order = None
-        if len(numbers) > 1 and not bool((numbers[1:] > numbers[:-1]).all()):  # not in key order: sort them
-            order = np.argsort(numbers, kind="stable")
-            numbers = numbers[order]
-            twice = np.flatnonzero(numbers[1:] == numbers[:-1])
-            if len(twice):
-                raise walker.fail(f"key number {int(numbers[twice[0]])} is stored twice")
-
-        def arranged(values: array, dtype: type) -> np.ndarray:
-            out = np.frombuffer(values, dtype=dtype) if len(values) else np.zeros(0, dtype)
-            return (out[order] if order is not None else out).copy()  # a copy: the array.array buffer goes away
-
-        whole = len(numbers) == 0 or (int(numbers[0]) == 0 and int(numbers[-1]) == len(numbers) - 1)
-        return Located(None if whole else numbers.copy(), arranged(self.offsets, np.int64),
-                       arranged(self.lengths, np.uint32), arranged(self.overflow, np.int8).view(np.bool_))

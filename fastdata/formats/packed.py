@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,9 +45,28 @@ from fastdata.formats.files import FileIdentity, resolve_inside, stat_regular
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.formats.targets import MappedTargets, map_targets
 
-__all__ = ["MIN_RECORD_BYTES", "OpenedPack", "open_pack"]
+__all__ = ["MIN_RECORD_BYTES", "OpenedPack", "ShardPaths", "open_pack"]
 
 MIN_RECORD_BYTES = 16  # the smallest record either format can store (TFRecord framing alone is 16 bytes)
+
+
+class ShardPaths(Sequence[str]):
+    """Every shard's resolved path, as ``str``: the folder and the manifest's own names (the same ``str`` objects,
+    so pickled once with the manifest), and whole paths only for the few shards that resolve elsewhere inside the
+    folder (a symlink, a sub-folder). A numpy array of the paths would pickle 4 bytes a character a shard.
+    """
+
+    def __init__(self, root: Path, names: list[str], elsewhere: dict[int, str]) -> None:
+        self.root, self.names, self.elsewhere = str(root), names, elsewhere
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, shard):  # type: ignore[override]
+        if isinstance(shard, slice):
+            return [self[k] for k in range(*shard.indices(len(self)))]
+        shard = range(len(self.names))[shard]  # an IndexError for a shard that is not there
+        return self.elsewhere.get(shard) or f"{self.root}/{self.names[shard]}"
 
 
 @dataclass
@@ -68,7 +88,7 @@ class OpenedPack:
     root: Path
     manifest: Manifest
     labels: MappedTargets
-    shard_paths: np.ndarray
+    shard_paths: ShardPaths
     counts: np.ndarray
     manifest_identity: FileIdentity
     shard_identities: np.ndarray
@@ -173,21 +193,23 @@ def open_pack(root: str | os.PathLike, *, shards_here: bool = True) -> OpenedPac
     before = _identity(base / MANIFEST_NAME)
     manifest = Manifest.load(base)
     storage = get_format(manifest.format)
-    paths, identities = [], []
-    for shard in manifest.shards:  # O(1) and no read per shard: every count is proven by its shard at first use
+    elsewhere, identities = {}, []
+    for number, shard in enumerate(manifest.shards):  # one lstat each, no read: a shard's count is proven at first use
         path, st = _shard_here(base, shard.path) if shards_here else (resolve_inside(base, shard.path), None)
         if shard.num_samples > shard.nbytes // MIN_RECORD_BYTES:
             raise CorruptRecordError(path, None, f"cannot hold the {shard.num_samples} records the manifest claims")
         storage.check_declared(base, shard)
         if st is not None:
             st = stat_regular(path, nbytes=shard.nbytes) if stat.S_ISLNK(st.st_mode) else _checked(st, path, shard)
-        paths.append(str(path))
+        if str(path) != f"{base}/{shard.path}":
+            elsewhere[number] = str(path)
         identities.append((st.st_dev, st.st_ino, st.st_mtime_ns) if st is not None else (0, 0, 0))
     labels = map_targets(manifest, _existing(base, manifest.targets))
     if _identity(base / MANIFEST_NAME) != before:
         raise DatasetChangedError(_changed(base, "its manifest.json was replaced while it was being opened"))
     return OpenedPack(
-        root=base, manifest=manifest, labels=labels, shard_paths=np.array(paths, dtype=str),
+        root=base, manifest=manifest, labels=labels,
+        shard_paths=ShardPaths(base, [s.path for s in manifest.shards], elsewhere),
         counts=np.array([s.num_samples for s in manifest.shards], dtype=np.int64), manifest_identity=before,
         shard_identities=np.array(identities, dtype=np.uint64).reshape(-1, 3), shards_here=shards_here,
     )
