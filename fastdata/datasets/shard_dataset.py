@@ -34,13 +34,14 @@ class ShardDataset(ShardSource, Dataset):
     decode-time transform from :mod:`fastdata.transforms` (e.g. ``RandomResizedCrop(224)``) gets
     the encoded bytes and can decode at a reduced DCT scale; any other callable (a torchvision
     transform, say) gets the decoded array. Shard readers are opened lazily in each process,
-    so the dataset pickles and works with fork and spawn DataLoader workers, and any number of
-    instances over the same files work side by side in any process. The index lives in numpy
-    arrays, so worker memory does not grow through copy-on-read.
+    so the dataset pickles and works with fork, spawn and forkserver DataLoader workers, and any number of
+    instances over the same files work side by side in any process. Nothing per sample is copied into a
+    process: ``targets.npy`` is mapped read-only (shared pages), a record's place comes from its shard
+    where a process first reads it, and the pickled dataset's size depends on the shards, not the samples.
 
-    Nothing is served unchecked (packed datasets): opening checks every file the manifest names
-    (inside the folder, regular, of the recorded size; ``targets.npy`` against its checksum and
-    counts); every read checks the record (TFRecord framing CRCs, LMDB per-record CRC32C) and its label. A failed check raises :class:`~fastdata.formats.base.CorruptRecordError`
+    Nothing is served unchecked (packed datasets): opening checks every shard the manifest names
+    (inside the folder, regular, of the recorded size; one ``lstat`` each) and ``targets.npy`` (checksum,
+    count, labels); a shard's own count and index are checked where a process first reads it; every read checks the record (TFRecord framing CRCs, LMDB per-record CRC32C) and its label. A failed check raises :class:`~fastdata.formats.base.CorruptRecordError`
     naming the shard, record, sample and the ``fastdata verify`` to run. A shard opened after the
     dataset was re-packed raises :class:`~fastdata.formats.base.DatasetChangedError` instead of
     mixing two packs; shards already open keep reading the files they opened.
@@ -82,7 +83,8 @@ class ShardDataset(ShardSource, Dataset):
         ValueError: the manifest is malformed (one line naming the field), or ``cache_limit`` is not a size
             (or below the minimum).
         CorruptRecordError: a file the manifest names is outside the folder, not a regular file,
-            of the wrong size or checksum, or disagrees with the manifest's counts.
+            of the wrong size or checksum, or disagrees with the manifest's counts (a shard's own count
+            and ``.idx``: raised by the first read of that shard, naming the file).
 
     Example::
 
@@ -177,6 +179,7 @@ class ShardDataset(ShardSource, Dataset):
                 from ``targets.npy``); the message names the shard, the record and the ``fastdata
                 verify`` to run.
             DatasetChangedError: the dataset's files were replaced after this dataset opened them.
+            FileNotFoundError: the shard's ``.idx`` (read where a process first reads the shard) is missing.
         """
         n = len(self)
         if not -n <= index < n:

@@ -43,6 +43,7 @@ from fastdata.formats import get_format
 from fastdata.formats.errors import CorruptRecordError, DatasetChangedError
 from fastdata.formats.files import FileIdentity, resolve_inside, stat_regular
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
+from fastdata.formats.manifest_entries import ShardInfo
 from fastdata.formats.targets import MappedTargets, map_targets
 
 __all__ = ["MIN_RECORD_BYTES", "OpenedPack", "ShardPaths", "open_pack"]
@@ -235,7 +236,7 @@ def _shard_here(root: Path, rel: str) -> tuple[Path, os.stat_result]:
     return path, st
 
 
-def _checked(st: os.stat_result, path: Path, shard) -> os.stat_result:
+def _checked(st: os.stat_result, path: Path, shard: ShardInfo) -> os.stat_result:
     """``stat_regular``'s checks on an ``lstat`` already made (of a path that is not a symlink)."""
     if not stat.S_ISREG(st.st_mode) or st.st_size != shard.nbytes:
         return stat_regular(path, nbytes=shard.nbytes)  # raises with stat_regular's message
