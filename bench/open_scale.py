@@ -9,7 +9,10 @@ fresh process per format and measurement round:
 - ``pickle B``: ``len(pickle.dumps(dataset))`` (what every spawn/forkserver worker receives);
 - ``open MB``: RSS added by the open (``VmRSS`` after minus before, after the imports);
 - ``reader B/rec``: for ``--read-shards K``, Python-heap bytes (tracemalloc) still held after reading every record of
-  K shards, per record read (the per-shard readers and indexes a worker keeps while those shards are open).
+  K shards, per record read (the per-shard readers and indexes a worker keeps while those shards are open);
+- ``first batch s`` and ``worker PSS MB``: ``DataLoaderX(ShardDataset(root, transform=RandomResizedCrop(32)),
+  batch_size=256, shuffle=True, num_workers=2, multiprocessing_context=--context)``: time from ``iter()`` to the
+  first batch, and the mean PSS of a worker after ``--batches`` batches (random samples: every shard is opened).
 
 Usage::
 
@@ -56,8 +59,27 @@ MEASURE = textwrap.dedent("""
                 records += 1
         per_record = (tracemalloc.get_traced_memory()[0] - before) / max(records, 1)
         tracemalloc.stop()
+    first = pss = None
+    batches, context = int(sys.argv[3]), sys.argv[4]
+    if batches:
+        import psutil
+        from fastdata.loader.collate import fast_collate
+        from fastdata.loader.dataloader import DataLoaderX
+        from fastdata.transforms import RandomResizedCrop
+
+        loader = DataLoaderX(ShardDataset(root, transform=RandomResizedCrop(32)), batch_size=256, shuffle=True,
+                             num_workers=2, collate_fn=fast_collate, multiprocessing_context=context, pin_memory=False)
+        t0 = time.perf_counter()
+        it = iter(loader)
+        next(it)
+        first = time.perf_counter() - t0
+        for _ in range(batches - 1):
+            next(it)
+        workers = psutil.Process().children(recursive=True)
+        pss = sum(w.memory_full_info().pss for w in workers) / max(len(workers), 1) / 2**20
+        del it
     print(json.dumps({"open_s": opened, "pickle_bytes": size, "open_rss_mb": added, "reader_bytes_per_record": per_record,
-                      "samples": len(ds)}))
+                      "samples": len(ds), "first_batch_s": first, "worker_pss_mb": pss}))
 """)
 
 
@@ -104,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-shard", type=int, default=1000)
     parser.add_argument("--formats", nargs="+", default=["tfrecord", "lmdb"], choices=["tfrecord", "lmdb"])
     parser.add_argument("--read-shards", type=int, default=20, help="shards read to the end for reader memory (0: none)")
+    parser.add_argument("--batches", type=int, default=0, help="loader batches for first-batch time and PSS (0: none)")
+    parser.add_argument("--context", default="fork", choices=["fork", "spawn", "forkserver"], help="workers' start method")
     parser.add_argument("--rounds", type=int, default=3, help="fresh processes per format (the median is shown)")
     parser.add_argument("--cache", type=Path, default=ROOT / "data" / "open-scale", help="where the packs are kept")
     parser.add_argument("--json", type=Path, default=None, help="write the results here too")
@@ -115,14 +139,17 @@ def main(argv: list[str] | None = None) -> int:
         built = time.perf_counter() - t0
         runs = []
         for _ in range(args.rounds):
-            done = subprocess.run([sys.executable, "-c", MEASURE, str(root), str(args.read_shards)], cwd=ROOT,
+            done = subprocess.run([sys.executable, "-c", MEASURE, str(root), str(args.read_shards), str(args.batches),
+                                   args.context], cwd=ROOT,
                                   capture_output=True, text=True, check=True)
             runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
         median = {k: sorted(r[k] for r in runs)[len(runs) // 2] if runs[0][k] is not None else None for k in runs[0]}
         results[fmt] = median
         print(f"{fmt:9s} {median['samples']:>9d} samples, {args.shards} shards (built in {built:.0f} s): "
               f"open {median['open_s']:.2f} s, pickle {median['pickle_bytes']:,} B, open RSS +{median['open_rss_mb']:.1f} MB"
-              + (f", reader {median['reader_bytes_per_record']:.0f} B/record" if args.read_shards else ""))
+              + (f", reader {median['reader_bytes_per_record']:.0f} B/record" if args.read_shards else "")
+              + (f", first batch {median['first_batch_s']:.2f} s, worker PSS {median['worker_pss_mb']:.0f} MB after "
+                 f"{args.batches} batches ({args.context})" if args.batches else ""))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0

@@ -116,7 +116,7 @@ class LMDBIndex:
         return raw[_PAGE_HEADER:]
 
 
-Classify = Callable[[bytes], "tuple[int, int]"]
+Classify = Callable[[list[bytes]], "tuple[np.ndarray, np.ndarray]"]  # keys -> (kind of each, number of each)
 
 
 def index_values(fd: int, file_size: int, path: str | os.PathLike, classify: Classify, kinds: int) -> LMDBIndex:
@@ -126,8 +126,8 @@ def index_values(fd: int, file_size: int, path: str | os.PathLike, classify: Cla
         fd: a descriptor of the file, open for reading.
         file_size: its size (from ``fstat``).
         path: its name, for error messages.
-        classify: ``key -> (kind, number)``, ``kind`` in ``range(kinds)``, or -1 for a key of no kind (counted in
-            ``others``, not located).
+        classify: every key (in tree order) → the kind of each (an int array, ``range(kinds)``, or -1 for a key of
+            no kind: counted in ``others``, not located) and its number (an int64 array).
         kinds: how many kinds ``classify`` gives.
 
     Raises:
@@ -154,33 +154,31 @@ class _Walker:
 
     def run(self, classify: Classify, kinds: int) -> LMDBIndex:
         root, depth, entries = self._meta()
-        found: list[list[tuple[int, int, int, bool]]] = [[] for _ in range(kinds)]  # dropped once arranged
-        total = others = 0
+        keys: list[bytes] = []
+        places: list[int] = []  # offset, length, overflow of each value in turn (dropped once arranged)
         for page, pgno in self._leaves(root, depth) if root is not None else ():
             for offset in self._nodes(page, pgno):
                 key, where, size, overflow = self._leaf_value(page, pgno, offset)
-                kind, number = classify(key)
-                if kind < 0:
-                    others += 1
-                else:
-                    found[kind].append((number, where, size, overflow))
-                total += 1
-        if total != entries:
-            raise self.fail(f"the tree holds {total} values, its meta page says {entries}")
-        return LMDBIndex(self.page_size, self.file_size, tuple(self._located(f) for f in found), entries, others)
+                keys.append(key)
+                places += (where, size, overflow)
+        if len(keys) != entries:
+            raise self.fail(f"the tree holds {len(keys)} values, its meta page says {entries}")
+        kind, numbers = classify(keys)
+        table = np.array(places, dtype=np.int64).reshape(-1, 3)
+        located = tuple(self._located(numbers[kind == k], table[kind == k]) for k in range(kinds))
+        return LMDBIndex(self.page_size, self.file_size, located, entries, int((kind < 0).sum()))
 
-    def _located(self, found: list[tuple[int, int, int, bool]]) -> Located:
+    def _located(self, numbers: np.ndarray, table: np.ndarray) -> Located:
         """The values of one kind as compact arrays in number order (numbers kept only when not ``0 .. n - 1``)."""
-        table = np.array(found, dtype=np.int64).reshape(-1, 4)
-        if len(table) > 1 and not bool((table[1:, 0] > table[:-1, 0]).all()):  # not in key order: sort them
-            table = table[np.argsort(table[:, 0], kind="stable")]
-            twice = np.flatnonzero(table[1:, 0] == table[:-1, 0])
+        if len(numbers) > 1 and not bool((numbers[1:] > numbers[:-1]).all()):  # not in key order: sort them
+            order = np.argsort(numbers, kind="stable")
+            numbers, table = numbers[order], table[order]
+            twice = np.flatnonzero(numbers[1:] == numbers[:-1])
             if len(twice):
-                raise self.fail(f"key number {int(table[twice[0], 0])} is stored twice")
-        numbers = table[:, 0]
+                raise self.fail(f"key number {int(numbers[twice[0]])} is stored twice")
         whole = len(numbers) == 0 or (int(numbers[0]) == 0 and int(numbers[-1]) == len(numbers) - 1)
-        return Located(None if whole else numbers.copy(), table[:, 1].copy(), table[:, 2].astype(np.uint32),
-                       table[:, 3].astype(np.bool_))
+        return Located(None if whole else numbers.copy(), table[:, 0].copy(), table[:, 1].astype(np.uint32),
+                       table[:, 2].astype(np.bool_))
 
     def _meta(self) -> tuple[int | None, int, int]:
         """The main database's root page, depth and entry count from the newer sound meta page."""

@@ -31,13 +31,12 @@ from fastdata._util.fs import file_crc32c, publish, tmp_path
 from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase, ShardWriterBase, StorageFormat
 from fastdata.formats.example import ImageRecord, encode_fields, parse_features
 from fastdata.formats.files import FileIdentity, crc32c_hex, open_regular, resolve_inside
+from fastdata.formats.lmdb_keys import FIELDS, FIELDS_SUFFIX, META, META_KEY, RECORD, classify, sample_key
 from fastdata.formats.lmdb_pages import LMDBIndex, index_values
 from fastdata.formats.manifest_entries import ShardInfo
 
 __all__ = ["LMDBFormat", "LMDBShardReader", "LMDBShardWriter", "META_KEY", "parse_meta", "sample_key"]
 
-META_KEY = b"__meta__"
-FIELDS_SUFFIX = b".fields"  # sample j's fields (a serialized tf.train.Example) are under sample_key(j) + this
 # The writer's memory map starts small and grows with the data (reserving 1 TiB up front fails
 # under an address-space limit, `ulimit -v`, common on clusters). Growing means committing the
 # open transaction, so the map is doubled whenever a worst-case estimate of the bytes written
@@ -45,13 +44,6 @@ FIELDS_SUFFIX = b".fields"  # sample j's fields (a serialized tf.train.Example) 
 _INITIAL_MAP_SIZE = 16 << 20
 _MAP_SLACK = 1 << 20
 _PER_RECORD = ("labels", "filenames", "heights", "widths", "formats", "crc32c", "class_names")
-RECORD, FIELDS, META = 0, 1, 2  # the kinds of key a shard holds (lmdb_pages locates each kind's values by number)
-_MAX_DIGITS = 18  # a key number that fits an int64
-
-
-def sample_key(j: int) -> bytes:
-    """The key of sample ``j`` within its shard."""
-    return f"{j:08d}".encode()
 
 
 class LMDBShardWriter(ShardWriterBase):
@@ -153,7 +145,7 @@ def parse_meta(raw: bytes, path: str | os.PathLike) -> dict:
 
 def _int_array(values: list, dtype: type, path: str | os.PathLike, key: str) -> np.ndarray:
     """The integers of a ``__meta__`` list as a numpy array; each must be an int that fits ``dtype``."""
-    if not all(type(v) is int for v in values):
+    if not set(map(type, values)) <= {int}:  # bool is an int too, but not a label or a checksum
         raise CorruptRecordError(path, None, f"its __meta__ record's {key} are not all integers")
     info = np.iinfo(dtype)
     if values and (min(values) < info.min or max(values) > info.max):
@@ -225,22 +217,10 @@ class LMDBShardReader(ShardReaderBase):
             raise CorruptRecordError(self.path, position, str(exc)) from None
 
 
-def _classify(key: bytes) -> tuple[int, int]:
-    """The kind and number of a shard's key: ``sample_key(j)`` → (RECORD, j), its fields' key → (FIELDS, j),
-    ``__meta__`` → (META, 0); any other key, or a number not spelled as the writer spells it, → (-1, 0)."""
-    digits, kind = key, RECORD
-    if key.endswith(FIELDS_SUFFIX):
-        digits, kind = key[: -len(FIELDS_SUFFIX)], FIELDS
-    if digits.isdigit() and len(digits) <= _MAX_DIGITS:
-        number = int(digits)
-        return (kind, number) if digits == b"%08d" % number else (-1, 0)
-    return (META, 0) if key == META_KEY else (-1, 0)
-
-
 def locate_values(fd: int, file_size: int, path: str | os.PathLike) -> LMDBIndex:
     """Where each record, fields record and ``__meta__`` lies: compact arrays by record number, from the checked walk
     of :mod:`~fastdata.formats.lmdb_pages` (which raises CorruptRecordError for a damaged or foreign file)."""
-    return index_values(fd, file_size, path, _classify, 3)
+    return index_values(fd, file_size, path, classify, 3)
 
 
 def _meta_from(index: LMDBIndex, fd: int, path: Path) -> bytes:
