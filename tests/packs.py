@@ -96,3 +96,34 @@ def open_shard_files(folder: Path) -> dict[int, str]:
         if target.startswith(str(folder.resolve()) + os.sep) and Path(target).name.startswith("shard-"):
             found[int(name)] = Path(target).name
     return found
+
+
+def write_pack(out: Path, fmt: str, shards: int, per_shard: int) -> Path:
+    """A pack of ``shards`` x ``per_shard`` records written straight through the format's shard writers (fast: a few
+    distinct tiny JPEGs repeated, no image folder); record ``n``'s label is ``n % 10``, and its image is
+    ``tiny_jpegs()[n % 7]``. The manifest and ``targets.npy`` are what ``fastdata pack`` writes."""
+    from fastdata.formats import get_format
+    from fastdata.formats.example import ImageRecord
+    from fastdata.formats.files import crc32c_hex
+    from fastdata.formats.targets import encode_targets
+
+    out.mkdir(parents=True, exist_ok=True)
+    jpegs = tiny_jpegs()
+    storage = get_format(fmt)
+    infos = []
+    for k in range(shards):
+        writer = storage.writer(out / f"shard-{k:05d}{storage.suffix}")
+        for n in range(k * per_shard, (k + 1) * per_shard):
+            writer.write(ImageRecord(jpegs[n % 7], n % 10, f"c{n % 10}", f"c{n % 10}/{n}.jpg", "JPEG", 8, 8))
+        infos.append(writer.close(out))
+    data = encode_targets(np.arange(shards * per_shard) % 10)
+    (out / "targets.npy").write_bytes(data)
+    Manifest(format=fmt, classes=[f"c{c}" for c in range(10)], shards=infos, targets="targets.npy",
+             targets_nbytes=len(data), targets_crc32c=crc32c_hex(data)).save(out)
+    return out
+
+
+def tiny_jpegs() -> list[bytes]:
+    """Seven distinct 8x8 JPEGs (the images of :func:`write_pack`)."""
+    rng = np.random.default_rng(0)
+    return [encode(natural_image(rng, 8, 8), "JPEG", quality=80) for _ in range(7)]

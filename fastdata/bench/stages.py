@@ -306,10 +306,11 @@ def _record_names(roots: dict[str, Path], picks: np.ndarray) -> list[str]:
     if "tfrecord" not in roots:
         return []
     pack = open_pack(roots["tfrecord"])
-    shard_of = np.searchsorted(np.cumsum(pack.counts), picks, side="right")
-    readers = {int(s): TFRecordShardReader(Path(pack.shard_paths[s])) for s in np.unique(shard_of)}
-    names = [decode_example(readers[int(s)].read_payload(int(pack.positions[i]), int(pack.sizes[i]))).filename
+    shard_of, starts = np.searchsorted(pack.starts, picks, side="right") - 1, pack.starts
+    readers = {int(s): (TFRecordShardReader(Path(pack.shard_paths[s])), *pack.locate(int(s))) for s in np.unique(shard_of)}
+    names = [decode_example(readers[int(s)][0].read_payload(int(readers[int(s)][1][i - starts[s]]),
+                                                            int(readers[int(s)][2][i - starts[s]]))).filename
              for i, s in zip(picks, shard_of)]
-    for reader in readers.values():
+    for reader, _, _ in readers.values():
         reader.close()
     return names

@@ -35,13 +35,14 @@ class ShardDataset(ShardSource, Dataset):
     decode-time transform from :mod:`fastdata.transforms` (e.g. ``RandomResizedCrop(224)``) gets
     the encoded bytes and can decode at a reduced DCT scale; any other callable (a torchvision
     transform, say) gets the decoded array. Shard readers are opened lazily in each process,
-    so the dataset pickles and works with fork and spawn DataLoader workers, and any number of
-    instances over the same files work side by side in any process. The index lives in numpy
-    arrays, so worker memory does not grow through copy-on-read.
+    so the dataset pickles and works with fork, spawn and forkserver DataLoader workers, and any number of
+    instances over the same files work side by side in any process. Nothing per sample is copied into a
+    process: ``targets.npy`` is mapped read-only (shared pages), a record's place comes from its shard
+    where a process first reads it, and the pickled dataset's size depends on the shards, not the samples.
 
-    Nothing is served unchecked (packed datasets): opening checks every file the manifest names
-    (inside the folder, regular, of the recorded size; ``targets.npy`` against its checksum and
-    counts); every read checks the record (TFRecord framing CRCs, LMDB per-record CRC32C) and its label. A failed check raises :class:`~fastdata.formats.base.CorruptRecordError`
+    Nothing is served unchecked (packed datasets): opening checks every shard the manifest names
+    (inside the folder, regular, of the recorded size; one ``lstat`` each) and ``targets.npy`` (checksum,
+    count, labels); a shard's own count and index are checked where a process first reads it; every read checks the record (TFRecord framing CRCs, LMDB per-record CRC32C) and its label. A failed check raises :class:`~fastdata.formats.base.CorruptRecordError`
     naming the shard, record, sample and the ``fastdata verify`` to run. A shard opened after the
     dataset was re-packed raises :class:`~fastdata.formats.base.DatasetChangedError` instead of
     mixing two packs; shards already open keep reading the files they opened, and a shard closed to
@@ -97,7 +98,8 @@ class ShardDataset(ShardSource, Dataset):
             (or below the minimum), or ``max_open_shards < 1``.
         TypeError: ``max_open_shards`` is not an int or None.
         CorruptRecordError: a file the manifest names is outside the folder, not a regular file,
-            of the wrong size or checksum, or disagrees with the manifest's counts.
+            of the wrong size or checksum, or disagrees with the manifest's counts (a shard's own count
+            and ``.idx``: raised by the first read of that shard, naming the file).
 
     Example::
 
@@ -194,19 +196,23 @@ class ShardDataset(ShardSource, Dataset):
                 from ``targets.npy``); the message names the shard, the record and the ``fastdata
                 verify`` to run.
             DatasetChangedError: the dataset's files were replaced after this dataset opened them.
+            FileNotFoundError: the shard's ``.idx`` (read where a process first reads the shard) is missing.
         """
         n = len(self)
         if not -n <= index < n:
             raise IndexError(f"index {index} is out of range for a dataset of {n} samples")
         index = int(index) % n
         shard = int(np.searchsorted(self._starts, index, side="right")) - 1
-        position = int(self._positions[index])
+        position = index - int(self._starts[shard])  # the record's number in its shard, until located
         try:
             if self._remote is not None:  # a URL: through the node's shard cache
-                data, label = self._remote.read(shard, position, int(self._sizes[index]))
+                position, size = self._locate(shard, position)
+                data, label = self._remote.read(shard, position, size)
             else:
-                data, label = self._reader(shard).read(position, int(self._sizes[index]))
-            if self._stored_targets is not None:
+                reader = self._reader(shard)  # first: a shard replaced since the open says so before its index
+                position, size = self._locate(shard, position)
+                data, label = reader.read(position, size)
+            if self._pack is not None:
                 label = self._checked_label(index, shard, position, label)
         except CorruptRecordError as exc:
             raise exc.with_hint(self._verify_hint(index)) from None
@@ -216,18 +222,19 @@ class ShardDataset(ShardSource, Dataset):
         """The fields (``fields=``) of sample ``index``, typed as the manifest records them (CRC-checked)."""
         index = int(index) % len(self)
         shard = int(np.searchsorted(self._starts, index, side="right")) - 1
-        feature = self._reader(shard).read_fields(int(self._positions[index]), int(self._sizes[index]))
+        reader = self._reader(shard)
+        feature = reader.read_fields(*self._locate(shard, index - int(self._starts[shard])))
         return decode_values(self._field_types, self.fields, feature)
 
     def _checked_label(self, index: int, shard: int, position: int, label: int | None) -> int:
         """The label of a packed sample: ``targets.npy``'s, which must equal the record's own (when it has one)."""
-        packed = int(self._stored_targets[index])
+        packed = int(self._pack.targets[index])
         if label is not None and label != packed:
             raise CorruptRecordError(
                 self._shard_paths[shard], position,
                 f"the record's own label {label} differs from {packed} in {self.manifest.targets} (mixed packs, or damage)",
             )
-        return int(self._targets[index])
+        return packed + self.label_offset
 
     def _verify_hint(self, index: int) -> str:
         if self._root is None:  # third-party TFRecords: there is no manifest to verify against
@@ -258,7 +265,14 @@ class ShardDataset(ShardSource, Dataset):
 
     @property
     def targets(self) -> np.ndarray:
-        """int64 label of every sample (for third-party TFRecords this reads every record once)."""
+        """int64 label of every sample.
+
+        For a pack, a read-only view of its mapped ``targets.npy`` (shared by every process, never copied; a new
+        array when ``label_offset`` is set). For third-party TFRecords this reads every record once.
+        """
+        if self._pack is not None:
+            stored = self._pack.targets
+            return stored + np.int64(self.label_offset) if self.label_offset else np.asarray(stored, dtype=np.int64)
         if self._targets is None:
             self._targets = np.fromiter((self.read(i)[1] for i in range(len(self))), dtype=np.int64, count=len(self))
         return self._targets

@@ -1,7 +1,9 @@
-"""Where a ``ShardDataset``'s records come from: a pack (its manifest, index and labels, every file checked) or
-third-party TFRecord files (indexed, built where missing) opened at construction, and the shard readers each process
-opens lazily (never a parent's after a fork, none pickled, at most ``max_open_shards`` at once, the least recently
-used closed first; a pack's shard only while it is the file the pack was opened with, on every re-open)."""
+"""Where a ``ShardDataset``'s records come from: a pack (its manifest and labels checked, every shard's size) or
+third-party TFRecord files (counted by their indexes, built where missing) opened at construction; each shard's
+record positions (a TFRecord ``.idx``) where a process first reads the shard (:mod:`~fastdata.datasets.record_index`);
+and the shard readers each process opens lazily (never a parent's after a fork, none pickled, at most
+``max_open_shards`` at once, the least recently used closed first; a pack's shard only while it is the file the pack
+was opened with, on every re-open). Nothing per sample is held or pickled but the mapped ``targets.npy``."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from fastdata._util.malloc import pin_mmap_threshold
+from fastdata.datasets.record_index import RecordIndex
 from fastdata.datasets.tfrecord_folder import load_or_build_index
 from fastdata.formats import get_format
 from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase
@@ -37,35 +40,49 @@ class ShardSource:
             pack = open_pack(root, shards_here=shards_here)
         except CorruptRecordError as exc:
             raise exc.with_hint(f"run `fastdata verify {root}`") from None
-        self._pack: OpenedPack | None = pack
+        self._pack: OpenedPack | None = pack  # labels mapped, not copied; nothing per sample besides
         self.manifest: Manifest | None = pack.manifest
         self.format = pack.manifest.format
         self._storage = get_format(self.format)
         self._root = pack.root
         self._shard_paths = pack.shard_paths
-        self._starts = np.concatenate([[0], np.cumsum(pack.counts, dtype=np.int64)]).astype(np.int64)
-        self._positions, self._sizes = pack.positions, pack.sizes
-        self._stored_targets = pack.targets  # as packed, to compare with each record's own label
-        self._targets: np.ndarray | None = pack.targets + self.label_offset if self.label_offset else pack.targets
+        self._starts = pack.starts
+        self._located = RecordIndex()  # TFRecord: each shard's .idx, read where the shard is first read
+        self._targets: np.ndarray | None = None  # third-party TFRecords only (packs: the mapped targets.npy)
         self.classes: list[str] = list(pack.manifest.classes)
 
     def _init_tfrecords(self, paths: list[Path]) -> None:
         self._pack = None
-        self._stored_targets = None
         self.manifest = None
         self.format = "tfrecord"
         self._storage = get_format("tfrecord")
         self._root = None
         self._shard_paths = np.array([str(p) for p in paths])
-        indexes = [load_or_build_index(p) for p in paths]
-        self._set_index([len(i) for i in indexes], [i[:, 0] for i in indexes], [i[:, 1] for i in indexes])
+        self._set_index([len(load_or_build_index(p)) for p in paths])  # the counts; positions again at first use
         self._targets = None
         self.classes = []
 
-    def _set_index(self, counts: Sequence[int], positions: Sequence[np.ndarray], sizes: Sequence[np.ndarray]) -> None:
+    def _set_index(self, counts: Sequence[int]) -> None:
         self._starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
-        self._positions = np.concatenate(positions).astype(np.int64) if len(positions) else np.zeros(0, np.int64)
-        self._sizes = np.concatenate(sizes).astype(np.int64) if len(sizes) else np.zeros(0, np.int64)
+        self._located = RecordIndex()
+
+    def _locate(self, shard: int, record: int) -> tuple[int, int]:
+        """The (position, size) that shard ``shard``'s reader reads record ``record`` of the shard with."""
+        if not self._storage.indexed:
+            return record, 0  # LMDB: the record's number; its reader keeps where each value lies
+        positions, sizes = self._located.get(shard, self._load_positions)
+        return int(positions[record]), int(sizes[record])
+
+    def _load_positions(self, shard: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._pack is not None:
+            return self._pack.locate(shard)  # the .idx, checked against the manifest (errors name it)
+        path = Path(self._shard_paths[shard])
+        index = load_or_build_index(path)
+        expected = int(self._starts[shard + 1] - self._starts[shard])
+        if len(index) != expected:
+            raise CorruptRecordError(path, None, f"lists {len(index)} records by its index, {expected} when this "
+                                                 "dataset opened it (changed since?)")
+        return index[:, 0].copy(), index[:, 1].copy()
 
     # -- per-process readers ----------------------------------------------------------------------
     def _reader(self, shard: int) -> ShardReaderBase:

@@ -82,6 +82,7 @@ class StorageFormat(abc.ABC):
 
     name: str = ""
     suffix: str = ""
+    indexed: bool = True  # record j of a shard is at positions()[j]; False: read(j, 0), no per-record arrays at all
 
     @abc.abstractmethod
     def writer(self, path: Path) -> ShardWriterBase:
@@ -98,16 +99,19 @@ class StorageFormat(abc.ABC):
 
         ``root`` is the resolved dataset folder; any file read must stay inside it and be read
         with a bound (the caller has already checked that the shard file has ``shard.nbytes``).
+        Readers call it when they first read the shard (never for every shard at open); a format
+        whose ``indexed`` is False returns ``arange(n), zeros(n)`` and is not asked.
         """
 
-    def check_count(self, path: Path, shard: ShardInfo) -> None:
-        """Check, reading O(1) bytes, that the shard file at ``path`` itself holds ``shard.num_samples``
-        records (its own header's count), before anything of that size is allocated.
+    def check_declared(self, root: Path, shard: ShardInfo) -> None:
+        """Check, without reading anything, that what the manifest records for ``shard`` can be true (e.g. that an
+        index of the recorded size can list its records); called for every shard when a pack is opened, so it
+        must cost O(1). The shard's own count is checked where it is first read (its reader, :meth:`positions`).
 
-        The default checks nothing (a format whose count lives in a separate, bounded index file).
+        The default checks nothing.
 
         Raises:
-            CorruptRecordError: the shard's header declares another count, or is not the format's.
+            CorruptRecordError: the manifest's numbers contradict each other.
         """
 
     @abc.abstractmethod

@@ -8,7 +8,9 @@ main database itself, from the newer of the two meta pages down to every leaf, w
 checks every number before it is used (page numbers inside the file and the tree, each page's own
 number and type, node offsets and key and value lengths inside their page, overflow runs inside
 the file, no page visited twice, depth as recorded). The result is the offset and length of every
-value in the file; records are then read with ``pread`` of exactly those bytes and checked against
+value in the file, kept in compact numpy arrays by the number of its key (13 bytes a value, no
+Python object per record: a worker's memory follows the shards it has open, not the records it
+has read); records are then read with ``pread`` of exactly those bytes and checked against
 their CRC32C as before. Damage is therefore always a :class:`CorruptRecordError`, never a signal.
 
 The walk reads only branch and leaf pages (a few dozen for a 256 MB shard of ~100 KB images);
@@ -20,12 +22,15 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from fastdata.formats.errors import CorruptRecordError
 
-__all__ = ["LMDBIndex", "index_values"]
+__all__ = ["LMDBIndex", "Located", "index_values"]
 
 _MAGIC = 0xBEEFC0DE
 _VERSION = 1
@@ -39,40 +44,71 @@ _DB_OFFSET = _META.size  # two MDB_db records follow the fields above
 _TAIL = struct.Struct("<QQ")  # last page number, transaction id
 _NODE = struct.Struct("<HHHH")  # lo, hi, flags, key size
 _MAX_DEPTH = 64
-_MIN_NODE = 2 + _NODE_HEADER  # a leaf entry's smallest footprint: its 2-byte pointer and node header
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where the values of one kind of key lie, by number: compact arrays, no Python object per value.
+
+    Attributes:
+        numbers: the sorted numbers of the keys found, or None when they are exactly ``0 .. len - 1``
+            (then entry ``j`` is number ``j``: the usual case, and 13 bytes per value).
+        offsets: int64 file offset of each value.
+        lengths: uint32 length of each value.
+        overflow: whether each value fills an overflow run (whose header :meth:`LMDBIndex.value` checks
+            together with the value, in the same ``pread``); False for a value inside its leaf page.
+    """
+
+    numbers: np.ndarray | None
+    offsets: np.ndarray
+    lengths: np.ndarray
+    overflow: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def slot(self, number: int) -> int:
+        """The entry holding key number ``number``, or -1 when there is none."""
+        if self.numbers is None:
+            return number if 0 <= number < len(self.offsets) else -1
+        k = int(np.searchsorted(self.numbers, number))
+        return k if k < len(self.numbers) and int(self.numbers[k]) == number else -1
 
 
 @dataclass(frozen=True)
 class LMDBIndex:
-    """Where each value of an LMDB file lies: ``values[key] == (offset, length, overflow)``.
+    """Where each value of an LMDB file lies, grouped by the kind of its key (see :func:`index_values`).
 
-    ``overflow`` is the first page of the value's overflow run (its header is checked by
-    :meth:`read` together with the value, in the same ``pread``), or -1 for a value stored inside
-    its leaf page (checked by the walk).
+    ``located[kind]`` holds the values of the keys that ``classify`` gave that kind, by number;
+    ``entries`` counts every key of the tree, ``others`` those of no kind.
     """
 
     page_size: int
     file_size: int
-    values: dict[bytes, tuple[int, int, int]]
+    located: tuple[Located, ...]
+    entries: int
+    others: int
 
-    def read(self, fd: int, key: bytes, path: str | os.PathLike) -> bytes | None:
-        """The value stored under ``key`` (None if there is none), read with bounds and header checks.
+    def value(self, fd: int, kind: int, number: int, path: str | os.PathLike) -> bytes | None:
+        """The value of the key of ``kind`` and ``number`` (None if there is none), read with bounds and header checks.
 
         Raises:
             CorruptRecordError: the value's overflow pages are not what the tree says.
         """
-        located = self.values.get(key)
-        if located is None:
+        located = self.located[kind]
+        k = located.slot(number)
+        if k < 0:
             return None
-        offset, size, overflow = located
-        if overflow < 0:
+        offset, size = int(located.offsets[k]), int(located.lengths[k])
+        if not located.overflow[k]:
             data = os.pread(fd, size, offset)
             if len(data) != size:
                 raise CorruptRecordError(path, None, "its LMDB file is shorter than it was (changed under the reader?)")
             return data
+        overflow = (offset - _PAGE_HEADER) // self.page_size
         raw = os.pread(fd, _PAGE_HEADER + size, offset - _PAGE_HEADER)
-        number, _pad, flags, count = struct.unpack_from("<QHHI", raw, 0) if len(raw) >= _PAGE_HEADER else (-1, 0, 0, 0)
-        if (len(raw) != _PAGE_HEADER + size or number != overflow or not flags & _P_OVERFLOW
+        number_read, _pad, flags, count = struct.unpack_from("<QHHI", raw, 0) if len(raw) >= _PAGE_HEADER else (-1, 0, 0, 0)
+        if (len(raw) != _PAGE_HEADER + size or number_read != overflow or not flags & _P_OVERFLOW
                 or _PAGE_HEADER + size > count * self.page_size):
             raise CorruptRecordError(
                 path, None, f"its LMDB structure is damaged: overflow page {overflow} does not hold the {size}-byte value"
@@ -80,32 +116,25 @@ class LMDBIndex:
         return raw[_PAGE_HEADER:]
 
 
-def index_values(fd: int, file_size: int, path: str | os.PathLike) -> LMDBIndex:
+Classify = Callable[[list[bytes]], "tuple[np.ndarray, np.ndarray]"]  # keys -> (kind of each, number of each)
+
+
+def index_values(fd: int, file_size: int, path: str | os.PathLike, classify: Classify, kinds: int) -> LMDBIndex:
     """Walk the main database of the LMDB file open at ``fd`` and locate every value, checking everything.
 
     Args:
         fd: a descriptor of the file, open for reading.
         file_size: its size (from ``fstat``).
         path: its name, for error messages.
+        classify: every key (in tree order) → the kind of each (an int array, ``range(kinds)``, or -1 for a key of
+            no kind: counted in ``others``, not located) and its number (an int64 array).
+        kinds: how many kinds ``classify`` gives.
 
     Raises:
         CorruptRecordError: the file is not an LMDB file of the kind fastdata writes, or its
-            structure is damaged (the message says where).
+            structure is damaged (the message says where), or a key of a kind is stored twice.
     """
-    return _Walker(fd, file_size, Path(path)).run()
-
-
-def meta_entries(fd: int, file_size: int, path: str | os.PathLike) -> int:
-    """The main database's entry count from the newer sound meta page (two page reads, no walk).
-
-    Raises:
-        CorruptRecordError: no sound meta page, or an entry count that the file's pages cannot hold.
-    """
-    walker = _Walker(fd, file_size, Path(path))
-    _root, _depth, entries = walker._meta()
-    if entries > walker.pages * (walker.page_size // _MIN_NODE):
-        raise walker.fail(f"its meta page claims {entries} entries, more than its {walker.pages} pages can hold")
-    return entries
+    return _Walker(fd, file_size, Path(path)).run(classify, kinds)
 
 
 class _Walker:
@@ -123,14 +152,33 @@ class _Walker:
             raise self.fail(f"short read at byte {offset} (the file changed or is truncated)")
         return data
 
-    def run(self) -> LMDBIndex:
+    def run(self, classify: Classify, kinds: int) -> LMDBIndex:
         root, depth, entries = self._meta()
-        values: dict[bytes, tuple[int, int, int]] = {}
-        if root is not None:
-            self._walk(root, depth, values)
-        if len(values) != entries:
-            raise self.fail(f"the tree holds {len(values)} values, its meta page says {entries}")
-        return LMDBIndex(self.page_size, self.file_size, values)
+        keys: list[bytes] = []
+        places: list[int] = []  # offset, length, overflow of each value in turn (dropped once arranged)
+        for page, pgno in self._leaves(root, depth) if root is not None else ():
+            for offset in self._nodes(page, pgno):
+                key, where, size, overflow = self._leaf_value(page, pgno, offset)
+                keys.append(key)
+                places += (where, size, overflow)
+        if len(keys) != entries:
+            raise self.fail(f"the tree holds {len(keys)} values, its meta page says {entries}")
+        kind, numbers = classify(keys)
+        table = np.array(places, dtype=np.int64).reshape(-1, 3)
+        located = tuple(self._located(numbers[kind == k], table[kind == k]) for k in range(kinds))
+        return LMDBIndex(self.page_size, self.file_size, located, entries, int((kind < 0).sum()))
+
+    def _located(self, numbers: np.ndarray, table: np.ndarray) -> Located:
+        """The values of one kind as compact arrays in number order (numbers kept only when not ``0 .. n - 1``)."""
+        if len(numbers) > 1 and not bool((numbers[1:] > numbers[:-1]).all()):  # not in key order: sort them
+            order = np.argsort(numbers, kind="stable")
+            numbers, table = numbers[order], table[order]
+            twice = np.flatnonzero(numbers[1:] == numbers[:-1])
+            if len(twice):
+                raise self.fail(f"key number {int(numbers[twice[0]])} is stored twice")
+        whole = len(numbers) == 0 or (int(numbers[0]) == 0 and int(numbers[-1]) == len(numbers) - 1)
+        return Located(None if whole else numbers.copy(), table[:, 0].copy(), table[:, 1].astype(np.uint32),
+                       table[:, 2].astype(np.bool_))
 
     def _meta(self) -> tuple[int | None, int, int]:
         """The main database's root page, depth and entry count from the newer sound meta page."""
@@ -186,7 +234,8 @@ class _Walker:
                 raise self.fail(f"page {pgno} points at byte {offset} for a node")
         return offsets
 
-    def _walk(self, root: int, depth: int, values: dict[bytes, tuple[int, int, int]]) -> None:
+    def _leaves(self, root: int, depth: int) -> Iterator[tuple[bytes, int]]:
+        """Every leaf page (and its number) in key order, every page checked before it is used."""
         seen: set[int] = set()
         stack = [(root, 1)]
         while stack:
@@ -202,11 +251,7 @@ class _Walker:
                 children = [self._child(page, pgno, offset) for offset in self._nodes(page, pgno)]
                 stack.extend((child, level + 1) for child in reversed(children))
             elif kind == _P_LEAF:
-                for offset in self._nodes(page, pgno):
-                    key, located = self._leaf_value(page, pgno, offset)
-                    if key in values:
-                        raise self.fail(f"key {key[:16]!r} is stored twice")
-                    values[key] = located
+                yield page, pgno
             else:
                 raise self.fail(f"page {pgno} at the tree's last level {depth} is not a leaf page")
 
@@ -216,7 +261,7 @@ class _Walker:
             raise self.fail(f"a key on page {pgno} runs past the page")
         return lo | hi << 16 | high << 32
 
-    def _leaf_value(self, page: bytes, pgno: int, offset: int) -> tuple[bytes, tuple[int, int, int]]:
+    def _leaf_value(self, page: bytes, pgno: int, offset: int) -> tuple[bytes, int, int, bool]:
         lo, hi, flags, key_size = _NODE.unpack_from(page, offset)
         size = lo | hi << 16
         start = offset + _NODE_HEADER + key_size
@@ -228,10 +273,10 @@ class _Walker:
         if not flags & _F_BIGDATA:
             if start + size > self.page_size:
                 raise self.fail(f"a value on page {pgno} runs past the page ({size} bytes)")
-            return key, (pgno * self.page_size + start, size, -1)
+            return key, pgno * self.page_size + start, size, False
         if start + 8 > self.page_size:
             raise self.fail(f"an overflow page number on page {pgno} runs past the page")
         (first,) = struct.unpack_from("<Q", page, start)
         if not 2 <= first or first * self.page_size + _PAGE_HEADER + size > self.file_size:
             raise self.fail(f"a {size}-byte value at overflow page {first} (from page {pgno}) runs past the file")
-        return key, (first * self.page_size + _PAGE_HEADER, size, first)
+        return key, first * self.page_size + _PAGE_HEADER, size, True

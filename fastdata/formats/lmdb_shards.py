@@ -11,6 +11,8 @@ B-tree (:mod:`fastdata.formats.lmdb_pages`), so damaged pages raise :class:`Corr
 instead of killing the process, read each record with ``pread``, check it against its CRC32C and
 return the label ``__meta__`` holds for it. The CRC32Cs in ``__meta__`` are read when the shard is
 opened, so a record whose bytes change later (damage, or the shard rewritten in place) fails its check.
+An open reader keeps about 25 bytes a record in numpy arrays (offset, length, CRC32C, label), no
+Python object per record; its count is checked against the manifest's there, when the shard is first read.
 """
 
 from __future__ import annotations
@@ -29,13 +31,12 @@ from fastdata._util.fs import file_crc32c, publish, tmp_path
 from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase, ShardWriterBase, StorageFormat
 from fastdata.formats.example import ImageRecord, encode_fields, parse_features
 from fastdata.formats.files import FileIdentity, crc32c_hex, open_regular, resolve_inside
-from fastdata.formats.lmdb_pages import LMDBIndex, index_values, meta_entries
+from fastdata.formats.lmdb_keys import FIELDS, FIELDS_SUFFIX, META, META_KEY, RECORD, classify, sample_key
+from fastdata.formats.lmdb_pages import LMDBIndex, index_values
 from fastdata.formats.manifest_entries import ShardInfo
 
 __all__ = ["LMDBFormat", "LMDBShardReader", "LMDBShardWriter", "META_KEY", "parse_meta", "sample_key"]
 
-META_KEY = b"__meta__"
-FIELDS_SUFFIX = b".fields"  # sample j's fields (a serialized tf.train.Example) are under sample_key(j) + this
 # The writer's memory map starts small and grows with the data (reserving 1 TiB up front fails
 # under an address-space limit, `ulimit -v`, common on clusters). Growing means committing the
 # open transaction, so the map is doubled whenever a worst-case estimate of the bytes written
@@ -43,11 +44,6 @@ FIELDS_SUFFIX = b".fields"  # sample j's fields (a serialized tf.train.Example) 
 _INITIAL_MAP_SIZE = 16 << 20
 _MAP_SLACK = 1 << 20
 _PER_RECORD = ("labels", "filenames", "heights", "widths", "formats", "crc32c", "class_names")
-
-
-def sample_key(j: int) -> bytes:
-    """The key of sample ``j`` within its shard."""
-    return f"{j:08d}".encode()
 
 
 class LMDBShardWriter(ShardWriterBase):
@@ -149,7 +145,7 @@ def parse_meta(raw: bytes, path: str | os.PathLike) -> dict:
 
 def _int_array(values: list, dtype: type, path: str | os.PathLike, key: str) -> np.ndarray:
     """The integers of a ``__meta__`` list as a numpy array; each must be an int that fits ``dtype``."""
-    if not all(type(v) is int for v in values):
+    if not set(map(type, values)) <= {int}:  # bool is an int too, but not a label or a checksum
         raise CorruptRecordError(path, None, f"its __meta__ record's {key} are not all integers")
     info = np.iinfo(dtype)
     if values and (min(values) < info.min or max(values) > info.max):
@@ -183,7 +179,7 @@ class LMDBShardReader(ShardReaderBase):
         self.check_crc = check_crc
         self._fd, st = open_regular(self.path, nbytes=None if expected is None else expected.nbytes)
         self.identity = FileIdentity.of(st)
-        self._index = index_values(self._fd, st.st_size, self.path)
+        self._index = locate_values(self._fd, st.st_size, self.path)
         raw = _meta_from(self._index, self._fd, self.path)
         if expected is not None and expected.meta_crc32c is not None and crc32c_hex(raw) != expected.meta_crc32c:
             raise CorruptRecordError(
@@ -202,7 +198,7 @@ class LMDBShardReader(ShardReaderBase):
     def read(self, position: int, size: int) -> tuple[bytes, int | None]:
         if not 0 <= position < len(self._crc):
             raise CorruptRecordError(self.path, position, f"no such record (the shard holds {len(self._crc)})")
-        value = self._index.read(self._fd, sample_key(position), self.path)
+        value = self._index.value(self._fd, RECORD, position, self.path)
         if value is None:
             raise CorruptRecordError(self.path, position, f"key {sample_key(position).decode()} is missing")
         if self.check_crc and google_crc32c.value(value) != self._crc[position]:
@@ -212,7 +208,7 @@ class LMDBShardReader(ShardReaderBase):
     def read_fields(self, position: int, size: int) -> Any:
         if self._fields_crc is None or not 0 <= position < len(self._fields_crc):
             raise CorruptRecordError(self.path, position, "the shard stores no fields for this record")
-        value = self._index.read(self._fd, sample_key(position) + FIELDS_SUFFIX, self.path)
+        value = self._index.value(self._fd, FIELDS, position, self.path)
         if value is None or (self.check_crc and google_crc32c.value(value) != self._fields_crc[position]):
             raise CorruptRecordError(self.path, position, "fields missing or CRC32C mismatch")
         try:
@@ -221,8 +217,14 @@ class LMDBShardReader(ShardReaderBase):
             raise CorruptRecordError(self.path, position, str(exc)) from None
 
 
+def locate_values(fd: int, file_size: int, path: str | os.PathLike) -> LMDBIndex:
+    """Where each record, fields record and ``__meta__`` lies: compact arrays by record number, from the checked walk
+    of :mod:`~fastdata.formats.lmdb_pages` (which raises CorruptRecordError for a damaged or foreign file)."""
+    return index_values(fd, file_size, path, classify, 3)
+
+
 def _meta_from(index: LMDBIndex, fd: int, path: Path) -> bytes:
-    raw = index.read(fd, META_KEY, path)
+    raw = index.value(fd, META, 0, path)
     if raw is None:
         raise CorruptRecordError(path, None, "no __meta__ entry (not a fastdata LMDB shard, or an unfinished one)")
     return raw
@@ -238,8 +240,8 @@ def _check_records(
     fields_crc = meta.get("fields_crc32c")
     for j, (expected, label) in enumerate(zip(meta["crc32c"], meta["labels"])):
         try:
-            value = index.read(fd, sample_key(j), path)
-            fields = index.read(fd, sample_key(j) + FIELDS_SUFFIX, path) if fields_crc else None
+            value = index.value(fd, RECORD, j, path)
+            fields = index.value(fd, FIELDS, j, path) if fields_crc else None
         except CorruptRecordError as exc:
             problems.append(f"record {j}: {exc}")
             continue
@@ -263,23 +265,13 @@ class LMDBFormat(StorageFormat):
 
     name = "lmdb"
     suffix = ".lmdb"
+    indexed = False  # record j is read as read(j, 0): nothing per record is kept outside an open reader
 
     def writer(self, path: Path) -> LMDBShardWriter:
         return LMDBShardWriter(path)
 
     def reader(self, path: Path, *, expected: ShardInfo | None = None) -> LMDBShardReader:
         return LMDBShardReader(path, expected=expected)
-
-    def check_count(self, path: Path, shard: ShardInfo) -> None:
-        """The meta page's entry count must be the manifest's records (+1 for ``__meta__``; twice with fields)."""
-        fd, st = open_regular(path, nbytes=shard.nbytes)
-        try:
-            entries = meta_entries(fd, st.st_size, path)
-        finally:
-            os.close(fd)
-        if entries not in (shard.num_samples + 1, 2 * shard.num_samples + 1):
-            raise CorruptRecordError(path, None, f"holds {max(entries - 1, 0)} records by its LMDB meta page, "
-                                                 f"the manifest says {shard.num_samples}")
 
     def positions(self, root: Path, shard: ShardInfo) -> tuple[np.ndarray, np.ndarray]:
         n = shard.num_samples
@@ -292,13 +284,13 @@ class LMDBFormat(StorageFormat):
         try:
             path = resolve_inside(root, shard.path)
             fd, st = open_regular(path, nbytes=shard.nbytes)
-            index = index_values(fd, st.st_size, path)  # the structure is checked before any pointer is followed
+            index = locate_values(fd, st.st_size, path)  # the structure is checked before any pointer is followed
             raw = _meta_from(index, fd, path)
             meta = parse_meta(raw, path)
             problems: list[str] = []
             if shard.meta_crc32c is not None and crc32c_hex(raw) != shard.meta_crc32c:
                 problems.append(f"{shard.path}: its __meta__ record does not match the manifest's checksum")
-            count = (len(index.values) - 1) // (2 if "fields_crc32c" in meta else 1)
+            count = len(index.located[RECORD])
             if meta["num_samples"] != shard.num_samples or count != shard.num_samples:
                 problems.append(f"{shard.path}: holds {count} records, the manifest says {shard.num_samples}")
             return problems + [f"{shard.path}: {p}" for p in _check_records(index, fd, path, meta, on_record)]

@@ -1,24 +1,36 @@
 """``targets.npy``: every sample's label in dataset order, written by the packer and read without trust.
 
 The file is a plain ``.npy`` (int64, one dimension) that ``np.load`` reads. fastdata reads it
-through :func:`load_targets` instead: the size and CRC32C the manifest records for it are checked,
-the header is parsed without allocating anything it declares, its shape must be the manifest's
-``num_samples`` and every label must index the class table.
+through :func:`load_targets` (into memory: ``fastdata verify``) or :func:`map_targets` (a dataset)
+instead: the size and CRC32C the manifest records for it are checked, the header is parsed without
+allocating anything it declares, its shape must be the manifest's ``num_samples`` and every label
+must index the class table.
+
+A dataset maps the file read-only (:class:`MappedTargets`) after checking all of it in one bounded
+pass (a few MB at a time), so every process that maps it (fork, spawn and forkserver workers, other
+ranks of the node) shares the same page-cache pages instead of holding a copy of 8 bytes a sample;
+pickled, it is its path, identity and layout, mapped again only if the file is still the one checked.
 """
 
 from __future__ import annotations
 
 import io
+import mmap
 import os
 from pathlib import Path
+from typing import Any
 
+import google_crc32c
 import numpy as np
 
 from fastdata.formats.base import CorruptRecordError
-from fastdata.formats.files import check_crc32c, read_regular
+from fastdata.formats.errors import DatasetChangedError
+from fastdata.formats.files import FileIdentity, check_crc32c, open_regular, read_regular
 from fastdata.formats.manifest import Manifest
 
-__all__ = ["decode_targets", "encode_targets", "load_targets"]
+__all__ = ["MappedTargets", "decode_targets", "encode_targets", "load_targets", "map_targets"]
+
+_CHUNK = 1 << 22  # bytes checked at a time (a multiple of every integer itemsize)
 
 _MAX_HEADER = 1 << 16  # a .npy header of a 1-D array is < 200 bytes; numpy itself refuses > 10000
 
@@ -46,7 +58,21 @@ def decode_targets(data: bytes, *, path: str | os.PathLike, num_samples: int, nu
         CorruptRecordError: not a ``.npy`` file of integers, another shape than ``(num_samples,)``,
             a size that does not match its header, or a label outside the class table.
     """
-    f = io.BytesIO(data)
+    dtype, offset = _header(data, path=path, num_samples=num_samples, file_size=len(data))
+    labels = np.frombuffer(data, dtype=dtype, count=num_samples, offset=offset).astype(np.int64)
+    bad = _first_outside(labels, num_classes)
+    if bad is not None:
+        raise CorruptRecordError(path, None, f"label of sample {bad} is outside the {num_classes} classes")
+    return labels
+
+
+def _header(head: bytes, *, path: str | os.PathLike, num_samples: int, file_size: int) -> tuple[np.dtype, int]:
+    """The dtype and body offset of a ``.npy`` file whose first bytes are ``head`` (the file is ``file_size`` bytes).
+
+    Raises:
+        CorruptRecordError: see :func:`decode_targets`.
+    """
+    f = io.BytesIO(head)
     try:
         version = np.lib.format.read_magic(f)
         read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
@@ -59,13 +85,16 @@ def decode_targets(data: bytes, *, path: str | os.PathLike, num_samples: int, nu
             f"dtype {dtype.str}, shape {_short(shape)}"
         )
     offset = f.tell()
-    if len(data) - offset != num_samples * dtype.itemsize:
-        raise CorruptRecordError(path, None, f"is {len(data)} bytes, not what its header declares (truncated?)")
-    labels = np.frombuffer(data, dtype=dtype, count=num_samples, offset=offset).astype(np.int64)
-    if num_samples and num_classes and (labels.min() < 0 or labels.max() >= num_classes):
-        bad = int(np.flatnonzero((labels < 0) | (labels >= num_classes))[0])
-        raise CorruptRecordError(path, None, f"label of sample {bad} is outside the {num_classes} classes")
-    return labels
+    if file_size - offset != num_samples * dtype.itemsize:
+        raise CorruptRecordError(path, None, f"is {file_size} bytes, not what its header declares (truncated?)")
+    return dtype, offset
+
+
+def _first_outside(labels: np.ndarray, num_classes: int) -> int | None:
+    """The position of the first label outside ``[0, num_classes)`` (None: all inside, or no class table)."""
+    if not len(labels) or not num_classes or (labels.min() >= 0 and labels.max() < num_classes):
+        return None
+    return int(np.flatnonzero((labels < 0) | (labels >= num_classes))[0])
 
 
 def load_targets(root: Path, manifest: Manifest, path: Path) -> np.ndarray:
@@ -79,6 +108,132 @@ def load_targets(root: Path, manifest: Manifest, path: Path) -> np.ndarray:
     data = read_regular(path, max_bytes=_MAX_HEADER + 8 * n, nbytes=manifest.targets_nbytes)
     check_crc32c(data, manifest.targets_crc32c, path)
     return decode_targets(data, path=path, num_samples=n, num_classes=len(manifest.classes))
+
+
+def map_targets(manifest: Manifest, path: Path) -> MappedTargets:
+    """Check the labels file of a packed dataset as :func:`load_targets` does, in one pass of bounded memory, and
+    map it read-only (``path``: already resolved inside the dataset folder).
+
+    Raises:
+        FileNotFoundError: the file is missing.
+        CorruptRecordError: see :func:`load_targets`; also a file that changed while it was checked.
+    """
+    n = manifest.num_samples
+    fd, st = open_regular(path, nbytes=manifest.targets_nbytes)
+    try:
+        if st.st_size > _MAX_HEADER + 8 * n:
+            raise CorruptRecordError(path, None, f"is {st.st_size} bytes, more than the {_MAX_HEADER + 8 * n} it can hold")
+        head = os.pread(fd, min(st.st_size, _MAX_HEADER + 16), 0)
+        try:
+            layout: tuple[np.dtype, int] | CorruptRecordError = _header(head, path=path, num_samples=n,
+                                                                         file_size=st.st_size)
+        except CorruptRecordError as exc:
+            layout = exc  # reported after the checksum, as load_targets does
+        checksum, bad = _scan(fd, st.st_size, None if isinstance(layout, CorruptRecordError) else layout,
+                              len(manifest.classes), path)
+        if manifest.targets_crc32c is not None and checksum != manifest.targets_crc32c:
+            raise CorruptRecordError(path, None, f"CRC32C {checksum} does not match {manifest.targets_crc32c} in the manifest")
+        if isinstance(layout, CorruptRecordError):
+            raise layout
+        if bad is not None:
+            raise CorruptRecordError(path, None, f"label of sample {bad} is outside the {len(manifest.classes)} classes")
+        if FileIdentity.of(os.fstat(fd)) != FileIdentity.of(st):
+            raise CorruptRecordError(path, None, "changed while it was being checked")
+        mapped = MappedTargets(str(path), FileIdentity.of(st), layout[0].str, layout[1], n)
+        mapped._array = _mapped(fd, mapped)
+    finally:
+        os.close(fd)
+    return mapped
+
+
+def _scan(fd: int, size: int, layout: tuple[np.dtype, int] | None, num_classes: int,
+          path: Path) -> tuple[str, int | None]:
+    """The file's CRC32C (hex) and, given its layout, the first label outside the classes: read a chunk at a time.
+
+    Raises:
+        CorruptRecordError: the file changed size while it was read.
+    """
+    checksum = google_crc32c.Checksum()
+    dtype, position = layout if layout is not None else (None, 0)
+    if position:
+        checksum.update(os.pread(fd, position, 0))
+    bad = None
+    while True:
+        chunk = os.pread(fd, min(_CHUNK, size - position + 1), position)  # one byte more at the end: growth is noticed
+        if not chunk:
+            break
+        checksum.update(chunk)
+        if dtype is not None and bad is None and position + len(chunk) <= size:
+            found = _first_outside(np.frombuffer(chunk, dtype=dtype), num_classes)
+            if found is not None:
+                bad = (position - layout[1]) // dtype.itemsize + found
+        position += len(chunk)
+    if position != size:
+        raise CorruptRecordError(path, None, f"changed size while being read ({size} bytes, then {position})")
+    return checksum.hexdigest().decode(), bad
+
+
+def _mapped(fd: int, targets: MappedTargets) -> np.ndarray:
+    """The labels of the checked file open at ``fd``, as a read-only view of its pages."""
+    if targets.count == 0:
+        empty = np.zeros(0, dtype=targets.dtype)
+        empty.flags.writeable = False
+        return empty
+    pages = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    return np.frombuffer(pages, dtype=np.dtype(targets.dtype), count=targets.count, offset=targets.offset)
+
+
+class MappedTargets:
+    """A checked ``targets.npy`` mapped read-only; built by :func:`map_targets`.
+
+    Pickled, it is its path, identity, dtype, offset and count (a few hundred bytes whatever the number of
+    samples); unpickling maps the file again if it is still the file that was checked (same device, inode,
+    size and modification time), else :attr:`array` raises :class:`DatasetChangedError` (so a DataLoader
+    worker reports it on its first read instead of dying while it unpickles its dataset).
+
+    Attributes:
+        path: the file, resolved.
+        identity: the file as it was checked.
+        dtype: the stored dtype (``"<i8"`` as the packer writes it).
+        offset: where the labels start.
+        count: how many labels.
+    """
+
+    def __init__(self, path: str, identity: FileIdentity, dtype: str, offset: int, count: int) -> None:
+        self.path, self.identity, self.dtype, self.offset, self.count = path, identity, dtype, offset, count
+        self._array: np.ndarray | None = None
+        self._error: DatasetChangedError | None = None
+
+    @property
+    def array(self) -> np.ndarray:
+        """The labels, read-only, in the stored dtype.
+
+        Raises:
+            DatasetChangedError: unpickled after the file was replaced or changed.
+        """
+        if self._error is not None:
+            raise DatasetChangedError(str(self._error))
+        return self._array
+
+    def __getstate__(self) -> dict[str, Any]:
+        return dict(self.__dict__, _array=None, _error=None)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        try:
+            fd, st = open_regular(self.path)
+        except (OSError, CorruptRecordError):
+            self._error = DatasetChangedError(f"{self.path} is gone or unreadable since this dataset opened it "
+                                              "(re-packed?): create a new ShardDataset (and DataLoader)")
+            return
+        try:
+            if FileIdentity.of(st) != self.identity:
+                self._error = DatasetChangedError(f"{self.path} was replaced or changed after this dataset opened it "
+                                                  "(re-packed?): create a new ShardDataset (and DataLoader)")
+                return
+            self._array = _mapped(fd, self)
+        finally:
+            os.close(fd)
 
 
 def _short(shape: tuple) -> str:

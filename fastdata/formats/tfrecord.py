@@ -21,7 +21,7 @@ from fastdata.formats.example import ImageRecord, decode_example, encode_example
 from fastdata.formats.files import FileIdentity, crc32c_hex, open_regular, resolve_inside
 from fastdata.formats.manifest_entries import ShardInfo
 from fastdata.formats.tfrecord_framing import FOOTER_SIZE, HEADER_SIZE, build_index, frame, unframe
-from fastdata.formats.tfrecord_index import index_bytes, index_path_for, max_index_bytes, read_index
+from fastdata.formats.tfrecord_index import MIN_INDEX_LINE, index_bytes, index_path_for, max_index_bytes, read_index
 
 
 class TFRecordShardWriter(ShardWriterBase):
@@ -138,6 +138,18 @@ class TFRecordFormat(StorageFormat):
 
     def reader(self, path: Path, *, expected: ShardInfo | None = None) -> TFRecordShardReader:
         return TFRecordShardReader(path, nbytes=None if expected is None else expected.nbytes)
+
+    def check_declared(self, root: Path, shard: ShardInfo) -> None:
+        """An index of the size the manifest records can list the shard's records (read nothing).
+
+        Raises:
+            CorruptRecordError: the recorded index size is too small for the records the manifest claims.
+        """
+        if shard.index and shard.index_nbytes is not None and shard.num_samples > shard.index_nbytes // MIN_INDEX_LINE:
+            raise CorruptRecordError(
+                root / shard.index, None, f"lists at most {shard.index_nbytes // MIN_INDEX_LINE} records by the size "
+                f"the manifest records for it ({shard.index_nbytes} bytes), but the manifest says {shard.num_samples}"
+            )
 
     def positions(self, root: Path, shard: ShardInfo) -> tuple[np.ndarray, np.ndarray]:
         """Offsets and sizes from the shard's index (bounded read, checked against the manifest and the shard).

@@ -15,6 +15,7 @@ from fastdata.formats.files import check_crc32c, read_regular
 from fastdata.formats.tfrecord_framing import FOOTER_SIZE, HEADER_SIZE
 
 MAX_INDEX_LINE = 42  # two 20-digit integers, a space and a newline
+MIN_INDEX_LINE = 5  # "0 16\n": a one-digit offset and the smallest record (16 bytes of framing)
 
 
 def index_bytes(index: np.ndarray) -> bytes:

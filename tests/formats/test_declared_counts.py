@@ -2,8 +2,10 @@
 
 A pack whose manifest, ``targets.npy`` and shard are grown with holes (sparse files: a few KB on
 disk, a 448-byte archive) to declare ten million samples must be refused in one line before
-anything of that size is allocated: each shard's own header (LMDB meta page, TFRecord index) is
-read before the labels, and the peak memory of ``ShardDataset()`` is measured in a fresh process.
+anything of that size is allocated: by what the manifest records (a TFRecord index too small to
+list the records) when the dataset opens, else by the shard's own count (an LMDB meta page and
+``__meta__``) when the shard is first read; the labels are checked in bounded memory and mapped,
+never copied. The peak memory of ``ShardDataset()`` and a first read is measured in a fresh process.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ OPEN = textwrap.dedent("""
     open("/proc/self/clear_refs", "w").write("5")  # the peak so far (imports) is forgotten
     base = kb("VmRSS:")
     try:
-        ShardDataset(sys.argv[1])
+        ShardDataset(sys.argv[1]).read(0)  # a count the shard disproves: refused at open or at its first read
         print("opened")
     except CorruptRecordError as exc:
         print("refused", str(exc).replace("\\n", " "))
@@ -70,8 +72,8 @@ def _sparse_pack(root: Path, fmt: str) -> Path:
     header = io.BytesIO()
     np.lib.format.write_array_header_1_0(header, {"descr": "<i8", "fortran_order": False, "shape": (DECLARED,)})
     targets = out / manifest["targets"]
-    with open(targets, "wb") as f:  # a valid header, then holes: ten million labels of class 0
-        f.write(b"\x93NUMPY\x01\x00" + header.getvalue())
+    with open(targets, "wb") as f:  # a valid header (magic included), then holes: ten million labels of class 0
+        f.write(header.getvalue())
         f.truncate(f.tell() + 8 * DECLARED)
     shard = manifest["shards"][0]
     with open(out / shard["path"], "r+b") as f:  # the real shard, then holes up to room for every record

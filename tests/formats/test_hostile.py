@@ -103,8 +103,9 @@ def test_hostile_index_file_is_refused_without_reading_it(dataset, capsys, kind)
     else:
         index.write_text(SECRET)
         edit_manifest(root, lambda m: [s.pop(k, None) for s in m["shards"] for k in ("index_nbytes", "index_crc32c")])
+    dataset = finishes(lambda: ShardDataset(root))  # opening reads no index: the shard's first read does
     with pytest.raises((CorruptRecordError, FileNotFoundError)) as info:
-        finishes(lambda: ShardDataset(root))
+        finishes(lambda: dataset.read(0))
     message = str(info.value)
     assert "\n" not in message and SECRET not in message and "shard-00000.idx" in message
     code, text = finishes(lambda: one_line_error(capsys, "verify", str(root)))
@@ -225,5 +226,7 @@ def test_a_shard_claiming_more_records_than_its_index_lists_is_refused(dataset):
     root, _ = dataset
     assert json.loads((root / "manifest.json").read_text())["format"] == "tfrecord"
     edit_manifest(root, lambda m: (m["shards"][0].update(num_samples=4), m["shards"][1].update(num_samples=6)))
-    with pytest.raises(CorruptRecordError, match="lists 5 records but the manifest says 4"):
-        ShardDataset(root)
+    dataset = ShardDataset(root)  # the index is read where its shard is first read
+    with pytest.raises(CorruptRecordError, match="lists 5 records but the manifest says 4") as info:
+        dataset.read(0)
+    assert "shard-00000.idx" in str(info.value) and "\n" not in str(info.value)

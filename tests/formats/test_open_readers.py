@@ -58,7 +58,7 @@ def test_at_most_max_open_shards_are_open_and_evicted_ones_are_closed(twelve):
 
 def test_a_reader_in_use_is_closed_when_its_user_is_done_not_under_it(twelve):
     ds = ShardDataset(twelve, max_open_shards=1)
-    position, size = int(ds._positions[0]), int(ds._sizes[0])
+    position, size = ds._locate(0, 0)
     held = ds._reader(0)  # another thread in the middle of a read holds it like this
     ds.read(1)  # evicts shard 0
     assert 0 not in ds._readers

@@ -94,7 +94,7 @@ def test_https_dataset_reads_identical_and_ranged_reads_check_206(http_server, r
         from fastdata.storage import RangeNotSupportedError
 
         with pytest.raises(RangeNotSupportedError):
-            remote._remote._read_range(0, int(remote._positions[0]), int(remote._sizes[0]))
+            remote._remote._read_range(0, *remote._locate(0, 0))
 
 
 def test_local_dataset_keeps_plan_a_no_op(remote_pack):

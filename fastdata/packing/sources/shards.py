@@ -43,6 +43,7 @@ class PackSource(Source):
         self.pack = open_pack(root)
         self.classes = list(self.pack.manifest.classes)
         self._readers: dict[int, Any] = {}
+        self._positions: tuple[int, Any, Any] | None = None  # (shard, positions, sizes) of the shard last read
         held = (self.pack.manifest.options or {}).get("field_types") or {}
         self.fields, self.field_types = field_types(self.pack.manifest, tuple(fields) or tuple(held))
 
@@ -57,9 +58,9 @@ class PackSource(Source):
                 locator = f"{info.path}:{j}"
                 values: dict[str, Any] = {}
                 if self.fields:
+                    located = self._located(shard, j)  # a damaged or missing .idx fails the source, as at open
                     try:
-                        feature = self._reader(shard).read_fields(int(self.pack.positions[number]),
-                                                                  int(self.pack.sizes[number]))
+                        feature = self._reader(shard).read_fields(*located)
                         missing = [f for f in self.fields if f not in feature]
                         if missing:
                             raise ValueError(f"the record has no field {', '.join(map(repr, missing))}")
@@ -83,11 +84,16 @@ class PackSource(Source):
     def open(self, locator: str) -> bytes:
         path, j = locator.rsplit(":", 1)
         shard = next(i for i, s in enumerate(self.pack.manifest.shards) if s.path == path)
-        k = int(self.pack.counts[:shard].sum()) + int(j)
-        return self._reader(shard).read(int(self.pack.positions[k]), int(self.pack.sizes[k]))[0]
+        return self._reader(shard).read(*self._located(shard, int(j)))[0]
+
+    def _located(self, shard: int, j: int) -> tuple[int, int]:
+        """Where record ``j`` of ``shard`` lies (the shard's index read once while its records are read in order)."""
+        if self._positions is None or self._positions[0] != shard:
+            self._positions = (shard, *self.pack.locate(shard))
+        return int(self._positions[1][j]), int(self._positions[2][j])
 
     def __getstate__(self) -> dict[str, Any]:
-        return dict(self.__dict__, _readers={})
+        return dict(self.__dict__, _readers={}, _positions=None)
 
 
 def tfrecord_files(src: str | os.PathLike) -> list[Path]:

@@ -1,0 +1,133 @@
+"""At the scale users train: nothing per sample is copied into a process, read at open, or kept per record read.
+
+- an LMDB reader keeps compact arrays per open shard, no Python object per record;
+- a pickled ``ShardDataset`` (what every spawn/forkserver worker receives) does not grow with the samples;
+- ``targets.npy`` is mapped, so workers share its pages (spawn and forkserver included) and read the right samples;
+- opening a pack reads no ``.idx``: an index is read, and checked, where its shard is first read;
+- packs written before the manifest recorded checksums still open and read.
+"""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+import tracemalloc
+
+import pytest
+from torch.utils.data import DataLoader
+
+from fastdata.datasets.shard_dataset import ShardDataset
+from fastdata.formats.base import CorruptRecordError, DatasetChangedError
+from fastdata.formats.manifest import Manifest
+from tests.packs import edit_manifest, make_distinct_folder, pack_quietly, tiny_jpegs, write_pack
+
+
+def test_an_lmdb_reader_keeps_a_few_bytes_a_record_not_an_object_per_record(tmp_path):
+    """Reading every record of 4 shards of 2,000 leaves ~28 bytes a record held by their open readers (offsets,
+    lengths, CRC32Cs, labels as arrays); a dict with a tuple per record held ~220."""
+    per_shard = 2000
+    ds = ShardDataset(write_pack(tmp_path / "lmdb", "lmdb", 5, per_shard))
+    ds.read(4 * per_shard)  # one shard open first: the one-off costs of a first read are not counted
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(4 * per_shard):
+            ds.read(i)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 48 * 4 * per_shard, f"{held / (4 * per_shard):.0f} bytes a record"
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "lmdb"])
+def test_the_pickled_dataset_does_not_grow_with_the_samples(tmp_path, fmt):
+    small = ShardDataset(write_pack(tmp_path / "small", fmt, 4, 250))
+    large = ShardDataset(write_pack(tmp_path / "large", fmt, 4, 5000))
+    sizes = []
+    for ds in (small, large):
+        assert ds.read(len(ds) - 1)[1] == (len(ds) - 1) % 10  # a shard open and located: not pickled either
+        sizes.append(len(pickle.dumps(ds)))
+        clone = pickle.loads(pickle.dumps(ds))
+        assert clone.read(len(ds) - 2) == ds.read(len(ds) - 2) and clone.targets.tolist() == ds.targets.tolist()
+    assert abs(sizes[1] - sizes[0]) < 300, sizes  # 1,000 vs 20,000 samples (24 bytes a sample before)
+    assert not large.targets.flags.writeable  # the mapped file, never a copy
+
+
+@pytest.fixture(scope="module")
+def distinct_pack(tmp_path_factory):
+    src = tmp_path_factory.mktemp("distinct")
+    truth = make_distinct_folder(src, per_class=6, classes=("ant", "bee", "cat"))
+    out = tmp_path_factory.mktemp("distinct_tfrecord")
+    pack_quietly(src, out, "tfrecord", samples_per_shard=4)
+    return out, truth
+
+
+class MappedCheck(ShardDataset):
+    """(image bytes, label, whether this process maps targets.npy rather than holding a copy)."""
+
+    def __getitem__(self, index):
+        data, label = self.read(index)
+        with open("/proc/self/maps") as f:
+            mapped = any(line.rstrip().endswith("/" + self.manifest.targets) for line in f)
+        return data, label, mapped
+
+
+@pytest.mark.parametrize("context", ["spawn", "forkserver"])
+def test_spawn_and_forkserver_workers_read_the_right_samples_from_shared_labels(distinct_pack, context):
+    root, truth = distinct_pack
+    ds = MappedCheck(root)
+    ds.read(0)
+    loader = DataLoader(ds, batch_size=None, shuffle=True, num_workers=2, multiprocessing_context=context)
+    seen = [(truth[data] == label, mapped) for data, label, mapped in loader]
+    assert len(seen) == len(truth) and seen == [(True, True)] * len(truth)
+
+
+def test_a_changed_targets_file_is_refused_by_an_unpickled_dataset(distinct_pack, tmp_path):
+    root = tmp_path / "copy"
+    shutil.copytree(distinct_pack[0], root)
+    ds = ShardDataset(root)
+    blob = pickle.dumps(ds)
+    path = root / ds.manifest.targets
+    data = path.read_bytes()
+    path.unlink()
+    path.write_bytes(data)  # the same labels in another file: not the file this dataset checked
+    clone = pickle.loads(blob)  # unpickling never raises (a worker would die unpickling it): using it does
+    for use in (lambda: clone.read(0), lambda: clone.targets):
+        with pytest.raises(DatasetChangedError, match="re-packed"):
+            use()
+    assert ds.read(0) == ShardDataset(root).read(0)  # the open dataset keeps reading the file it mapped
+
+
+def test_opening_reads_no_index_and_a_missing_one_is_reported_where_its_shard_is_read(tmp_path, monkeypatch):
+    import fastdata.formats.tfrecord as tfrecord
+
+    root = write_pack(tmp_path / "tf", "tfrecord", 4, 10)
+    reads = []
+    real = tfrecord.read_index
+    monkeypatch.setattr(tfrecord, "read_index", lambda path, **kw: (reads.append(path), real(path, **kw))[1])
+    index = root / Manifest.load(root).shards[2].index
+    index.unlink()
+    ds = ShardDataset(root)
+    assert reads == [] and len(ds) == 40
+    images = tiny_jpegs()
+    assert [ds.read(i) for i in (0, 5, 9, 10)] == [(images[n % 7], n % 10) for n in (0, 5, 9, 10)]
+    assert [p.name for p in reads] == ["shard-00000.idx", "shard-00001.idx"]  # once per shard, when first read
+    with pytest.raises(FileNotFoundError, match="shard-00002.idx") as info:
+        ds.read(20)
+    assert "\n" not in str(info.value) and "fastdata verify" in str(info.value)
+    index.write_bytes(b"0 16\n")  # not the index the manifest records: refused as damage, naming it
+    with pytest.raises(CorruptRecordError, match="shard-00002.idx.*the manifest says"):
+        ds.read(25)
+    assert ds.read(39) == (images[39 % 7], 39 % 10)
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "lmdb"])
+def test_a_pack_written_before_checksums_were_recorded_still_reads(tmp_path, fmt):
+    root = write_pack(tmp_path / fmt, fmt, 3, 7)
+    optional = ("targets_nbytes", "targets_crc32c", "index_nbytes", "index_crc32c", "meta_crc32c")
+    edit_manifest(root, lambda m: [entry.pop(k, None) for entry in [m] + m["shards"] for k in optional])
+    ds = ShardDataset(root)
+    images = tiny_jpegs()
+    assert [ds.read(i) for i in range(len(ds))] == [(images[n % 7], n % 10) for n in range(21)]
+    assert ds.targets.tolist() == [n % 10 for n in range(21)]
+    assert pickle.loads(pickle.dumps(ds)).read(20) == (images[20 % 7], 0)
