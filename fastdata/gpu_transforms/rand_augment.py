@@ -9,7 +9,6 @@ config string such as ``"rand-m9-mstd0.5-inc1"`` by :meth:`RandAugment.from_conf
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 
 import torch
@@ -17,6 +16,7 @@ import torch
 from fastdata.gpu_transforms.base import gen_repr
 from fastdata.gpu_transforms.plan import PlanPolicy, op_index, signed
 from fastdata.gpu_transforms.policy_tables import _RAND_INCREASING, _RAND_OPS, _TIMM_OPS, _bins, _torchvision_arg
+from fastdata.transforms.timm_augment import parse_rand_config
 
 __all__ = ["RandAugment", "TimmRandAugment", "rand_augment"]
 
@@ -134,30 +134,13 @@ class TimmRandAugment(PlanPolicy):
     @classmethod
     def from_config(cls, config: str, **kwargs) -> TimmRandAugment:
         """Build from timm's config string, e.g. ``"rand-m9-mstd0.5-inc1"`` (sections m, n, p, mstd, mmax, inc)."""
-        sections = config.split("-")
-        if sections[0] != "rand":
-            raise ValueError(f"a RandAugment config starts with 'rand', got {config!r}; e.g. 'rand-m9-mstd0.5-inc1'")
-        args: dict = {"num_ops": 2, "magnitude": 10.0}
-        for section in sections[1:]:
-            match = re.fullmatch(r"([a-z]+)(\d.*)", section)
-            if match is None:
-                raise ValueError(f"cannot read section {section!r} of {config!r}; use m<int>, n<int>, p<float>, "
-                                 "mstd<float>, mmax<int> or inc<0|1>")
-            key, value = match.groups()
-            if key == "m":
-                args["magnitude"] = float(int(value))
-            elif key == "n":
-                args["num_ops"] = int(value)
-            elif key == "p":
-                args["prob"] = float(value)
-            elif key == "mstd":
-                args["magnitude_std"] = math.inf if float(value) > 100 else float(value)
-            elif key == "mmax":
-                args["magnitude_max"] = float(int(value))
-            elif key == "inc":
-                args["increasing"] = bool(int(value))
-            else:
-                raise ValueError(f"unknown section {section!r} in {config!r}; known: m, n, p, mstd, mmax, inc")
+        args: dict = {"num_ops": 2, "magnitude": 10.0, **parse_rand_config(config)}
+        if "transforms" in args:
+            raise ValueError(f"the batched TimmRandAugment has timm's default op set only; drop the t section of "
+                             f"{config!r} (or use fastdata.transforms.RandAugment.from_config at decode time)")
+        args["magnitude"] = float(args["magnitude"])
+        if "magnitude_max" in args:
+            args["magnitude_max"] = float(args["magnitude_max"])
         return cls(**{**args, **kwargs})
 
     def get_magnitudes(self, shape: tuple[int, ...]) -> torch.Tensor:

@@ -97,34 +97,7 @@ class TimmRandAugment(ImageAugment):
         Raises:
             ValueError: not a ``rand-`` string, or a section timm does not define.
         """
-        if not isinstance(config, str) or config.split("-")[0] != "rand":
-            raise ValueError(f"a RandAugment config starts with 'rand', e.g. 'rand-m9-mstd0.5-inc1'; got {config!r}")
-        args: dict[str, Any] = {}
-        for section in config.split("-")[1:]:
-            if section.startswith("t"):  # the op set, as timm reads it
-                args["transforms"] = section[1:]
-                continue
-            match = re.fullmatch(r"([a-z]+)(\d.*)", section)
-            key, value = match.groups() if match else (section, "")
-            try:
-                if key == "m":
-                    args["magnitude"] = int(value)
-                elif key == "n":
-                    args["num_ops"] = int(value)
-                elif key == "p":
-                    args["prob"] = float(value)
-                elif key == "mstd":
-                    args["magnitude_std"] = math.inf if float(value) > 100 else float(value)
-                elif key == "mmax":
-                    args["magnitude_max"] = int(value)
-                elif key == "inc":
-                    args["increasing"] = bool(int(value))
-                else:
-                    raise ValueError
-            except ValueError:
-                raise ValueError(f"cannot read section {section!r} of {config!r}; timm's sections are m<int>, n<int>, "
-                                 "p<float>, mstd<float>, mmax<int>, inc<0|1>, t<weights|3a|3aw>") from None
-        return cls(**{**args, **kwargs})
+        return cls(**{**parse_rand_config(config), **kwargs})
 
     def _magnitude(self, rng: np.random.Generator) -> float:
         magnitude = self.magnitude
@@ -169,3 +142,41 @@ class TimmRandAugment(ImageAugment):
                 f"magnitude_std={self.magnitude_std}, magnitude_max={self.magnitude_max}, "
                 f"increasing={self.increasing}, transforms={self.transforms!r}, fill={self.fill}, "
                 f"interpolation={self.interpolation!r}")
+
+
+def parse_rand_config(config: str) -> dict[str, Any]:
+    """timm's RandAugment config string (``"rand-m9-mstd0.5-inc1"``) as keyword arguments: ``magnitude``,
+    ``num_ops``, ``prob``, ``magnitude_std``, ``magnitude_max``, ``increasing`` and ``transforms`` (the ``t`` section),
+    only those the string sets. Shared by the decode-time and the batched ``TimmRandAugment``.
+
+    Raises:
+        ValueError: not a ``rand-`` string, or a section timm does not define.
+    """
+    if not isinstance(config, str) or config.split("-")[0] != "rand":
+        raise ValueError(f"a RandAugment config starts with 'rand', e.g. 'rand-m9-mstd0.5-inc1'; got {config!r}")
+    args: dict[str, Any] = {}
+    for section in config.split("-")[1:]:
+        if section.startswith("t"):  # the op set, as timm reads it
+            args["transforms"] = section[1:]
+            continue
+        match = re.fullmatch(r"([a-z]+)(\d.*)", section)
+        key, value = match.groups() if match else (section, "")
+        try:
+            if key == "m":
+                args["magnitude"] = int(value)
+            elif key == "n":
+                args["num_ops"] = int(value)
+            elif key == "p":
+                args["prob"] = float(value)
+            elif key == "mstd":
+                args["magnitude_std"] = math.inf if float(value) > 100 else float(value)
+            elif key == "mmax":
+                args["magnitude_max"] = int(value)
+            elif key == "inc":
+                args["increasing"] = bool(int(value))
+            else:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"cannot read section {section!r} of {config!r}; timm's sections are m<int>, n<int>, "
+                             "p<float>, mstd<float>, mmax<int>, inc<0|1>, t<weights|3a|3aw>") from None
+    return args

@@ -150,7 +150,7 @@ def test_augment_at_picks_where_the_recipe_runs(pack):
     device = create_loader(dataset, **dict(_loader_kwargs(True), auto_augment="rand-m9-mstd0.5-inc1",
                                            augment_at="device"))
     assert isinstance(device.dataset.transform, T.RandomResizedCrop)
-    assert [type(t) for t in device.prefetcher.transform.transforms] == [G.RandomHorizontalFlip, G.RandAugment,
+    assert [type(t) for t in device.prefetcher.transform.transforms] == [G.RandomHorizontalFlip, G.TimmRandAugment,
                                                                           G.Normalize, G.RandomErasing]
     three = create_loader(dataset, **dict(_loader_kwargs(True), auto_augment="3a"))  # jitter kept, as timm
     assert [type(t) for t in three.dataset.transform.augments] == [T.RandomHorizontalFlip, T.ThreeAugment,
