@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from fastdata.gpu_transforms.plan import OP_NAMES, signed
+from fastdata.transforms.policy_tables import TV_IMAGENET_POLICY
 
 
 # timm's RandAugment ops, in timm's order: (name, op, argument of the magnitude m in [0, mmax] and a sign coin)
@@ -73,21 +74,12 @@ def _torchvision_arg(name: str, magnitude: torch.Tensor, negate: torch.Tensor) -
     return value
 
 
-_IMAGENET_POLICY = (
-    (("posterize", 0.4, 8), ("rotate", 0.6, 9)), (("solarize", 0.6, 5), ("autocontrast", 0.6, None)),
-    (("equalize", 0.8, None), ("equalize", 0.6, None)), (("posterize", 0.6, 7), ("posterize", 0.6, 6)),
-    (("equalize", 0.4, None), ("solarize", 0.2, 4)), (("equalize", 0.4, None), ("rotate", 0.8, 8)),
-    (("solarize", 0.6, 3), ("equalize", 0.6, None)), (("posterize", 0.8, 5), ("equalize", 1.0, None)),
-    (("rotate", 0.2, 3), ("solarize", 0.6, 8)), (("equalize", 0.6, None), ("posterize", 0.4, 6)),
-    (("rotate", 0.8, 8), ("color", 0.4, 0)), (("rotate", 0.4, 9), ("equalize", 0.6, None)),
-    (("equalize", 0.0, None), ("equalize", 0.8, None)), (("invert", 0.6, None), ("equalize", 1.0, None)),
-    (("color", 0.6, 4), ("contrast", 1.0, 8)), (("rotate", 0.8, 8), ("color", 1.0, 2)),
-    (("color", 0.8, 8), ("solarize", 0.8, 7)), (("sharpness", 0.4, 7), ("invert", 0.6, None)),
-    (("shear_x", 0.6, 5), ("equalize", 1.0, None)), (("color", 0.4, 0), ("equalize", 0.6, None)),
-    (("equalize", 0.4, None), ("solarize", 0.2, 4)), (("solarize", 0.6, 5), ("autocontrast", 0.6, None)),
-    (("invert", 0.6, None), ("equalize", 1.0, None)), (("color", 0.6, 4), ("contrast", 1.0, 8)),
-    (("equalize", 0.8, None), ("equalize", 0.6, None)),
-)
+#: AutoAugment's ImageNet policy (torchvision's 25 pairs, :data:`fastdata.transforms.policy_tables.TV_IMAGENET_POLICY`)
+#: in the plan's op names.
+_PLAN_NAMES = {"AutoContrast": "autocontrast", "ShearX": "shear_x", "ShearY": "shear_y",
+               "TranslateX": "translate_x", "TranslateY": "translate_y"}
+_IMAGENET_POLICY = tuple(tuple((_PLAN_NAMES.get(name, name.lower()), prob, level) for name, prob, level in pair)
+                         for pair in TV_IMAGENET_POLICY)
 
 
 assert all(name in OP_NAMES for name, _ in _TIMM_OPS.values())
