@@ -83,6 +83,8 @@ class ShardDataset(ShardSource, Dataset):
             (or below the minimum).
         CorruptRecordError: a file the manifest names is outside the folder, not a regular file,
             of the wrong size or checksum, or disagrees with the manifest's counts.
+        UnfinishedPackError: (a ``ValueError``) ``root`` is a folder ``fastdata pack`` is still writing, or left
+            unfinished (no ``manifest.json`` yet): the message names the writer (pid, host, start).
 
     Example::
 
