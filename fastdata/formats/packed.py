@@ -132,6 +132,9 @@ def open_pack(root: str | os.PathLike, *, shards_here: bool = True) -> OpenedPac
             storage.check_count(path, shard)
         paths.append(str(path))
         identities.append((st.st_dev, st.st_ino, st.st_mtime_ns) if st is not None else (0, 0, 0))
+    for shard in manifest.shards:  # a missing index is named as a missing shard is, not as a bare [Errno 2]
+        if shard.index:
+            _existing(base, shard.index)
     located = [storage.positions(base, shard) for shard in manifest.shards]  # TFRecord: bounded index reads
     targets = load_targets(base, manifest, _existing(base, manifest.targets))
     if _identity(base / MANIFEST_NAME) != before:
