@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
+import select
 import signal
 import sys
 import threading
@@ -12,53 +14,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from fastdata import __version__
-from fastdata._util.sizes import parse_size as _parse_size
 from fastdata._util.text import escaped
-from fastdata.decode.limits import DEFAULT_MAX_PIXELS
+from fastdata.packing.command import add_pack_parser, appending_to, parse_size, summary
+
+__all__ = ["EXIT_STATUS", "build_parser", "main", "parse_size"]
 
 if TYPE_CHECKING:
     from fastdata.packing.options import PackOptions
-
-
-def parse_size(text: str) -> int:
-    """``"256MB"`` → 256000000, ``"1GiB"`` → 1073741824, ``"4096"`` → 4096 (an argparse type)."""
-    try:
-        return _parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _pixel_limit(text: str) -> int:
-    try:
-        value = int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of pixels (0: no limit), got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of pixels (0: no limit), got {text!r}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _part(text: str) -> tuple[int, int]:
-    from fastdata.packing.plan import parse_part
-
-    try:
-        return parse_part(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
 EXIT_STATUS = """exit status:
@@ -66,7 +28,10 @@ EXIT_STATUS = """exit status:
   1    damage found (verify)
   2    bad input or refused (usage, missing folder, OUT in use or not fastdata's, --resume mismatch)
   3    no space left on the output's disk: nothing was lost; free space and run again with --resume
-  130  interrupted (Ctrl-C); 143 terminated (SIGTERM): run again with --resume to finish a pack"""
+  130  interrupted (Ctrl-C); 143 terminated (SIGTERM): run again with --resume to finish a pack
+  141  the reader of the output went away (`fastdata inspect DATA | head`): stopped quietly, as coreutils do"""
+
+EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a coreutils program stopped by SIGPIPE
 
 
 class Terminated(KeyboardInterrupt):
@@ -81,66 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log more detail")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{pack,repack,merge,inspect,verify,bench}")
 
-    p = sub.add_parser("pack", help="pack an image folder (one subfolder per class) into shards",
-                       epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("src", help="what to pack: an ImageFolder tree, a .csv/.jsonl/.parquet file list, Parquet files "
-                   "(Hugging Face layout: a file, folder or glob), WebDataset tars (shard-{000000..000009}.tar), a "
-                   "fastdata pack or TFRecord files")
-    p.add_argument("out", help="output folder for shards, index files and manifest.json, or a URL "
-                   "(s3://bucket/x, gs://...): shards are uploaded as they complete, manifest.json last")
-    p.add_argument("--format", required=True, choices=["tfrecord", "lmdb"], help="storage format")
-    p.add_argument("--shard-size", type=parse_size, default=256 * 2**20, help="max bytes per shard (default 256MiB)")
-    p.add_argument("--samples-per-shard", type=_positive_int, default=None, help="max records per shard")
-    p.add_argument("--max-side", type=_positive_int, default=None,
-                   help="downscale so the longer side is at most N px and re-encode as JPEG (default: store bytes unchanged)")
-    p.add_argument("--keep-bytes", action="store_true",
-                   help="store every source file byte for byte (default: re-code each JPEG losslessly, same pixels, "
-                        "with restart intervals so crops decode faster; EXIF, ICC and comments are dropped)")
-    p.add_argument("--quality", type=int, default=90, help="JPEG quality for --max-side re-encoding (default 90)")
-    p.add_argument("--shuffle-seed", type=int, default=None, help="pre-shuffle the sample order with this seed")
-    p.add_argument("--workers", type=int, default=None,
-                   help="decode/validate processes (default and most: the CPUs this process may use)")
-    p.add_argument("--strict", action="store_true",
-                   help="fail on the first bad image, unreadable folder, symlink loop or non-UTF-8 name instead of "
-                        "skipping and listing it")
-    p.add_argument("--max-pixels", type=_pixel_limit, default=DEFAULT_MAX_PIXELS,
-                   help="skip images whose header declares more pixels than this, before decoding them "
-                        f"(default {DEFAULT_MAX_PIXELS}, PIL's decompression-bomb limit; 0: no limit)")
-    p.add_argument("--allow-empty", action="store_true",
-                   help="write a dataset even when every image was skipped (default: exit with an error)")
-    group = p.add_mutually_exclusive_group()
-    group.add_argument("--resume", action="store_true",
-                       help="finish an interrupted pack in OUT (same SRC and options, or it is refused)")
-    group.add_argument("--overwrite", action="store_true",
-                       help="replace the dataset OUT holds, or pack into a non-empty folder; only fastdata's own "
-                            "files are ever deleted")
-    p.add_argument("--append", action="store_true",
-                   help="add SRC's samples to the finished pack in OUT as new shards (new manifest written last), "
-                        "with the pack's own options; with --resume, finish an interrupted append")
-    p.add_argument("--source", default="auto",
-                   choices=["auto", "imagefolder", "list", "parquet", "webdataset", "pack", "tfrecord"],
-                   help="the kind of SRC (default: told by what SRC is)")
-    p.add_argument("--label-column", default=None,
-                   help="column (or .json key) with the label: class names map to indices in sorted order, integers "
-                        "are kept (default: label; without one, every label is 0)")
-    p.add_argument("--image-column", default=None,
-                   help="column with the image path/URL (lists; default: path, file, filename, image or url) or the "
-                        "{bytes, path} image struct (Parquet; default: the first such column)")
-    p.add_argument("--fields", type=_names, default=(),
-                   help="comma-separated columns (.json keys, TFRecord features) to keep with each sample, e.g. "
-                        "boxes,labels (a pack source keeps all its fields by default)")
-    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
-    p.add_argument("--range-size", type=_positive_int, default=None,
-                   help="samples per range of the plan (default 10000, rounded up to a multiple of "
-                        "--samples-per-shard): one task each; shards never cross a range end")
-    p.add_argument("--engine", choices=["local", "ray"], default="local",
-                   help="local: this machine's process pool (default); ray: one Ray task per range")
-    p.add_argument("--ray-address", default=None, help="Ray cluster for --engine ray (default: RAY_ADDRESS, "
-                   "else a local Ray)")
-    p.add_argument("--part", type=_part, default=None, metavar="I/N",
-                   help="pack only part I of N (0-based; e.g. $SLURM_ARRAY_TASK_ID/16) and write its partial "
-                        "manifest; `fastdata merge OUT` finishes once every part is done")
-    p.set_defaults(run=_run_pack)
+    add_pack_parser(sub, EXIT_STATUS, _run_pack)
 
     p = sub.add_parser("repack", help="rewrite a packed dataset with every JPEG re-coded losslessly for random access")
     p.add_argument("old", help="folder written by `fastdata pack` (read only)")
@@ -181,6 +87,7 @@ def _run_pack(args: argparse.Namespace) -> int:
     from fastdata.packing.packer import NothingPackedError, pack
 
     _match_pillow_limit(args.max_pixels)
+    before = appending_to(args)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
@@ -201,9 +108,7 @@ def _run_pack(args: argparse.Namespace) -> int:
               f"{escaped(args.out)}; "
               f"run `fastdata merge {escaped(args.out)}` once every part is done")
         return 0
-    size = sum(s.nbytes for s in manifest.shards)
-    print(f"packed {manifest.num_samples} images of {len(manifest.classes)} classes into "
-          f"{len(manifest.shards)} {manifest.format} shard(s), {size / 1e6:.1f} MB, in {escaped(args.out)}")
+    print(summary(args, manifest, before))
     if not manifest.num_samples:
         print("the dataset is empty (--allow-empty): every image was skipped")
     if manifest.skipped:
@@ -285,15 +190,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (see :data:`EXIT_STATUS`).
 
     0 success, 1 damage found, 2 bad input or refused, 3 no space left (nothing lost: free
-    space and ``--resume``), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
+    space and ``--resume``), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 141 the reader of
+    standard output went away (nothing more is printed).
     """
     from fastdata.packing.space import EXIT_NO_SPACE, OutOfSpaceError
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help and --version print, then exit (argparse ignores a failed write)
+        if not exc.code and _stdout_gone():
+            return _quiet_exit()
+        raise
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
-        return int(args.run(args) or 0)
+        code = int(args.run(args) or 0)
+        sys.stdout.flush()  # buffered output meets a closed pipe here, not at exit
+        return code
+    except BrokenPipeError as exc:
+        if _stdout_gone():
+            return _quiet_exit()
+        print(f"fastdata: error: {escaped(exc)}", file=sys.stderr)  # a connection of the command's own, not stdout
+        return 2
     except KeyboardInterrupt as exc:
         how = "terminated" if isinstance(exc, Terminated) else "interrupted"
         print(f"fastdata: {how}; run the same command with --resume to finish a pack", file=sys.stderr)
@@ -305,6 +223,34 @@ def main(argv: Sequence[str] | None = None) -> int:
             ConnectionError) as exc:
         print(f"fastdata: error: {escaped(exc)}", file=sys.stderr)
         return 2
+
+
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe whose reader has gone (``| head`` read what it wanted); what is buffered is
+    flushed first."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    try:
+        fd = sys.stdout.fileno()
+        poll = select.poll()
+        poll.register(fd, select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poll.poll(0))
+    except (AttributeError, OSError, ValueError):  # no file descriptor (captured output), or no poll()
+        return False
+
+
+def _quiet_exit() -> int:
+    """Stop printing, as a coreutils program stopped by SIGPIPE does: what is still buffered goes to /dev/null (not
+    to a "Broken pipe" message when Python flushes at exit)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):  # pragma: no cover - stdout without a descriptor
+        pass
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -52,6 +52,8 @@ def test_verify_catches_a_flipped_byte(capsys, image_folder, tmp_path, fmt):
         (["pack", "{missing}", "{out}", "--format", "lmdb"], "does not exist"),
         (["pack", "{empty}", "{out}", "--format", "lmdb"], "no class folders"),
         (["pack", "{src}", "{file}", "--format", "lmdb"], "is a file"),
+        (["pack", "{file}", "{out}", "--format", "lmdb"], "pass a .csv, .jsonl or .parquet file list, a WebDataset .tar"),
+        (["pack", "{src}", "{out}", "--format", "lmdb", "--shuffle-seed", "-1"], "shuffle_seed must be a non-negative"),
         (["inspect", "{empty}"], "not a finished fastdata pack"),
         (["verify", "{empty}"], "not a finished fastdata pack"),
     ],
@@ -71,7 +73,7 @@ def test_existing_dataset_refused(capsys, image_folder, tmp_path):
     args = ["pack", str(image_folder.root), str(tmp_path), "--format", "lmdb", "--no-progress"]
     assert run(capsys, *args)[0] == 0
     code, _, err = run(capsys, *args)
-    assert code == 2 and "already holds a dataset" in err and "--overwrite" in err
+    assert code == 2 and "already holds a dataset" in err and "--overwrite" in err and "--append" in err
     assert run(capsys, *args, "--overwrite")[0] == 0
 
 
@@ -124,3 +126,64 @@ def test_names_are_printed_escaped(capsys, caplog, tmp_path):
     assert any(line.split()[1:] == ["\\x1b[31mred", "2"] for line in lines if line.startswith("      0"))
     assert any(line.split()[1:] == ["new\\nline", "2"] for line in lines if line.startswith("      1"))
     assert not any(line.strip() == "line" or line.startswith("line") for line in lines)
+
+
+def test_a_refused_shuffle_seed_leaves_nothing_behind(capsys, image_folder, tmp_path):
+    out = tmp_path / "out"
+    args = ["pack", str(image_folder.root), str(out), "--format", "lmdb", "--no-progress"]
+    assert run(capsys, *args, "--shuffle-seed", "-1")[0] == 2
+    assert not out.exists() or not any(out.iterdir())
+    code, _, err = run(capsys, *args, "--shuffle-seed", "1")  # the corrected command is not refused
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("argv", [["inspect", "{out}"], ["verify", "{out}"], ["--help"], ["pack", "--help"]])
+def test_output_into_a_closed_pipe_ends_quietly(capsys, image_folder, tmp_path, argv):
+    """`fastdata inspect DATA | head`: the reader goes away; no "Broken pipe", no traceback, coreutils' status."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import fastdata
+
+    out = tmp_path / "out"
+    assert run(capsys, "pack", str(image_folder.root), str(out), "--format", "tfrecord", "--no-progress")[0] == 0
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line is written
+    env = dict(os.environ, PYTHONPATH=str(Path(fastdata.__file__).resolve().parents[1]))
+    try:
+        done = subprocess.run([sys.executable, "-m", "fastdata.cli", *[a.format(out=out) for a in argv]],
+                              stdout=write, stderr=subprocess.PIPE, text=True, env=env, timeout=120, check=False)
+    finally:
+        os.close(write)
+    assert done.stderr == "" and done.returncode == 141
+
+
+def test_top_level_help_names_what_pack_and_bench_take(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "CSV/JSONL/Parquet list" in text and "WebDataset tars" in text
+    assert "--peers" in text
+
+
+def test_verify_names_a_shard_that_is_a_folder(capsys, image_folder, tmp_path):
+    out = tmp_path / "out"
+    assert run(capsys, "pack", str(image_folder.root), str(out), "--format", "lmdb", "--no-progress")[0] == 0
+    shard = Manifest.load(out).shards[0].path
+    (out / shard).unlink()
+    (out / shard).mkdir()
+    code, text, _ = run(capsys, "verify", str(out))
+    assert code == 1 and f"DAMAGED {shard}: is not a regular file" in text and "missing" not in text
+
+
+def test_a_missing_index_file_is_named(capsys, image_folder, tmp_path):
+    from fastdata import ShardDataset
+
+    out = tmp_path / "out"
+    assert run(capsys, "pack", str(image_folder.root), str(out), "--format", "tfrecord", "--no-progress")[0] == 0
+    index = Manifest.load(out).shards[0].index
+    (out / index).unlink()
+    with pytest.raises(FileNotFoundError, match=f"{index} \\(named by the manifest\\) is missing .*fastdata verify"):
+        ShardDataset(out)

@@ -101,3 +101,16 @@ def test_old_and_new_homes_are_the_same_objects():
     assert resolve("fastdata.resolution.ramp") is resolve("fastdata.transforms.ramp")
     assert resolve("fastdata.timm_loader.create_loader") is resolve("fastdata.integrations.timm.create_loader")
     assert resolve("fastdata.gpu_transforms.MixUp") is resolve("fastdata.gpu_transforms.Mixup")
+
+
+def test_readme_shows_every_shard_dataset_parameter():
+    """The README's ShardDataset signature names every parameter the class takes."""
+    import inspect
+
+    from fastdata import ShardDataset
+
+    text = (ROOT / "README.md").read_text()
+    shown = re.search(r"\*\*`ShardDataset\((.*?)\)`\*\*", text, re.S)
+    assert shown is not None
+    names = [p for p in inspect.signature(ShardDataset).parameters if p != "self"]
+    assert [n for n in names if not re.search(rf"\b{n}\b", shown.group(1))] == []

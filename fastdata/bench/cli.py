@@ -30,7 +30,8 @@ def _int_at_least(low: int) -> Callable[[str], int]:
 
 def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``fastdata bench DATA ...`` on the CLI's subparsers; its flags mirror :func:`run_benchmark`."""
-    p = subparsers.add_parser("bench", help="compare loader throughput: fastdata vs torch-pil, torch-cv2, DALI")
+    p = subparsers.add_parser("bench", help="compare loader throughput: fastdata vs torch-pil, torch-cv2, DALI, and "
+                              f"with --peers other loaders ({', '.join(PEERS)})")
     p.add_argument("data", help="image folder (one subfolder per class)")
     p.add_argument("--pipelines", nargs="+", choices=PIPELINES, default=None, metavar="NAME",
                    help=f"pipelines to measure (default: all of {', '.join(PIPELINES)})")

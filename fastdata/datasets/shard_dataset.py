@@ -100,6 +100,8 @@ class ShardDataset(ShardSource, Dataset):
         CorruptRecordError: a file the manifest names is outside the folder, not a regular file,
             of the wrong size or checksum, or disagrees with the manifest's counts (a shard's own count
             and ``.idx``: raised by the first read of that shard, naming the file).
+        UnfinishedPackError: (a ``ValueError``) ``root`` is a folder ``fastdata pack`` is still writing, or left
+            unfinished (no ``manifest.json`` yet): the message names the writer (pid, host, start).
 
     Example::
 

@@ -15,6 +15,7 @@ import numpy as np
 from fastdata.formats.manifest import MANIFEST_NAME
 from fastdata.formats.tfrecord_framing import build_index
 from fastdata.formats.tfrecord_index import max_index_bytes, read_index, write_index
+from fastdata.formats.unfinished import refuse_unfinished
 
 logger = logging.getLogger(__name__)
 
@@ -24,9 +25,17 @@ def has_manifest(root: Any) -> bool:
 
 
 def tfrecord_paths(root: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
+    """The third-party TFRecord files of ``root`` (a folder without a manifest, a file, a glob or a list).
+
+    Raises:
+        FileNotFoundError: no TFRecord file there.
+        UnfinishedPackError: ``root`` is a folder that ``fastdata pack`` is writing, or left unfinished (its shards
+            are not third-party records): the message names the writer.
+    """
     if isinstance(root, (str, os.PathLike)):
         path = Path(root)
         if path.is_dir():
+            refuse_unfinished(path)
             paths = sorted(p for p in path.iterdir() if p.is_file() and _looks_like_tfrecord(p))
         elif path.is_file():
             paths = [path]

@@ -196,7 +196,7 @@ def _check_same_shape(images: list[torch.Tensor]) -> None:
             raise ValueError(
                 f"fast_collate needs images of one size, but batch[0] is HWC {hwc(first)} and "
                 f"batch[{i}] is HWC {hwc(img.shape)}; add a crop/resize transform to the dataset "
-                "(e.g. fastdata.transforms RandomResizedCrop or Resize+CenterCrop) to get equal sizes"
+                "(e.g. fastdata.transforms RandomResizedCrop or ResizeCenterCrop) to get equal sizes"
                 + (" and convert grayscale images to RGB" if first[0] != img.shape[0] else "")
             )
 

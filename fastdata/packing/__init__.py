@@ -19,6 +19,7 @@
 - :mod:`~fastdata.packing.check`: ``fastdata inspect`` (:func:`describe`) and ``fastdata verify`` (:func:`verify`).
 - :mod:`~fastdata.packing.transcode`: JPEGs re-coded losslessly with restart intervals (the C extension ``_jpegtranscode``).
 - :mod:`~fastdata.packing.repack`: ``fastdata repack OLD NEW`` (:func:`repack`): an existing pack re-coded.
+- :mod:`~fastdata.packing.command`: ``fastdata pack``'s flags and the summary it prints.
 """
 
 from fastdata.packing.check import describe, verify

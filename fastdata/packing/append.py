@@ -16,6 +16,11 @@ An interrupted append (Ctrl-C, ``kill -9``) leaves the old dataset as it was for
 manifest is untouched; the new shards are not in it): ``--append --resume`` finishes it after its last
 complete shard, byte-identical to an uninterrupted append (and changes nothing once that append has
 finished), and a plain ``--append`` starts it over, removing the shards it had written.
+
+Without ``format`` an append takes the pack's own (:func:`pack_format`). An append of samples the pack already
+holds (a source whose digest, :func:`~fastdata.packing.sources.base.source_digest`: the same files, labels and
+order, is the pack's own ``source_files`` or that of an earlier append) is refused unless ``allow_duplicates``;
+so is an unlabelled append to a labelled pack, and the reverse.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import numpy as np
 from fastdata import __version__
 from fastdata._util.fs import atomic_write_bytes
 from fastdata.formats.files import crc32c_hex
-from fastdata.formats.manifest import Manifest
+from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.formats.manifest_entries import ShardInfo
 from fastdata.formats.packed import open_pack
 from fastdata.formats.targets import encode_targets
@@ -42,8 +47,9 @@ from fastdata.packing.options import PackOptions
 from fastdata.packing.pipeline import make_jobs, write_shards
 from fastdata.packing.sources.base import Source
 from fastdata.packing.writer import ShardWriter
+from fastdata.storage.urls import is_url
 
-__all__ = ["SAME_OPTIONS", "append_locked"]
+__all__ = ["SAME_OPTIONS", "append_locked", "pack_format"]
 
 logger = logging.getLogger(__name__)
 _NUMBER = re.compile(r"shard-(\d+)\.")
@@ -58,10 +64,13 @@ def append_locked(source: Source, identity: PackIdentity, out: Path, options: Pa
     Raises:
         FileNotFoundError: ``out`` holds no finished pack.
         ValueError: the pack has another format, other options (:data:`SAME_OPTIONS`) or other field types than
-            this append would write; or ``options.resume`` finds the journal of another append.
+            this append would write; or ``options.resume`` finds the journal of another append; or the pack already
+            holds these samples (unless ``options.allow_duplicates``); or one of the two is unlabelled and the
+            other is not.
     """
     old = open_pack(out)
     header = identity.append_header(out, old.manifest)  # refuses other options or fields, naming them
+    _check_labelled(out, old.manifest, options)
     count, types, digest = identity.samples, identity.field_types, identity.source_files
     classes = list(old.manifest.classes)
     new_names = sorted(set(source.classes) - set(classes))
@@ -70,13 +79,16 @@ def append_locked(source: Source, identity: PackIdentity, out: Path, options: Pa
     numbers = [int(m.group(1)) for s in old.manifest.shards if (m := _NUMBER.match(Path(s.path).name))]
     first = max(numbers, default=-1) + 1
     journal = PackJournal(out)
-    if options.resume and (old.manifest.options.get("appended") or [None])[-1] == digest:
+    if options.resume and (old.manifest.options.get("appended") or [None])[-1] == digest and \
+            not _onto_this(journal, header):  # (a journal onto this very manifest: an --allow-duplicates append)
         journal.remove()  # this append had finished (its journal may have outlived the manifest by a moment)
         return old.manifest
     entries: list[JournalEntry] = []
     if options.resume and journal.exists():
         check_journal(out, journal.header(), header)
         entries = journal.load(out)
+    if not options.allow_duplicates:
+        _check_new(out, old.manifest, digest)
     if not entries:
         if journal.exists():
             logger.warning("an interrupted append in %s is started over (--resume finishes one instead)", out)
@@ -106,6 +118,50 @@ def append_locked(source: Source, identity: PackIdentity, out: Path, options: Pa
     if old.manifest.targets != name:
         (out / old.manifest.targets).unlink(missing_ok=True)
     return manifest
+
+
+def pack_format(out: str | Path) -> str:
+    """The format of the finished pack in ``out``: what ``--append`` uses when ``--format`` is left out.
+
+    Raises:
+        FileNotFoundError: ``out`` holds no finished pack.
+        ValueError: ``out`` is a URL, or its manifest is damaged.
+    """
+    if is_url(out):
+        raise ValueError(f"--append to {out} needs --format: the format is read from a local pack only")
+    if not (Path(out) / MANIFEST_NAME).is_file():
+        raise FileNotFoundError(f"--append: {str(out)!r} holds no finished pack (no {MANIFEST_NAME}): pack into it "
+                                "first (with --format), or name the pack to append to")
+    return Manifest.load(out).format
+
+
+def _onto_this(journal: PackJournal, header: dict) -> bool:
+    """Whether ``journal`` is that of an unfinished append of these samples onto the manifest there now."""
+    try:
+        return journal.exists() and journal.header() == header
+    except (OSError, ValueError):
+        return False
+
+
+def _check_labelled(out: Path, manifest: Manifest, options: PackOptions) -> None:
+    """Refuse an unlabelled append to a labelled pack, and a labelled append to an unlabelled one."""
+    unlabelled = bool((manifest.options or {}).get("unlabelled"))
+    if unlabelled != options.unlabelled:
+        raise ValueError(f"--append refused: {out} is an unlabelled pack: append with --unlabelled" if unlabelled else
+                         f"--append refused: {out} is a labelled pack: append labelled samples, without --unlabelled")
+
+
+def _check_new(out: Path, manifest: Manifest, digest: str) -> None:
+    """Refuse an append whose source ``digest`` is that of the pack or of one of its appends (the same samples)."""
+    recorded = manifest.options or {}
+    if recorded.get("source_files") == digest:
+        what = "the source the pack was made of"
+    elif digest in (recorded.get("appended") or []):
+        what = f"the pack's append number {list(recorded['appended']).index(digest) + 1}"
+    else:
+        return
+    raise ValueError(f"--append refused: {out} already holds these samples: SRC has the same files, labels and order "
+                     f"as {what}; pass --allow-duplicates to add them again")
 
 
 def _remove_leftovers(out: Path, manifest: Manifest, first: int) -> None:

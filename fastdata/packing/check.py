@@ -51,7 +51,7 @@ def describe(root: str | os.PathLike) -> str:
     manifest = Manifest.load(root)
     try:
         targets = load_targets(root.resolve(), manifest, resolve_inside(root, manifest.targets))
-        counts = [str(c) for c in np.bincount(targets, minlength=len(manifest.classes))]
+        counts = [str(c) for c in np.bincount(targets[targets >= 0], minlength=len(manifest.classes))]
     except (OSError, CorruptRecordError):
         counts = ["?"] * len(manifest.classes)  # the per-class counts come from targets.npy; verify says what is wrong
     total_bytes = sum(s.nbytes for s in manifest.shards)
@@ -60,7 +60,7 @@ def describe(root: str | os.PathLike) -> str:
         f"dataset   {escaped(source.name)}",
         f"format    {manifest.format} (manifest v{manifest.version}, {escaped(manifest.created_by)})",
         f"samples   {manifest.num_samples}",
-        f"classes   {len(manifest.classes)}",
+        f"classes   {len(manifest.classes)}" + (" (unlabelled: every label is -1)" if _unlabelled(manifest) else ""),
     ]
     width = max((len(c) for c in names), default=0)
     lines += [f"  {i:>5}  {name:<{width}}  {counts[i]}" for i, name in enumerate(names)]
@@ -91,7 +91,8 @@ def verify(
     file of the size and CRC32C the manifest records (shards, index files, ``targets.npy``).
     Records: framing and CRCs (TFRecord), per-record CRC32C (LMDB), counts, index files, and that
     each image decodes. Labels: ``targets.npy`` must hold the label each record carries, and the
-    class text a record carries must be the manifest's name of its class.
+    class text a record carries must be the manifest's name of its class; in an unlabelled pack (no
+    classes, ``pack --unlabelled``) every label must be -1.
 
     Args:
         root: a folder written by ``fastdata pack``, or its URL (each shard is then downloaded to a
@@ -131,7 +132,8 @@ def verify(
             labels.append(None)
             continue
         seen = _RecordCheck(shard.path, manifest.classes, decoder,
-                            _Positions(manifest.transcoded or [], first - shard.num_samples, first))
+                            _Positions(manifest.transcoded or [], first - shard.num_samples, first),
+                            unlabelled=_unlabelled(manifest))
         with pixel_limit(manifest.options.get("max_pixels", DEFAULT_MAX_PIXELS)):  # the limit the pack applied
             shard_problems = storage.verify(base, shard, seen)  # one read of each record serves every check
         named = tuple(name for name in (shard.path, shard.index) if name)
@@ -165,8 +167,10 @@ def _check_file(root: Path, shard: ShardInfo, problems: list[str]) -> bool:
 class _RecordCheck:
     """The per-record callback of a shard: keeps each record's label, checks its class text and decodes it."""
 
-    def __init__(self, shard_path: str, classes: list[str], decoder, recoded: _Positions | frozenset = frozenset()) -> None:
+    def __init__(self, shard_path: str, classes: list[str], decoder, recoded: _Positions | frozenset = frozenset(),
+                 *, unlabelled: bool = False) -> None:
         self.shard_path = shard_path
+        self.unlabelled = unlabelled  # every label must be -1 (and there is no class)
         self.recoded = recoded  # records the manifest says pack re-coded: their restart intervals must tile MCU rows
         self.classes = classes
         self.decoder = decoder
@@ -179,7 +183,10 @@ class _RecordCheck:
             self.labels.extend([-1] * (number - len(self.labels)))
         self.labels.append(record.label if record.label >= 0 else -1)
         where = f"{self.shard_path}: record {number}"
-        if not 0 <= record.label < len(self.classes):
+        if self.unlabelled:
+            if record.label != -1:
+                self.problems.append(f"{where}: its label {record.label} is not -1, in a pack without labels")
+        elif not 0 <= record.label < len(self.classes):
             self.problems.append(f"{where}: its label {record.label} is outside the {len(self.classes)} classes")
         elif record.class_name and record.class_name != self.classes[record.label] and record.label not in self._named:
             self._named.add(record.label)  # once per class: an edited class name shows up on every record
@@ -230,6 +237,9 @@ def _check_targets(root: Path, manifest: Manifest, labels: list[array | None]) -
     except CorruptRecordError as exc:
         return [f"{manifest.targets}: {exc.reason}"]
     problems, start = [], 0
+    if _unlabelled(manifest) and (targets != -1).any():
+        j = int(np.flatnonzero(targets != -1)[0])
+        problems.append(f"{manifest.targets}: sample {j} has label {targets[j]}, in a pack without labels (-1)")
     for shard, seen in zip(manifest.shards, labels):
         if seen is not None:
             own = np.frombuffer(seen, np.int64)[: shard.num_samples]  # -1: no readable record
@@ -242,6 +252,11 @@ def _check_targets(root: Path, manifest: Manifest, labels: list[array | None]) -
                 problems.append(f"{manifest.targets}: {len(wrong) - _SHOWN} more labels differ from {shard.path}'s records")
         start += shard.num_samples
     return problems
+
+
+def _unlabelled(manifest: Manifest) -> bool:
+    """A pack made with ``--unlabelled``: no classes, every label -1."""
+    return not manifest.classes and bool((manifest.options or {}).get("unlabelled"))
 
 
 def _human(nbytes: float) -> str:

@@ -23,8 +23,7 @@ from typing import Any
 
 from fastdata._util.fs import atomic_write_bytes, file_crc32c
 from fastdata.formats.manifest_entries import FileWarnings, ShardInfo, SkippedFile
-
-JOURNAL_NAME = ".pack-journal.jsonl"
+from fastdata.formats.unfinished import JOURNAL_NAME  # readers refuse a folder that holds one (an unfinished pack)
 
 
 @dataclass

@@ -7,7 +7,9 @@ by ``kill -9``, so a stale lock file never blocks a later pack; the file is dele
 lock is released normally.
 
 The lock keeps fastdata writers apart; it does not stop other programs (or readers) from
-touching the folder. It needs a local file system with ``flock`` support (Linux, macOS);
+touching the folder. A reader asks whether a pack is writing a folder by taking a shared lock on the file
+for a moment (:func:`fastdata.formats.unfinished.lock_holder`), so a writer that finds the file locked
+retries for a while when only such probes hold it, and is refused only by another writer. It needs a local file system with ``flock`` support (Linux, macOS);
 where ``fcntl`` is missing the folder is not locked and a warning says so.
 """
 
@@ -20,6 +22,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from fastdata.formats.unfinished import LOCK_NAME, read_holder
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows
@@ -27,7 +31,9 @@ except ImportError:  # pragma: no cover - Windows
 
 logger = logging.getLogger(__name__)
 
-LOCK_NAME = ".fastdata.lock"
+__all__ = ["LOCK_NAME", "OutputLock", "OutputLockedError"]
+
+_PROBE_WAIT_S = 2.0  # how long a writer waits for readers' momentary shared locks to go
 
 
 class OutputLockedError(ValueError):
@@ -65,9 +71,9 @@ class OutputLock:
         while self._fd is None:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                _lock_exclusive(fd)
             except BlockingIOError:
-                holder = _read_holder(fd)
+                holder = read_holder(fd)
                 os.close(fd)
                 raise OutputLockedError(
                     f"{self.what} {str(self.folder)!r} is being written by another fastdata pack ({holder}): "
@@ -108,13 +114,27 @@ def _holder_text() -> str:
     return f"pid {os.getpid()} on {socket.gethostname()}, started {started}\n"
 
 
-def _read_holder(fd: int) -> str:
-    try:
-        text = os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
-    except OSError:
-        text = ""
-    text = "".join(c if c.isprintable() else "?" for c in text)
-    return text or "holder not known yet"
+def _lock_exclusive(fd: int) -> None:
+    """``flock(fd, LOCK_EX)`` without blocking on a writer; shared locks (readers probing for a running pack) are
+    waited out for up to :data:`_PROBE_WAIT_S`.
+
+    Raises:
+        BlockingIOError: another writer holds the lock.
+    """
+    deadline = time.monotonic() + _PROBE_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # granted: only shared holders, i.e. readers' probes
+            except BlockingIOError:
+                raise BlockingIOError("held by another writer") from None
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
 
 
 def _same_file(fd: int, path: Path) -> bool:

@@ -20,6 +20,7 @@ from fastdata.packing.writer import DEFAULT_SHARD_SIZE
 
 ENGINES = ("local", "ray")
 SOURCES = ("auto", "imagefolder", "list", "parquet", "webdataset", "pack", "tfrecord")
+LABELS = ("auto", "names")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,9 @@ class PackOptions:
     part: tuple[int, int] | None = None
     ray_address: str | None = None
     keep_bytes: bool = False
+    labels: str = "auto"
+    unlabelled: bool = False
+    allow_duplicates: bool = False
 
     def __post_init__(self) -> None:
         get_format(self.format)  # unknown names are refused first, listing the valid ones
@@ -65,6 +69,9 @@ class PackOptions:
                f"max_side must be an integer >= 8 (pixels), got {self.max_side!r}")
         _check(isinstance(self.quality, int) and 1 <= self.quality <= 100 or (self.quality is None and not self.max_side),
                f"quality must be an integer JPEG quality in 1..100, got {self.quality!r}")
+        _check(self.shuffle_seed is None or (isinstance(self.shuffle_seed, int) and not isinstance(self.shuffle_seed, bool)
+                                             and self.shuffle_seed >= 0),
+               f"shuffle_seed must be a non-negative integer (numpy's seeds are), got {self.shuffle_seed!r}")
         _check(self.workers is None or (isinstance(self.workers, int) and self.workers >= 0),
                f"workers must be a non-negative integer (0: no pool), got {self.workers!r}")
         _check(not (self.resume and self.overwrite),
@@ -84,6 +91,9 @@ class PackOptions:
             object.__setattr__(self, "part", tuple(self.part))
             check_part(*self.part)
         _check(isinstance(self.keep_bytes, bool), f"keep_bytes must be True or False, got {self.keep_bytes!r}")
+        _check(self.labels in LABELS, f"labels must be one of {', '.join(LABELS)}, got {self.labels!r}")
+        _check(not (self.unlabelled and (self.label_column is not None or self.labels != "auto")),
+               "unlabelled excludes label_column and labels: an unlabelled pack reads no label")
         object.__setattr__(self, "max_pixels", as_limit(self.max_pixels))
         if not self.max_side:
             object.__setattr__(self, "quality", None)
@@ -121,6 +131,10 @@ class PackOptions:
         for name in ("label_column", "image_column"):
             if getattr(self, name) is not None:
                 data[name] = getattr(self, name)
+        if self.labels != "auto":
+            data["labels"] = self.labels
+        if self.unlabelled:
+            data["unlabelled"] = True
         if self.fields:
             data["fields"] = list(self.fields)
         return data

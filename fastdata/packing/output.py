@@ -101,7 +101,7 @@ def prepare_output(out: Path, *, resume: bool, overwrite: bool) -> None:
         if not (resume or overwrite):
             raise FileExistsError(
                 f"{str(out)!r} already holds a dataset (or an interrupted pack): "
-                "pass --resume to finish it or --overwrite to replace it"
+                "pass --resume to finish it, --append to add SRC's samples to it, or --overwrite to replace it"
             )
         remove_own_files(out, only_tmp=not overwrite)
         return

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from fastdata.formats.fields import infer_types
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.formats.manifest_entries import ShardInfo
-from fastdata.packing.append import append_locked
+from fastdata.packing.append import append_locked, pack_format
 from fastdata.packing.finish import TARGETS_NAME, NothingPackedError, finalize  # noqa: F401 - re-exported
 from fastdata.packing.identity import PackIdentity, check_journal
 from fastdata.packing.journal import JournalEntry, PackJournal
@@ -66,7 +66,7 @@ def pack(
             unfinished pack, unless ``overwrite`` is set. Or a URL such as ``s3://bucket/dataset``:
             shards are then written to a local staging folder and uploaded as they complete,
             ``manifest.json`` last (see :func:`fastdata.storage.transfer.pack_to_url`).
-        format: ``"tfrecord"`` or ``"lmdb"``.
+        format: ``"tfrecord"`` or ``"lmdb"`` (with ``append``, the pack's own when left out).
         shard_size: upper bound on a shard's size in bytes (default 256 MiB).
         samples_per_shard: upper bound on records per shard (default: none).
         max_side: if set, images whose longer side exceeds it are downscaled to it and
@@ -90,12 +90,17 @@ def pack(
             by default that raises :class:`NothingPackedError`.
         source: ``"auto"`` (default), ``"imagefolder"``, ``"list"``, ``"parquet"``, ``"webdataset"``, ``"pack"`` or ``"tfrecord"``.
         label_column: the label column or ``.json`` key (default ``label``): class names map to indices in
-            sorted order, integers are kept.
+            sorted order, integers are kept; labels that mix the two are refused (naming the first row of the other
+            kind), and so is a list, Parquet or tars without a label, unless ``unlabelled``.
+        labels: ``"auto"`` (above) or ``"names"``: every label is a class name, integers included, sorted as text.
+        unlabelled: pack a list, Parquet or tars without labels: every label is -1, the class list empty.
         image_column: the image path/URL column of a list, or the ``{bytes, path}`` column of Parquet.
         fields: columns (``.json`` keys, TFRecord features) kept with each sample, types inferred
             (:mod:`fastdata.formats.fields`); a pack source keeps all its fields, typed as its manifest says,
             unless ``fields`` names some.
         append: add the samples to the finished pack in ``out`` as new shards (:mod:`fastdata.packing.append`).
+        allow_duplicates: with ``append``, add samples the pack already holds (a source with the same files, labels
+            and order as the pack's own or an earlier append's; refused by default).
         options: all of the above as one :class:`~fastdata.packing.options.PackOptions` instead of keywords.
         on_shard: called with each shard's manifest entry as soon as the shard is published.
         range_size: samples per range of the plan (default 10000, rounded up to a multiple of
@@ -138,6 +143,8 @@ def pack(
         NothingPackedError: every image was skipped and ``allow_empty`` is not set (no dataset is left in ``out``).
     """
     if options is None:
+        if keywords.get("append") and "format" not in keywords:
+            keywords["format"] = pack_format(out)  # an append takes the pack's own format
         options = PackOptions.of(**keywords)
     elif keywords:
         raise ValueError(f"pass the options as keywords or as options=PackOptions(...), not both ({', '.join(keywords)})")

@@ -122,7 +122,7 @@ def write_shards(jobs, writer, journal, classes, options, workers, total, start,
                             "to skip and report bad files)"
                         )
                 else:
-                    name = classes[job.label] if job.label < len(classes) else ""
+                    name = classes[job.label] if 0 <= job.label < len(classes) else ""
                     record = ImageRecord(
                         loaded.data, job.label, name, job.rel, loaded.image_format, loaded.height, loaded.width,
                         job.fields,

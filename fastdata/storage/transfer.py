@@ -177,8 +177,8 @@ class CheckSource:
         transfer error is not damage); what is then on disk is what verify judges.
         """
         path = self.root / shard.path
-        if self.store is None:
-            return path.is_file()
+        if self.store is None:  # something there that is not a regular file (a folder, a socket) is damage, not absence
+            return os.path.lexists(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         for _ in range(2):
             crc = google_crc32c.Checksum()

@@ -65,6 +65,7 @@ def test_shape_mismatch_names_the_fix():
     with pytest.raises(ValueError, match="crop/resize") as info:
         fast_collate([(a, 0), (b, 1)])
     assert "(5, 7, 3)" in str(info.value) and "(6, 7, 3)" in str(info.value)
+    assert "ResizeCenterCrop" in str(info.value)  # the transform's own name, one a user can import
 
 
 def test_mixed_gray_and_rgb_is_a_shape_error():

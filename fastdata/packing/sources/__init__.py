@@ -47,16 +47,22 @@ def open_source(src: str | os.PathLike, options: PackOptions) -> Source:
 
 def _open(src: str | os.PathLike, options: PackOptions) -> Source:
     kind = options.source if options.source != "auto" else source_kind(src)
-    columns = {"image_column": options.image_column, "label_column": options.label_column, "fields": options.fields}
+    labels = {"names": options.labels == "names", "unlabelled": options.unlabelled}
+    columns = {"image_column": options.image_column, "label_column": options.label_column, "fields": options.fields,
+               **labels}
     if kind == "imagefolder":
         _no_columns(kind, options)
+        if os.path.isfile(src):
+            raise ValueError(f"{os.fspath(src)!r} is a file of no kind fastdata packs: pass a .csv, .jsonl or "
+                             ".parquet file list, a WebDataset .tar (or a brace pattern of them), .tfrecord files, or "
+                             "a folder (an ImageFolder tree, Parquet files, tars, TFRecords or a fastdata pack)")
         return ImageFolderSource(src)
     if kind == "list":
         return FileListSource(src, **columns)
     if kind == "parquet":
         return ParquetSource(src, **columns)
     if kind == "webdataset":
-        return WebDatasetSource(src, label_column=options.label_column, fields=options.fields)
+        return WebDatasetSource(src, label_column=options.label_column, fields=options.fields, **labels)
     _no_columns(kind, options, fields=False)
     return PackSource(src, fields=options.fields) if kind == "pack" else TFRecordSource(src, fields=options.fields)
 
@@ -105,3 +111,6 @@ def _no_columns(kind: str, options: PackOptions, *, fields: bool = True) -> None
         names = "--image-column, --label-column and --fields apply" if fields else \
             "--image-column and --label-column apply"
         raise ValueError(f"{names} to lists, Parquet and WebDataset sources, not to a {kind} source")
+    if options.labels != "auto" or options.unlabelled:
+        raise ValueError(f"--labels and --unlabelled apply to lists, Parquet and WebDataset sources, not to a {kind} "
+                         "source (its labels are its own)")

@@ -23,6 +23,9 @@ from fastdata.formats.manifest_entries import SkippedFile
 
 _NO_LIMIT_BYTES = 1 << 40
 
+#: The label of every sample of an unlabelled pack (``--unlabelled``); its class table is empty.
+NO_LABEL = -1
+
 
 def max_file_bytes(max_pixels: int | None) -> int:
     """The largest source file a pack reads under a pixel limit: 8 bytes per allowed pixel (more than any
@@ -42,7 +45,7 @@ class Row:
     Attributes:
         locator: what :meth:`Source.open` takes to read the image; also the name the pack records
             for the sample (``image/filename``, skipped-file lists).
-        label: the class index.
+        label: the class index (:data:`NO_LABEL` in an unlabelled pack).
         fields: extra per-sample values (column name -> value) kept with ``--fields``.
         data: the image bytes, when the scan already holds them; then :meth:`Source.open` is not
             called for this row.
@@ -94,6 +97,13 @@ class Source(abc.ABC):
         """
 
 
+def unlabelled_refused(what: str, seen: str, label_column: str) -> ValueError:
+    """The one-line refusal of a source without labels: ``what`` (the list, tars, Parquet) has no
+    ``label_column``; ``seen`` says what it has instead (its columns, the members of its samples)."""
+    return ValueError(f"{what} has no label column {label_column!r} ({seen}): name it with --label-column, or pass "
+                      "--unlabelled to pack without labels (every label -1, no classes)")
+
+
 def source_digest(classes: list[str], rows: list[Row], skipped: list[SkippedFile]) -> str:
     """``"sha256:..."`` of the class table, the (label, locator) list and what the scan left out.
 
@@ -113,15 +123,39 @@ class Labels:
     """Raw label values (ints, or class names) to indices, as ImageFolder maps folder names.
 
     Class names become indices in sorted order; when every value is an integer (or, from text
-    such as CSV, spells one) the integers are kept and the class table is ``"0"..str(max)``.
+    such as CSV, spells one) the integers are kept and the class table is ``"0".."max"``. A mix of
+    the two is refused (it would renumber every integer as a class name, ``"10"`` before ``"2"``),
+    unless ``names`` says every label is a class name.
+
+    Args:
+        values: ``(where, value)`` of every row: how an error names the row (``"row 2 of train.csv"``), its raw label.
+        text: the values are text (CSV, ``.cls``): a value that spells an integer is one.
+        names: every label is a class name (``--labels names``), integers included, sorted as text.
+
+    Raises:
+        ValueError: (without ``names``) the labels mix integers and class names; the message names the first row
+            whose label is of the other kind than the first row's, and its value.
     """
 
-    def __init__(self, values: Iterable[Any], *, text: bool = False) -> None:
-        seen = {v for v in values if is_label(v)}
-        ints = {int(v) for v in seen if _as_int(v, text) is not None}
-        if seen and len(ints) == len(seen) and all(_as_int(v, text) is not None for v in seen):
+    def __init__(self, values: Iterable[tuple[str, Any]], *, text: bool = False, names: bool = False) -> None:
+        seen: set[Any] = set()
+        first: tuple[str, Any, bool] | None = None  # where, value, whether it is an integer
+        for where, value in values:
+            if not is_label(value):
+                continue
+            integer = _as_int(value, text) is not None
+            if first is None:
+                first = (where, value, integer)
+            elif integer != first[2] and not names:
+                raise ValueError(
+                    f"{where}: label {value!r} is {_kind(integer)}, but {first[0]} has {_kind(first[2])} label "
+                    f"{first[1]!r}: the labels mix integers and class names; pass --labels names to read every "
+                    "label as a class name (sorted as text), or fix the labels"
+                )
+            seen.add(value)
+        if seen and not names and first is not None and first[2]:
             self.integers = True
-            self.classes = [str(i) for i in range(max(ints) + 1)]
+            self.classes = [str(i) for i in range(max(int(_as_int(v, text)) for v in seen) + 1)]  # type: ignore[arg-type]
             self._index: dict[Any, int] = {}
         else:
             self.integers = False
@@ -133,13 +167,22 @@ class Labels:
         """The label of ``value``.
 
         Raises:
-            ValueError: the value is not a label (a float, a list, missing), with the reason.
+            ValueError: the value is not a label (a float, a list, missing), or not of the kind the others are.
         """
         if not is_label(value):
             raise ValueError(f"label {value!r} is not an integer or a class name")
         if self.integers:
-            return int(_as_int(value, self.text))  # type: ignore[arg-type]
+            number = _as_int(value, self.text)
+            if number is None:
+                raise ValueError(f"label {value!r} is not an integer, as the other labels are")
+            return number
+        if str(value) not in self._index:
+            raise ValueError(f"label {value!r} is not one of the class names the scan found")
         return self._index[str(value)]
+
+
+def _kind(integer: bool) -> str:
+    return "an integer" if integer else "a class name"
 
 
 def is_label(value: Any) -> bool:

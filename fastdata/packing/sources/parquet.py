@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fastdata.formats.manifest_entries import SkippedFile
-from fastdata.packing.sources.base import Labels, Row, Source, read_location
+from fastdata.packing.sources.base import NO_LABEL, Labels, Row, Source, read_location, unlabelled_refused
 
 
 def parquet_files(src: str | os.PathLike) -> tuple[Path, list[Path]]:
@@ -56,14 +56,17 @@ class ParquetSource(Source):
     Args:
         src: a ``.parquet`` file, a folder (searched recursively) or a glob.
         image_column: the image column (default: the first column of ``{bytes, path}`` structs).
-        label_column: the label column (default ``label``; without one every label is 0).
+        label_column: the label column (default ``label``).
         fields: further columns to keep with each sample.
+        names: every label is a class name (``--labels names``); see
+            :class:`~fastdata.packing.sources.table.FileListSource`.
+        unlabelled: pack without labels; without it, files with no label column are refused.
     """
 
     name = "parquet"
 
     def __init__(self, src: str | os.PathLike, *, image_column: str | None = None, label_column: str | None = None,
-                 fields: tuple[str, ...] = ()) -> None:
+                 fields: tuple[str, ...] = (), names: bool = False, unlabelled: bool = False) -> None:
         import pyarrow.parquet as pq
 
         self.base, files = parquet_files(src)
@@ -81,13 +84,17 @@ class ParquetSource(Source):
         if missing:
             raise ValueError(f"{files[0]} has no column {', '.join(missing)} (its columns: {', '.join(schema.names)})")
         self.fields = tuple(fields)
-        self.labelled = self.label_column in schema.names
-        names = _class_names(schema, self.label_column)
+        self.labelled = not unlabelled
+        if self.labelled and self.label_column not in schema.names:
+            raise unlabelled_refused(str(files[0]), f"its columns: {', '.join(schema.names)}", self.label_column)
+        table = _class_names(schema, self.label_column) if self.labelled else None
         self.labels = None
-        if names is not None:
-            self.classes = names
+        if table is not None:
+            self.classes = table
         elif self.labelled:
-            self.labels = Labels(r.get(self.label_column) for _, _, _, r in self._records([self.label_column]))
+            rows = enumerate(self._records([self.label_column]), 1)
+            self.labels = Labels(((f"row {n} ({rel})", r.get(self.label_column)) for n, (rel, _, _, r) in rows),
+                                 names=names)
             self.classes = self.labels.classes
         self._cached: tuple[tuple[str, int], Any] | None = None
 
@@ -98,7 +105,7 @@ class ParquetSource(Source):
         for rel, group, i, record in self._records(columns):
             number += 1
             locator = f"{rel}:{group}:{i}"
-            label = 0
+            label = NO_LABEL
             if self.labelled:
                 value = record.get(self.label_column)
                 try:

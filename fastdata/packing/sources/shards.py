@@ -164,7 +164,8 @@ class TFRecordSource(Source):
             self._scalar = self._check_fields(self._found)
         self.skipped = list(self._file_skips)
         records = self._found
-        labels = Labels(label for _, label, error, _ in records if not error)
+        labels = Labels((f"{locator} (record {n})", label) for n, (locator, label, error, _) in enumerate(records, 1)
+                        if not error)
         self.classes = labels.classes
         for number, (locator, label, error, values) in enumerate(records, 1):
             missing = [f for f in self.fields if f not in values]

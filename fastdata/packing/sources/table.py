@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fastdata.formats.manifest_entries import SkippedFile
-from fastdata.packing.sources.base import Labels, Row, Source, read_location
+from fastdata.packing.sources.base import NO_LABEL, Labels, Row, Source, read_location, unlabelled_refused
 from fastdata.storage.urls import is_url
 
 PATH_COLUMNS = ("path", "image_path", "file", "filename", "file_name", "image", "url")
@@ -32,14 +32,18 @@ class FileListSource(Source):
     Args:
         path: the ``.csv`` (with a header line), ``.jsonl`` (one JSON object a line) or ``.parquet`` list.
         image_column: the column with the path or URL (default: the first of :data:`PATH_COLUMNS` present).
-        label_column: the column with the label (default ``label``; without such a column every label is 0).
+        label_column: the column with the label (default ``label``).
         fields: further columns to keep with each sample.
+        names: every label is a class name, integers included (``--labels names``); by default a list whose labels
+            mix integers and class names is refused, naming the first row of the other kind.
+        unlabelled: pack without labels (every label :data:`~fastdata.packing.sources.base.NO_LABEL`, no classes);
+            without it a list with no label column is refused, naming the columns it has.
     """
 
     name = "list"
 
     def __init__(self, path: str | os.PathLike, *, image_column: str | None = None, label_column: str | None = None,
-                 fields: tuple[str, ...] = ()) -> None:
+                 fields: tuple[str, ...] = (), names: bool = False, unlabelled: bool = False) -> None:
         self.url = os.fspath(path) if is_url(path) else None
         self.path = Path(path) if self.url is None else Path(self.url.rpartition("/")[2])
         super().__init__(self.url or str(self.path.resolve()))
@@ -62,9 +66,13 @@ class FileListSource(Source):
         if missing:
             raise ValueError(f"{str(path)!r} has no column {', '.join(missing)} (its columns: {', '.join(columns)})")
         self.fields = tuple(fields)
-        self.labelled = not columns or self.label_column in columns
-        self.labels = Labels((r.get(self.label_column) for _, r in self._records([self.label_column]) if r),
-                             text=self.kind == ".csv") if self.labelled else None
+        self.labelled = not unlabelled
+        if self.labelled and columns and self.label_column not in columns:
+            raise unlabelled_refused(repr(str(path)), f"its columns: {', '.join(columns)}", self.label_column)
+        where = f"of {self.path.name}"
+        self.labels = Labels(((f"row {n} {where}", r.get(self.label_column)) for n, r in
+                              self._records([self.label_column]) if r), text=self.kind == ".csv",
+                             names=names) if self.labelled else None
         self.classes = self.labels.classes if self.labels else []
 
     def scan(self) -> Iterator[Row]:
@@ -79,7 +87,7 @@ class FileListSource(Source):
                 self.skipped.append(SkippedFile(f"row {number}", f"no image path in column {self.image_column!r}"))
                 continue
             try:
-                label = self.labels.index(record.get(self.label_column)) if self.labels else 0
+                label = self.labels.index(record.get(self.label_column)) if self.labels else NO_LABEL
             except ValueError as exc:
                 self.skipped.append(SkippedFile(f"{location} (row {number})", str(exc)))
                 continue

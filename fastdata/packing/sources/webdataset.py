@@ -8,6 +8,12 @@ an image is read later, by offset, in a worker.
 
 Tars may be at URLs (``s3://bucket/shard-{000..009}.tar``, ``https://...``): the scan then streams each
 tar once through :mod:`fastdata.storage` (one GET, never whole in memory), and each image is one ranged read.
+
+Damage never ends the scan with a traceback. A file that is not a tar at all (garbage, empty, compressed) is
+refused in one line. Inside a tar, a sample whose member declares bytes past the end of the tar (a truncated
+tar, or a pax header declaring a huge size) is skipped and listed, as is a ``.cls``/``.json`` of more than
+16 MiB; a header that is not one (damage after some good members, which ``tarfile`` would take for the end of
+the archive) is listed with its offset, and the members from there on are not read.
 """
 
 from __future__ import annotations
@@ -23,11 +29,36 @@ from pathlib import Path
 from typing import Any
 
 from fastdata.formats.manifest_entries import SkippedFile
-from fastdata.packing.sources.base import Labels, Row, Source
+from fastdata.packing.sources.base import NO_LABEL, Labels, Row, Source, unlabelled_refused
 from fastdata.storage.urls import is_url
 
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff", "ppm", "pgm")
 _BRACE = re.compile(r"\{([^{}]*)\}")
+SMALL_MEMBER_BYTES = 16 << 20  # the most a .cls or .json member (read by the scan), or an extended header, may hold
+_EXTENDED = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME,
+             tarfile.GNUTYPE_LONGLINK)
+
+# one scanned sample: (locator, or "" without an image; raw label; fields; how a skip names it; what is wrong, or "")
+_Sample = tuple[str, Any, dict[str, Any], str, str]
+
+
+class DamagedTarError(ValueError):
+    """A tar header that is not one (bad checksum, cut short), or an extended header declaring more than 16 MiB."""
+
+
+class _CheckedTarInfo(tarfile.TarInfo):
+    """``tarfile``'s member header, but a damaged header is an error rather than the end of the archive (tarfile
+    stops silently at one found after the first member), and an extended header is bounded before it is read."""
+
+    @classmethod
+    def frombuf(cls, buf: bytes, encoding: str, errors: str) -> tarfile.TarInfo:
+        try:
+            info = super().frombuf(buf, encoding, errors)
+        except (tarfile.TruncatedHeaderError, tarfile.InvalidHeaderError) as exc:
+            raise DamagedTarError(str(exc)) from None
+        if info.type in _EXTENDED and info.size > SMALL_MEMBER_BYTES:
+            raise DamagedTarError(f"an extended (pax or long name) header declares {info.size} bytes")
+        return info
 
 
 def expand_braces(pattern: str) -> list[str]:
@@ -88,42 +119,67 @@ def split_key(name: str) -> tuple[str, str]:
 
 
 class WebDatasetSource(Source):
-    """Samples of WebDataset tars, in tar then member order; a locator is ``tar:offset:size:member``."""
+    """Samples of WebDataset tars, in tar then member order; a locator is ``tar:offset:size:member``.
+
+    Args:
+        src: a tar, a brace pattern, a glob, a folder of tars, or URLs of them.
+        label_column: the ``.json`` key with the label when a sample has no ``.cls`` (default ``label``).
+        fields: ``.json`` keys to keep with each sample.
+        names: every label is a class name (``--labels names``); by default labels that mix integers and class
+            names are refused, naming the first sample of the other kind.
+        unlabelled: pack without labels; without it, tars in which no sample has a label are refused.
+    """
 
     name = "webdataset"
 
-    def __init__(self, src: str | os.PathLike, *, label_column: str | None = None, fields: tuple[str, ...] = ()) -> None:
+    def __init__(self, src: str | os.PathLike, *, label_column: str | None = None, fields: tuple[str, ...] = (),
+                 names: bool = False, unlabelled: bool = False) -> None:
         self.tars = tar_files(src)
         text = os.fspath(src)
         super().__init__(text if "{" in text or "*" in text or is_url(text) else str(Path(src).resolve()))
         self.label_column = label_column or "label"
         self.fields = tuple(fields)
-        self._samples: list[tuple[str, Any, dict[str, Any], str]] | None = None
+        self.names, self.unlabelled = names, unlabelled
+        self._samples: list[_Sample] | None = None
+        self._tar_skips: list[SkippedFile] = []
+        self._seen: set[str] = set()  # the member extensions the scan found
 
-    def _scan_tars(self) -> list[tuple[str, Any, dict[str, Any], str]]:
-        """One :meth:`_sample` per sample; small members are read, images are only located."""
-        samples: list[tuple[str, Any, dict[str, Any], str]] = []
+    def _scan_tars(self) -> list[_Sample]:
+        """One :meth:`_sample` per sample; small members are read, images are only located.
+
+        Raises:
+            ValueError: a file that is not a tar at all (the message names it).
+        """
+        samples: list[_Sample] = []
+        self._tar_skips, self._seen = [], set()
         for tar in self.tars:
+            size = _size(tar)
             with _open_tar(tar) as archive:
-                key, members, small = None, {}, {}
-                for member in archive:
+                key, members, small, problem = None, {}, {}, ""
+                for member in _members(archive, tar, size, self._tar_skips):
                     if not member.isfile():
                         continue
                     this, ext = split_key(member.name)
                     if this != key and key is not None:
-                        samples.append(self._sample(_name(tar), key, members, small))
-                        members, small = {}, {}
+                        samples.append(self._sample(_name(tar), key, members, small, problem))
+                        members, small, problem = {}, {}, ""
                     key = this
                     members[ext.lower()] = member
-                    if ext.lower() in ("cls", "json"):  # read now: a streamed tar cannot go back for it
+                    self._seen.add(f".{ext.lower()}")
+                    if member.offset_data + member.size > size:
+                        problem = (f"{member.name} declares {member.size} bytes at offset {member.offset_data}, past "
+                                   f"the end of the tar ({size} bytes): a truncated or damaged tar")
+                    elif ext.lower() in ("cls", "json") and member.size > SMALL_MEMBER_BYTES:
+                        problem = f"{member.name} holds {member.size} bytes, more than a .{ext.lower()} may (16 MiB)"
+                    elif ext.lower() in ("cls", "json"):  # read now: a streamed tar cannot go back for it
                         small[ext.lower()] = archive.extractfile(member).read()  # type: ignore[union-attr]
                 if key is not None:
-                    samples.append(self._sample(_name(tar), key, members, small))
+                    samples.append(self._sample(_name(tar), key, members, small, problem))
         return samples
 
-    def _sample(self, tar: str, key: str, members: dict[str, tarfile.TarInfo],
-                small: dict[str, bytes]) -> tuple[str, Any, dict[str, Any], str]:
-        """``(locator or "" without an image, raw label, fields, how a skip names it)`` of one sample."""
+    def _sample(self, tar: str, key: str, members: dict[str, tarfile.TarInfo], small: dict[str, bytes],
+                problem: str) -> _Sample:
+        """``(locator or "" without an image, raw label, fields, how a skip names it, what is wrong)`` of a sample."""
         image = next((members[e] for e in IMAGE_EXTENSIONS if e in members), None)
         meta: dict[str, Any] = {}
         if "json" in small:
@@ -137,25 +193,31 @@ class WebDatasetSource(Source):
             label = small["cls"].decode("utf-8", "replace").strip()
         fields = {f: meta.get(f) for f in self.fields}
         if image is None:
-            return "", label, fields, f"{tar}:{key}"
+            return "", label, fields, f"{tar}:{key}", problem
         locator = f"{tar}:{image.offset_data}:{image.size}:{image.name}"
-        return locator, label, fields, locator
+        return locator, label, fields, locator, problem
 
     def scan(self) -> Iterator[Row]:
-        self.skipped = []
         if self._samples is None:  # the tar headers are read once, however often the rows are scanned
             self._samples = self._scan_tars()
+        self.skipped = list(self._tar_skips)
         samples = self._samples
-        raw = [s[1] for s in samples if s[0] and s[1] is not None]
-        labels = Labels(raw, text=True) if raw else None
+        raw = [(f"sample {n} ({s[3]})", s[1]) for n, s in enumerate(samples, 1)
+               if s[0] and not s[4] and s[1] is not None]
+        if not raw and not self.unlabelled and any(s[0] and not s[4] for s in samples):
+            kinds = sorted(self._seen)
+            raise unlabelled_refused(f"the WebDataset tars {self.src!r}", "no sample has a .cls member or a "
+                                     f"{self.label_column!r} key in its .json; members seen: {', '.join(kinds)}",
+                                     self.label_column)
+        labels = Labels(raw, text=True, names=self.names) if raw and not self.unlabelled else None
         self.classes = labels.classes if labels else []
-        for number, (locator, label, fields, where) in enumerate(samples, 1):
-            if not locator:
-                self.skipped.append(SkippedFile(f"{where} (sample {number})",
+        for number, (locator, label, fields, where, problem) in enumerate(samples, 1):
+            if problem or not locator:
+                self.skipped.append(SkippedFile(f"{where} (sample {number})", problem or
                                                 f"no image member ({', '.join(IMAGE_EXTENSIONS)})"))
                 continue
             try:
-                index = labels.index(label) if labels else 0
+                index = labels.index(label) if labels else NO_LABEL
             except ValueError as exc:
                 self.skipped.append(SkippedFile(f"{where} (sample {number})", str(exc)))
                 continue
@@ -189,14 +251,63 @@ def _name(tar: Path | str) -> str:
     return tar.name if isinstance(tar, Path) else tar.rstrip("/").rpartition("/")[2]
 
 
+def _size(tar: Path | str) -> int:
+    """A tar's size in bytes: what its members may not reach past."""
+    if isinstance(tar, Path):
+        return tar.stat().st_size
+    from fastdata.storage.fileobj import url_size
+
+    size = url_size(tar)
+    if size is None:
+        raise FileNotFoundError(f"WebDataset tar {tar} is gone")
+    return size
+
+
+def _members(archive: tarfile.TarFile, tar: Path | str, size: int,
+             skipped: list[SkippedFile]) -> Iterator[tarfile.TarInfo]:
+    """The members of ``archive``, up to the first one that reaches past its ``size`` bytes (nothing after it can be
+    read) or the first damaged header, which is recorded in ``skipped`` with its offset."""
+    while True:
+        offset = archive.offset
+        try:
+            member = archive.next()
+        except (tarfile.TarError, DamagedTarError) as exc:  # an I/O error (a disk, a connection) is raised, not listed
+            skipped.append(SkippedFile(f"{_name(tar)} (offset {offset})",
+                                       f"{exc or type(exc).__name__}: the tar is damaged or truncated here; "
+                                       "its members from this offset on are not read"))
+            return
+        if member is None:
+            return
+        yield member
+        if member.offset_data + member.size > size:
+            return
+
+
 @contextlib.contextmanager
 def _open_tar(tar: Path | str) -> Iterator[tarfile.TarFile]:
-    """A local tar opened for random access, or a tar at a URL streamed front to back (``r|``)."""
-    if isinstance(tar, Path):
-        with tarfile.open(tar, "r:") as archive:
-            yield archive
-        return
-    from fastdata.storage.fileobj import open_stream
+    """A local tar opened for random access, or a tar at a URL streamed front to back (``r|``).
 
-    with open_stream(tar) as stream, tarfile.open(fileobj=stream, mode="r|") as archive:
-        yield archive
+    Raises:
+        ValueError: the file is not a tar (garbage, empty, compressed), in one line naming it.
+    """
+    try:
+        if isinstance(tar, Path):
+            archive = tarfile.open(tar, "r:", tarinfo=_CheckedTarInfo)
+            stream = None
+        else:
+            from fastdata.storage.fileobj import open_stream
+
+            stream = open_stream(tar)
+            try:
+                archive = tarfile.open(fileobj=stream, mode="r|", tarinfo=_CheckedTarInfo)
+            except BaseException:
+                stream.close()
+                raise
+    except (tarfile.TarError, DamagedTarError) as exc:
+        raise ValueError(f"{tar} is not a tar file ({exc}): pass uncompressed WebDataset .tar files") from None
+    try:
+        with archive:
+            yield archive
+    finally:
+        if stream is not None:
+            stream.close()
