@@ -63,7 +63,7 @@ def test_repeat_mode_covers_a_half_source_every_two_passes():
 
 def _source_reads(ds, sampler, source, passes):
     """Per pass, a Counter of the indices (into the source) the pass reads from ``source``."""
-    n, lo = ds.samples_per_pass, ds.source_offsets[source]
+    lo = ds.source_offsets[source]
     reads = []
     for v in range(passes):
         order = sampler.pass_order(v)
