@@ -104,7 +104,7 @@ def append_locked(source: Source, identity: PackIdentity, out: Path, options: Pa
         skipped=old.manifest.skipped + [s for e in entries for s in e.skipped],
         warnings=old.manifest.warnings + [w for e in entries for w in e.warnings], targets=name, options=recorded,
         created_by=f"fastdata {__version__}", targets_nbytes=len(data), targets_crc32c=crc32c_hex(data),
-        transcoded=None, transcoded_file=None, transcoded_nbytes=None, transcoded_crc32c=None, **side,
+        **{"transcoded": None, "transcoded_file": None, "transcoded_nbytes": None, "transcoded_crc32c": None, **side},
     )
     manifest.save(out)  # the one step that makes the new samples visible
     journal.remove()
