@@ -1,6 +1,6 @@
 """fastdata: make PyTorch image training never wait for data.
 
-Pack an image folder into shards (:func:`pack`), read them with :class:`ShardDataset`, load with
+Pack an image folder into shards (:func:`pack`), or write them from Python (:func:`write`), read them with :class:`ShardDataset`, load with
 :class:`DataLoaderX` + :func:`fast_collate`, and finish on the GPU with :class:`DataPrefetcher` and
 :mod:`fastdata.gpu_transforms`. The DALI backend lives in :mod:`fastdata.dali` (optional extra), the
 benchmark in :mod:`fastdata.bench`; neither is imported here. ARCHITECTURE.md maps the package.
@@ -17,7 +17,7 @@ from fastdata.datasets import MixedDataset, ShardDataset
 from fastdata.decode import get_decoder
 from fastdata.formats import CorruptRecordError, DatasetChangedError, Manifest
 from fastdata.loader import DataLoaderX, DataPrefetcher, NormalizeCollate, fast_collate
-from fastdata.packing import ShardWriter, pack, repack, verify
+from fastdata.packing import ShardWriter, pack, repack, verify, write
 from fastdata.sampler import DistributedSampler, EvalSampler, MixedSampler
 
 __all__ = [
@@ -41,4 +41,5 @@ __all__ = [
     "repack",
     "transforms",
     "verify",
+    "write",
 ]

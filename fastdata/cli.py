@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import logging
 import os
 import select
@@ -67,11 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("inspect", help="summarize a packed dataset")
     p.add_argument("root", help="folder or URL written by `fastdata pack`")
+    p.add_argument("--json", action="store_true", help="print one JSON object (for scripts) instead of text")
     p.set_defaults(run=_run_inspect)
 
     p = sub.add_parser("verify", help="check every record of a packed dataset (CRC, index, decode)")
     p.add_argument("root", help="folder or URL written by `fastdata pack` (shards are downloaded one at a time)")
     p.add_argument("--no-decode", dest="decode", action="store_false", help="skip decoding the images")
+    p.add_argument("--workers", type=int, default=None,
+                   help="processes checking shards side by side (default and most: the CPUs this process may use)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (there is none when stderr is not a "
+                   "terminal)")
     p.set_defaults(run=_run_verify)
 
     try:
@@ -127,7 +133,7 @@ def _run_repack(args: argparse.Namespace) -> int:
     manifest = repack(args.old, args.new, format=args.format, workers=args.workers, overwrite=args.overwrite,
                       progress=args.progress)
     size = sum(s.nbytes for s in manifest.shards)
-    recoded = sum(stop - start for start, stop in manifest.transcoded or [])
+    recoded = manifest.transcoded_count or 0
     print(f"repacked {manifest.num_samples} images ({recoded} JPEGs re-coded) into {len(manifest.shards)} "
           f"{manifest.format} shard(s), {size / 1e6:.1f} MB, in {escaped(args.new)}")
     return 0
@@ -167,16 +173,17 @@ def _run_merge(args: argparse.Namespace) -> int:
 
 
 def _run_inspect(args: argparse.Namespace) -> int:
-    from fastdata.packing.check import describe
+    from fastdata.packing.summary import describe, summary
 
-    print(describe(args.root))
+    print(json.dumps(summary(args.root)) if args.json else describe(args.root))
     return 0
 
 
 def _run_verify(args: argparse.Namespace) -> int:
     from fastdata.packing.check import verify
 
-    report = verify(args.root, decode=args.decode)
+    report = verify(args.root, decode=args.decode, workers=args.workers,
+                    progress=not args.quiet and sys.stderr.isatty())
     for problem in report.problems:
         print(f"DAMAGED {escaped(problem)}")
     if report.ok:

@@ -1,7 +1,8 @@
-"""Small filesystem helpers for atomic, durable writes."""
+"""Small filesystem helpers: atomic, durable writes; a file's CRC32C; how much of a (sparse) file holds data."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -53,3 +54,36 @@ def file_crc32c(path: str | os.PathLike | int, chunk: int = 1 << 22) -> str:
         while block := f.read(chunk):
             crc.update(block)
     return crc.hexdigest().decode()
+
+
+def data_bytes(path: str | os.PathLike, enough: int) -> int:
+    """How many bytes of ``path`` hold data rather than holes (a sparse file's unwritten ranges), counted until
+    ``enough`` are found (so a result of at least ``enough`` means "enough"; a smaller one is exact).
+
+    ``st_blocks`` answers at once when the blocks on disk already hold ``enough``; else the file's data ranges are
+    walked with ``SEEK_DATA``/``SEEK_HOLE``, which a compressing file system (ZFS, btrfs) reports as data even where
+    its blocks are fewer. Where holes cannot be asked about (an old kernel, some FUSE mounts) every byte counts.
+
+    Raises:
+        OSError: the file cannot be opened.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if st.st_blocks * 512 >= enough:
+            return st.st_blocks * 512
+        if not hasattr(os, "SEEK_DATA"):  # pragma: no cover - not Linux, BSD or macOS
+            return st.st_size
+        found, position = 0, 0
+        while position < st.st_size and found < enough:
+            try:
+                start = os.lseek(fd, position, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # nothing but holes from here to the end
+                    break
+                return st.st_size  # holes cannot be asked about here
+            position = os.lseek(fd, start, os.SEEK_HOLE)
+            found += position - start
+        return found
+    finally:
+        os.close(fd)

@@ -119,6 +119,13 @@ def infer_types(names: Iterable[str], rows: Iterable[Mapping[str, Any]], *, text
     return types
 
 
+def fits(spec: Mapping[str, Any], value: Any) -> bool:
+    """True when ``value`` is stored unchanged as a field of type ``spec`` (``{"kind", "shape"}``): an int in a
+    float field fits, a float in an int field does not (it would be cut), a list of 3 in a ``[-1]`` array does."""
+    declared = (spec["kind"], list(spec.get("shape") or []))
+    return _join(declared, kind_of(value)) == declared
+
+
 def encode_values(types: Mapping[str, dict], values: Mapping[str, Any], *, text: bool = False) -> dict[str, tuple[str, list]]:
     """A row's fields as feature lists: ``{name: ("int64" | "float" | "bytes", [values])}``.
 

@@ -37,9 +37,17 @@ class Manifest:
         created_by: the fastdata version that wrote it.
         targets_nbytes: size of the targets file in bytes (None in older manifests).
         targets_crc32c: CRC32C of the targets file, 8 hex digits (None in older manifests).
-        transcoded: ``[start, stop)`` ranges of the samples whose record pack re-coded losslessly
-            (a baseline JPEG with restart intervals tiling its MCU rows, see README "What pack
-            stores"); the others hold their source bytes. None in older manifests.
+        transcoded: in manifests written before ``transcoded_records``: ``[start, stop)`` ranges of the
+            samples whose record pack re-coded losslessly (a baseline JPEG with restart intervals tiling
+            its MCU rows, see README "What pack stores"); the others hold their source bytes. Still read;
+            never written now (scattered records made it grow with the samples).
+        transcoded_records: how many records pack re-coded; each shard's count is its
+            ``ShardInfo.transcoded`` (None in older manifests).
+        transcoded_file: the side file (``transcoded.bits``, one bit per sample) that says which records
+            were re-coded, written only when some shard holds both kinds; None otherwise (see
+            :mod:`fastdata.formats.manifest_transcoded`).
+        transcoded_nbytes: its size in bytes.
+        transcoded_crc32c: its CRC32C, 8 hex digits.
     """
 
     format: str
@@ -54,6 +62,25 @@ class Manifest:
     targets_nbytes: int | None = None
     targets_crc32c: str | None = None
     transcoded: list[list[int]] | None = None
+    transcoded_records: int | None = None
+    transcoded_file: str | None = None
+    transcoded_nbytes: int | None = None
+    transcoded_crc32c: str | None = None
+
+    @property
+    def transcoded_count(self) -> int | None:
+        """How many records pack re-coded losslessly (None: the manifest predates the record of it)."""
+        if self.transcoded_records is not None:
+            return self.transcoded_records
+        if self.transcoded is not None:
+            return sum(stop - start for start, stop in self.transcoded)
+        return None
+
+    @property
+    def side_files(self) -> list[str]:
+        """The files besides the shards and their indexes that this manifest names: the labels, and the transcoded
+        side file when there is one (uploaded, mirrored and verified with the shards)."""
+        return [self.targets] + ([self.transcoded_file] if self.transcoded_file else [])
 
     @property
     def num_samples(self) -> int:
@@ -108,6 +135,10 @@ class Manifest:
             created_by=f.string(root, "created_by") or "",
             targets_nbytes=f.integer(root, "targets_nbytes"),
             targets_crc32c=f.checksum(root, "targets_crc32c"),
+            transcoded_records=f.integer(root, "transcoded_records"),
+            transcoded_file=f.path(root, "transcoded_file"),
+            transcoded_nbytes=f.integer(root, "transcoded_nbytes"),
+            transcoded_crc32c=f.checksum(root, "transcoded_crc32c"),
         )
         manifest.transcoded = f.ranges(root, "transcoded", manifest.num_samples)
         declared = f.integer(root, "num_samples")
@@ -145,4 +176,5 @@ class Manifest:
 
 
 MAX_MANIFEST_BYTES = 256 << 20
-_OPTIONAL = ("index", "index_nbytes", "index_crc32c", "meta_crc32c", "targets_nbytes", "targets_crc32c", "transcoded")
+_OPTIONAL = ("index", "index_nbytes", "index_crc32c", "meta_crc32c", "targets_nbytes", "targets_crc32c", "transcoded",
+             "transcoded_records", "transcoded_file", "transcoded_nbytes", "transcoded_crc32c")

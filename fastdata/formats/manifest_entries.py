@@ -21,6 +21,9 @@ class ShardInfo:
         index_crc32c: CRC32C of the index file, 8 hex digits (likewise optional).
         meta_crc32c: for LMDB, CRC32C of the shard's ``__meta__`` record (every record's label and
             checksum), checked whenever a reader opens the shard; else None.
+        transcoded: how many of the shard's records pack re-coded losslessly (None in manifests written
+            before it was recorded); which ones, when not all or none, is in the manifest's side file
+            (:mod:`fastdata.formats.manifest_transcoded`).
     """
 
     path: str
@@ -31,6 +34,7 @@ class ShardInfo:
     index_nbytes: int | None = None
     index_crc32c: str | None = None
     meta_crc32c: str | None = None
+    transcoded: int | None = None
 
 
 @dataclass(frozen=True)

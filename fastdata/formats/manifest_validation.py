@@ -102,7 +102,7 @@ class _Fields:
 
     def shard(self, value: Any, name: str) -> ShardInfo:
         entry = self.mapping(value, name)
-        return ShardInfo(
+        info = ShardInfo(
             path=self.path(entry, "path", required=True, name=f"{name}.path"),
             num_samples=self.integer(entry, "num_samples", required=True, name=f"{name}.num_samples"),
             nbytes=self.integer(entry, "nbytes", required=True, name=f"{name}.nbytes"),
@@ -111,7 +111,9 @@ class _Fields:
             index_nbytes=self.integer(entry, "index_nbytes", name=f"{name}.index_nbytes"),
             index_crc32c=self.checksum(entry, "index_crc32c", name=f"{name}.index_crc32c"),
             meta_crc32c=self.checksum(entry, "meta_crc32c", name=f"{name}.meta_crc32c"),
+            transcoded=self.integer(entry, "transcoded", name=f"{name}.transcoded"),
         )
+        return info  # a transcoded count above num_samples is the transcoded records' problem, not a reader's
 
     def skipped(self, value: Any, name: str) -> SkippedFile:
         entry = self.mapping(value, name)

@@ -16,7 +16,10 @@
 - :mod:`~fastdata.packing.lock`: one writer at a time (the output folder's lock).
 - :mod:`~fastdata.packing.output`: the output folder (never a file fastdata did not write is deleted).
 - :mod:`~fastdata.packing.space`: a full disk reported as such (:class:`OutOfSpaceError`, exit code 3).
-- :mod:`~fastdata.packing.check`: ``fastdata inspect`` (:func:`describe`) and ``fastdata verify`` (:func:`verify`).
+- :mod:`~fastdata.packing.write`: :func:`write`: a pack from a Python iterable of ``(image bytes, label[, fields])``.
+- :mod:`~fastdata.packing.check`: ``fastdata verify`` (:func:`verify`), shards checked side by side; its files
+  (:mod:`~fastdata.packing.check_files`); ``fastdata inspect`` (:func:`describe`, :func:`summary`:
+  :mod:`~fastdata.packing.summary`).
 - :mod:`~fastdata.packing.transcode`: JPEGs re-coded losslessly with restart intervals (the C extension ``_jpegtranscode``).
 - :mod:`~fastdata.packing.repack`: ``fastdata repack OLD NEW`` (:func:`repack`): an existing pack re-coded.
 - :mod:`~fastdata.packing.command`: ``fastdata pack``'s flags and the summary it prints.
@@ -28,9 +31,11 @@ from fastdata.packing.packer import BadImageError, pack
 from fastdata.packing.repack import repack
 from fastdata.packing.scan import scan_image_folder
 from fastdata.packing.space import OutOfSpaceError
+from fastdata.packing.summary import summary
+from fastdata.packing.write import write
 from fastdata.packing.writer import ShardWriter
 
 __all__ = [
     "BadImageError", "OutOfSpaceError", "OutputLockedError", "ShardWriter", "describe", "pack", "repack",
-    "scan_image_folder", "verify",
+    "scan_image_folder", "summary", "verify", "write",
 ]

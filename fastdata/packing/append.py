@@ -1,7 +1,8 @@
 """``pack --append``: new samples added to a finished pack as new shards, the new manifest written last.
 
 The shards already there are never touched: the new ones get the next shard numbers, the labels
-of old and new samples go to a new ``targets-N.npy``, and ``manifest.json`` is replaced
+of old and new samples go to a new ``targets-N.npy`` (which records were re-coded, when a side file is needed, to
+``transcoded-N.bits``; an old manifest's ``transcoded`` ranges become per-shard counts), and ``manifest.json`` is replaced
 atomically at the end. A reader of the old manifest keeps reading the shards it opened, and
 gets :class:`~fastdata.formats.errors.DatasetChangedError` for any other (the manifest it
 opened was replaced), never a mixture of the two. New class names are added to the end of the
@@ -38,9 +39,10 @@ from fastdata._util.fs import atomic_write_bytes
 from fastdata.formats.files import crc32c_hex
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.formats.manifest_entries import ShardInfo
+from fastdata.formats.manifest_transcoded import TranscodedRecords
 from fastdata.formats.packed import open_pack
 from fastdata.formats.targets import encode_targets
-from fastdata.packing.finish import transcoded_ranges
+from fastdata.packing.finish import transcoded_bits
 from fastdata.packing.identity import SAME_OPTIONS, PackIdentity, check_journal
 from fastdata.packing.journal import JournalEntry, PackJournal
 from fastdata.packing.options import PackOptions
@@ -69,6 +71,7 @@ def append_locked(source: Source, identity: PackIdentity, out: Path, options: Pa
             other is not.
     """
     old = open_pack(out)
+    recoded = TranscodedRecords.load(out, old.manifest)  # checked before anything is written
     header = identity.append_header(out, old.manifest)  # refuses other options or fields, naming them
     _check_labelled(out, old.manifest, options)
     count, types, digest = identity.samples, identity.field_types, identity.source_files
@@ -104,19 +107,23 @@ def append_locked(source: Source, identity: PackIdentity, out: Path, options: Pa
     name = _next_targets(old.manifest.targets)
     data = encode_targets(targets)
     atomic_write_bytes(out / name, data)
+    bits = transcoded_bits(entries, recoded)  # the old shards' counts (and bits) first, then the new ones'
+    side = bits.write(out, name)
     recorded = dict(old.manifest.options)
     recorded["appended"] = list(recorded.get("appended", [])) + [digest]
     manifest = replace(
-        old.manifest, classes=classes, shards=old.manifest.shards + [e.shard for e in entries if e.shard is not None],
+        old.manifest, classes=classes, shards=bits.shards,
         skipped=old.manifest.skipped + [s for e in entries for s in e.skipped],
         warnings=old.manifest.warnings + [w for e in entries for w in e.warnings], targets=name, options=recorded,
         created_by=f"fastdata {__version__}", targets_nbytes=len(data), targets_crc32c=crc32c_hex(data),
-        transcoded=_joined(old.manifest.transcoded or [], transcoded_ranges(entries, old.manifest.num_samples)),
+        **{"transcoded": None, "transcoded_file": None, "transcoded_nbytes": None, "transcoded_crc32c": None, **side},
     )
     manifest.save(out)  # the one step that makes the new samples visible
     journal.remove()
     if old.manifest.targets != name:
         (out / old.manifest.targets).unlink(missing_ok=True)
+    if old.manifest.transcoded_file not in (None, manifest.transcoded_file):
+        (out / old.manifest.transcoded_file).unlink(missing_ok=True)
     return manifest
 
 
@@ -171,13 +178,6 @@ def _remove_leftovers(out: Path, manifest: Manifest, first: int) -> None:
         match = _NUMBER.match(path.name)
         if match and int(match.group(1)) >= first and path.name not in kept and path.is_file():
             path.unlink()
-
-
-def _joined(old: list[list[int]], new: list[list[int]]) -> list[list[int]]:
-    """Two sorted lists of ``[start, stop)`` ranges, the second after the first, as one (touching ranges joined)."""
-    if old and new and old[-1][1] == new[0][0]:
-        return old[:-1] + [[old[-1][0], new[0][1]]] + new[1:]
-    return old + new
 
 
 def _next_targets(current: str) -> str:

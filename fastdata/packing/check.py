@@ -1,30 +1,40 @@
-"""``describe`` and ``verify``: what a packed dataset holds, and whether every byte and label is sound."""
+"""``verify`` (``fastdata verify``): whether every byte and label of a packed dataset is sound, shard by shard in a
+process pool, in memory that grows with the shards, not with the samples.
+
+Each shard is checked in one worker (file size and CRC32C, framing, per-record checksums, index file, each
+record's label and class text, the transcoded layout, and with ``decode`` that each image decodes); a worker
+returns the shard's problems and its records' labels, which the parent compares with a slice of ``targets.npy``
+and drops. The findings and their order are the same for any number of workers. ``describe`` (``fastdata
+inspect``) lives in :mod:`fastdata.packing.summary` and is re-exported here.
+"""
 
 from __future__ import annotations
 
-import bisect
 import os
+import sys
 from array import array
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
-from fastdata._util.fs import file_crc32c
-from fastdata._util.text import escaped
 from fastdata.decode import DEFAULT_MAX_PIXELS, DecodeError, get_decoder, pixel_limit
 from fastdata.decode.capture import codec_messages
 from fastdata.formats import get_format
 from fastdata.formats.errors import CorruptRecordError
 from fastdata.formats.example import ImageRecord
-from fastdata.formats.fields import fields_table
-from fastdata.formats.files import open_regular, resolve_inside
 from fastdata.formats.manifest import Manifest
-from fastdata.formats.manifest_entries import ShardInfo
-from fastdata.formats.targets import load_targets
+from fastdata.formats.manifest_transcoded import TranscodedRecords
+from fastdata.packing.check_files import TargetsFile, check_shard_file, sparse_shard
+from fastdata.packing.pool import OrderedProcessMap, cap_workers
+from fastdata.packing.summary import describe, summary
 from fastdata.packing.transcode import restart_interval
 from fastdata.storage.transfer import CheckSource
+
+__all__ = ["VerifyReport", "describe", "summary", "verify"]
 
 _SHOWN = 5  # label mismatches listed one by one per shard; the rest are counted
 
@@ -41,137 +51,124 @@ class VerifyReport:
         return not self.problems
 
 
-def describe(root: str | os.PathLike) -> str:
-    """A human-readable summary: samples, classes with counts, shards with sizes, skipped files.
-
-    ``root`` may be a URL (``s3://bucket/x``): only the manifest and labels are downloaded.
-    """
-    source = CheckSource(root)
-    root = source.root
-    manifest = Manifest.load(root)
-    try:
-        targets = load_targets(root.resolve(), manifest, resolve_inside(root, manifest.targets))
-        counts = [str(c) for c in np.bincount(targets[targets >= 0], minlength=len(manifest.classes))]
-    except (OSError, CorruptRecordError):
-        counts = ["?"] * len(manifest.classes)  # the per-class counts come from targets.npy; verify says what is wrong
-    total_bytes = sum(s.nbytes for s in manifest.shards)
-    names = [escaped(c) for c in manifest.classes]
-    lines = [
-        f"dataset   {escaped(source.name)}",
-        f"format    {manifest.format} (manifest v{manifest.version}, {escaped(manifest.created_by)})",
-        f"samples   {manifest.num_samples}",
-        f"classes   {len(manifest.classes)}" + (" (unlabelled: every label is -1)" if _unlabelled(manifest) else ""),
-    ]
-    width = max((len(c) for c in names), default=0)
-    lines += [f"  {i:>5}  {name:<{width}}  {counts[i]}" for i, name in enumerate(names)]
-    types = (manifest.options or {}).get("field_types") or {}
-    lines.append(f"fields    {len(types)}" + ("" if types else " (pack with --fields to keep columns)"))
-    lines += [escaped(line) for line in fields_table(types)] if types else []
-    lines.append(f"shards    {len(manifest.shards)}, {_human(total_bytes)} in all")
-    lines += [f"  {escaped(s.path)}  {s.num_samples} samples  {_human(s.nbytes)}" for s in manifest.shards]
-    lines.append(f"skipped   {len(manifest.skipped)}")
-    lines += [f"  {escaped(s.path)}: {escaped(s.reason)}" for s in manifest.skipped]
-    lines.append(f"warnings  {len(manifest.warnings)} file(s) packed with codec warnings")
-    lines += [f"  {escaped(w.path)}: {escaped('; '.join(w.messages))}" for w in manifest.warnings]
-    if manifest.transcoded is not None:
-        recoded = sum(stop - start for start, stop in manifest.transcoded)
-        lines.append(f"transcoded {recoded} of {manifest.num_samples} records (lossless JPEGs with restart intervals)")
-    options = ", ".join(f"{escaped(k)}={escaped(v)}" for k, v in sorted(manifest.options.items())
-                        if v is not None and k != "field_types")
-    lines.append(f"options   {options}")
-    return "\n".join(lines)
-
-
 def verify(
-    root: str | os.PathLike, *, decode: bool = True, progress: Callable[[int], None] | None = None
+    root: str | os.PathLike, *, decode: bool = True, progress: bool | Callable[[int], None] | None = None,
+    workers: int | None = None,
 ) -> VerifyReport:
     """Check every file, record and label of a packed dataset.
 
     Files: each one the manifest names stays inside the folder (symlinks resolved), is a regular
-    file of the size and CRC32C the manifest records (shards, index files, ``targets.npy``).
-    Records: framing and CRCs (TFRecord), per-record CRC32C (LMDB), counts, index files, and that
+    file of the size and CRC32C the manifest records (shards, index files, ``targets.npy``, ``transcoded.bits``),
+    and a shard's data on disk can hold the records it declares (a sparse file is refused before anything is
+    read). Records: framing and CRCs (TFRecord), per-record CRC32C (LMDB), counts, index files, and that
     each image decodes. Labels: ``targets.npy`` must hold the label each record carries, and the
-    class text a record carries must be the manifest's name of its class; in an unlabelled pack (no
-    classes, ``pack --unlabelled``) every label must be -1.
+    class text a record carries must be the manifest's name of its class.
 
     Args:
         root: a folder written by ``fastdata pack``, or its URL (each shard is then downloaded to a
-            temporary folder, checked and deleted, one at a time).
+            temporary folder by the worker that checks it, and deleted).
         decode: also decode every image (slower, catches damage inside image bytes of formats
             without per-record checksums), under the pixel limit the dataset was packed with;
             the codecs' own messages are not printed (pack recorded them in the manifest).
-        progress: called with the number of records checked after each shard.
+        progress: True: a progress bar of records on stderr; a callable: called with the number of records
+            checked after each shard; None or False: nothing.
+        workers: processes that check shards side by side (default, and at most: the CPUs this process may
+            use; 0 or 1: in this process). Never more than the shards.
 
     Returns:
         A report whose ``problems`` name the file and record of every damage found (a malformed or
-        hostile manifest is one problem, and nothing else is checked).
+        hostile manifest, or a sparse shard, is one problem, and nothing else is checked).
 
     Raises:
         FileNotFoundError: ``root`` holds no manifest.
     """
     source = CheckSource(root)
-    root = source.root
     report = VerifyReport()
     try:
-        manifest = Manifest.load(root)
-        storage = get_format(manifest.format)
+        manifest = Manifest.load(source.root)
+        get_format(manifest.format)
     except ValueError as exc:  # a manifest that is there but damaged (CorruptRecordError included) is damage too
         report.problems.append(f"manifest.json: {exc}")
         return report
-    base = root.resolve()
-    decoder = get_decoder("auto") if decode else None
-    labels: list[array | None] = []
-    first = 0
-    for shard in manifest.shards:
+    base = source.root.resolve()
+    refused = sparse_shard(base, manifest) if source.store is None else None
+    if refused:
+        report.problems.append(refused)
+        return report
+    late: list[str] = []  # the side files' and labels' findings, reported after the shards'
+    recoded = _transcoded(base, manifest, late)
+    targets = _targets(base, manifest, late)
+    context = _Context(source, base, manifest, decode, recoded)
+    tasks, first = [], 0
+    for k, shard in enumerate(manifest.shards):
+        tasks.append((context, k, first))
         first += shard.num_samples
-        if not source.fetch(shard):  # a no-op for a local folder; one shard at a time from a URL
-            report.problems.append(f"{shard.path}: missing")
-            labels.append(None)
-            continue
-        if not _check_file(base, shard, report.problems):
-            labels.append(None)
-            continue
-        seen = _RecordCheck(shard.path, manifest.classes, decoder,
-                            _Positions(manifest.transcoded or [], first - shard.num_samples, first),
-                            unlabelled=_unlabelled(manifest))
-        with pixel_limit(manifest.options.get("max_pixels", DEFAULT_MAX_PIXELS)):  # the limit the pack applied
-            shard_problems = storage.verify(base, shard, seen)  # one read of each record serves every check
-        named = tuple(name for name in (shard.path, shard.index) if name)
-        report.problems += [p if p.startswith(named) else f"{shard.path}: {p}" for p in shard_problems]
-        report.problems += seen.problems
-        labels.append(seen.labels)
-        source.drop(shard)
-        report.records += shard.num_samples
-        if progress is not None:
-            progress(report.records)
-    report.problems += _check_targets(base, manifest, labels)
+    count = min(cap_workers(workers), len(tasks))
+    with ExitStack() as stack:
+        stack.callback(lambda: targets.close() if targets is not None else None)
+        if count > 1:  # the workers are forked before the progress bar's thread starts
+            results = stack.enter_context(OrderedProcessMap(_check_shard, tasks, workers=count, chunksize=1))
+        else:
+            results = map(_check_shard, tasks)
+        bar = stack.enter_context(tqdm(total=manifest.num_samples, unit="rec", desc="verify", file=sys.stderr,
+                                       disable=progress is not True, smoothing=0.05))
+        for (_, k, start), (problems, labels) in zip(tasks, results):
+            shard = manifest.shards[k]
+            report.problems += problems
+            if labels is not None:
+                report.records += shard.num_samples
+                if targets is not None:
+                    late += _compare(manifest, targets, shard.path, start, labels)
+            bar.update(shard.num_samples)
+            if callable(progress):
+                progress(report.records)
+    report.problems += late
     return report
 
 
-def _check_file(root: Path, shard: ShardInfo, problems: list[str]) -> bool:
-    """Where, what and how big a shard file is, and its CRC32C; False when its records cannot be read safely."""
+@dataclass
+class _Context:
+    """What every shard's check needs; inherited by the forked workers (never pickled)."""
+
+    source: CheckSource
+    root: Path
+    manifest: Manifest
+    decode: bool
+    recoded: TranscodedRecords | None
+
+
+def _check_shard(task: tuple[_Context, int, int]) -> tuple[list[str], np.ndarray | None]:
+    """One shard's problems, and its records' labels (-1 for a record that could not be read; None when the
+    shard's records could not be read at all). Runs in a worker."""
+    context, k, _ = task
+    manifest = context.manifest
+    shard = manifest.shards[k]
+    if not context.source.fetch(shard):  # a no-op for a local folder; a download from a URL
+        return [f"{shard.path}: missing"], None
     try:
-        fd, _ = open_regular(resolve_inside(root, shard.path), nbytes=shard.nbytes)
-    except FileNotFoundError:
-        problems.append(f"{shard.path}: missing")
-        return False
-    except CorruptRecordError as exc:
-        problems.append(f"{shard.path}: {exc.reason}")
-        return False
-    actual = file_crc32c(fd)  # the descriptor that was checked, not the path again
-    if actual != shard.crc32c:
-        problems.append(f"{shard.path}: file CRC32C {actual} != {shard.crc32c} in the manifest")
-    return True
+        problems: list[str] = []
+        if not check_shard_file(context.root, shard, problems):
+            return problems, None
+        decoder = get_decoder("auto") if context.decode else None
+        mask = context.recoded.shard_mask(k) if context.recoded is not None else None
+        seen = _RecordCheck(shard.path, manifest.classes, decoder, mask, unlabelled=unlabelled(manifest))
+        with pixel_limit(manifest.options.get("max_pixels", DEFAULT_MAX_PIXELS)):  # the limit the pack applied
+            found = get_format(manifest.format).verify(context.root, shard, seen)  # one read serves every check
+        named = tuple(name for name in (shard.path, shard.index) if name)
+        problems += [p if p.startswith(named) else f"{shard.path}: {p}" for p in found]
+        return problems + seen.problems, np.frombuffer(seen.labels, np.int64)
+    finally:
+        context.source.drop(shard)
 
 
 class _RecordCheck:
     """The per-record callback of a shard: keeps each record's label, checks its class text and decodes it."""
 
-    def __init__(self, shard_path: str, classes: list[str], decoder, recoded: _Positions | frozenset = frozenset(),
-                 *, unlabelled: bool = False) -> None:
+    def __init__(self, shard_path: str, classes: list[str], decoder, recoded: np.ndarray | None = None, *,
+                 unlabelled: bool = False) -> None:
         self.shard_path = shard_path
-        self.unlabelled = unlabelled  # every label must be -1 (and there is no class)
-        self.recoded = recoded  # records the manifest says pack re-coded: their restart intervals must tile MCU rows
+        self.unlabelled = unlabelled  # a pack made with --unlabelled: every label must be -1, there is no class
+        self.recoded = recoded  # a bool per record: pack re-coded it, so its restart intervals must tile MCU rows
         self.classes = classes
         self.decoder = decoder
         self.labels = array("q")
@@ -194,7 +191,7 @@ class _RecordCheck:
                 f"{where}: its class text is not {self.classes[record.label]!r}, the manifest's name of class "
                 f"{record.label} (an edited class table?)"
             )
-        if number in self.recoded:
+        if self.recoded is not None and number < len(self.recoded) and self.recoded[number]:
             layout = restart_interval(record.image)
             if layout is None or not layout[0] or layout[1] % layout[0]:
                 self.problems.append(f"{where}: the manifest lists it as transcoded, but it is not a JPEG whose "
@@ -207,61 +204,42 @@ class _RecordCheck:
                     self.problems.append(f"{where}: image does not decode ({exc})")
 
 
-class _Positions:
-    """Positions in a shard of samples ``[start, stop)`` that ``ranges`` (sample ranges) cover, held as ranges.
-
-    Memory follows the manifest's ranges, not the counts they declare (a hostile ``[[0, 10**9]]`` is one pair).
-    """
-
-    def __init__(self, ranges: list[list[int]], start: int, stop: int) -> None:
-        self._starts: list[int] = []
-        self._stops: list[int] = []
-        for a, b in sorted((max(a, start) - start, min(b, stop) - start) for a, b in ranges if a < stop and b > start):
-            if self._stops and a <= self._stops[-1]:  # overlapping or touching: one range
-                self._stops[-1] = max(self._stops[-1], b)
-            else:
-                self._starts.append(a)
-                self._stops.append(b)
-
-    def __contains__(self, position: int) -> bool:
-        k = bisect.bisect_right(self._starts, position) - 1
-        return k >= 0 and position < self._stops[k]
-
-
-def _check_targets(root: Path, manifest: Manifest, labels: list[array | None]) -> list[str]:
-    """``targets.npy`` against the manifest (size, CRC32C, header) and against every record's own label."""
+def _transcoded(root: Path, manifest: Manifest, problems: list[str]) -> TranscodedRecords | None:
+    """The manifest's transcoded records (its side file checked); None, with the problem, when they cannot be read."""
     try:
-        targets = load_targets(root, manifest, resolve_inside(root, manifest.targets))
+        return TranscodedRecords.load(root, manifest)
     except FileNotFoundError:
-        return [f"{manifest.targets}: missing"]
+        problems.append(f"{manifest.transcoded_file}: missing")
     except CorruptRecordError as exc:
-        return [f"{manifest.targets}: {exc.reason}"]
-    problems, start = [], 0
-    if _unlabelled(manifest) and (targets != -1).any():
-        j = int(np.flatnonzero(targets != -1)[0])
-        problems.append(f"{manifest.targets}: sample {j} has label {targets[j]}, in a pack without labels (-1)")
-    for shard, seen in zip(manifest.shards, labels):
-        if seen is not None:
-            own = np.frombuffer(seen, np.int64)[: shard.num_samples]  # -1: no readable record
-            wrong = np.flatnonzero((own >= 0) & (targets[start:start + len(own)] != own))
-            problems += [
-                f"{manifest.targets}: sample {start + j} has label {targets[start + j]} but its record "
-                f"({shard.path} record {j}) says {seen[j]}" for j in wrong[:_SHOWN].tolist()
-            ]
-            if len(wrong) > _SHOWN:
-                problems.append(f"{manifest.targets}: {len(wrong) - _SHOWN} more labels differ from {shard.path}'s records")
-        start += shard.num_samples
+        problems.append(f"{manifest.transcoded_file}: {exc.reason}")
+    except ValueError as exc:
+        problems.append(str(exc))
+    return None
+
+
+def _targets(root: Path, manifest: Manifest, problems: list[str]) -> TargetsFile | None:
+    """``targets.npy`` checked against the manifest (size, CRC32C, header, labels); None, with the problem, if bad."""
+    try:
+        return TargetsFile(root, manifest)
+    except FileNotFoundError:
+        problems.append(f"{manifest.targets}: missing")
+    except CorruptRecordError as exc:
+        problems.append(f"{manifest.targets}: {exc.reason}")
+    return None
+
+
+def _compare(manifest: Manifest, targets: TargetsFile, shard: str, start: int, own: np.ndarray) -> list[str]:
+    """The samples of a shard whose ``targets.npy`` label is not the label their record carries (-1: unread)."""
+    own = own[: max(0, min(len(own), manifest.num_samples - start))]
+    expected = targets.labels(start, start + len(own))
+    wrong = np.flatnonzero((own >= 0) & (expected != own))
+    problems = [f"{manifest.targets}: sample {start + j} has label {expected[j]} but its record ({shard} record {j}) "
+                f"says {own[j]}" for j in wrong[:_SHOWN].tolist()]
+    if len(wrong) > _SHOWN:
+        problems.append(f"{manifest.targets}: {len(wrong) - _SHOWN} more labels differ from {shard}'s records")
     return problems
 
 
-def _unlabelled(manifest: Manifest) -> bool:
+def unlabelled(manifest: Manifest) -> bool:
     """A pack made with ``--unlabelled``: no classes, every label -1."""
     return not manifest.classes and bool((manifest.options or {}).get("unlabelled"))
-
-
-def _human(nbytes: float) -> str:
-    for unit in ("B", "KB", "MB"):
-        if nbytes < 1000:
-            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
-        nbytes /= 1000
-    return f"{nbytes:.1f} GB"

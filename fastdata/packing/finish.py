@@ -1,4 +1,5 @@
-"""The end of every pack: labels and manifest written (manifest last) from the finished shards' entries."""
+"""The end of every pack: labels, the transcoded side file when one is needed, and the manifest last, from the
+finished shards' entries (the manifest grows with the shards, never with the samples)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ from fastdata._util.text import escaped
 from fastdata.formats.files import crc32c_hex
 from fastdata.formats.manifest import Manifest
 from fastdata.formats.manifest_entries import SkippedFile
+from fastdata.formats.manifest_transcoded import TranscodedBits, TranscodedRecords
 from fastdata.formats.targets import encode_targets
 from fastdata.packing.journal import JournalEntry, PackJournal
-from fastdata.packing.transcode import to_ranges
 
-__all__ = ["TARGETS_NAME", "NothingPackedError", "finalize", "transcoded_ranges"]
+__all__ = ["TARGETS_NAME", "NothingPackedError", "finalize", "transcoded_bits"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,16 +47,18 @@ class NothingPackedError(ValueError):
 
 def finalize(out: Path, format: str, classes: list[str], entries: list[JournalEntry], options: dict,
              journal: PackJournal | None = None) -> Manifest:
-    """Write ``targets.npy`` and then ``manifest.json`` for the shards of ``entries``; remove the journal."""
-    shards = [e.shard for e in entries if e.shard is not None]
+    """Write ``targets.npy``, ``transcoded.bits`` (when some shard is partly re-coded) and then ``manifest.json`` for
+    the shards of ``entries``; remove the journal."""
+    bits = transcoded_bits(entries)
     skipped = [s for e in entries for s in e.skipped]
     warned = [w for e in entries for w in e.warnings]
     targets = np.asarray([label for e in entries for label in e.labels], dtype=np.int64)
     targets_data = _save_npy(out / TARGETS_NAME, targets)
+    recoded = bits.write(out, TARGETS_NAME)
     manifest = Manifest(
         format=format,
         classes=list(classes),
-        shards=shards,
+        shards=bits.shards,
         skipped=skipped,
         warnings=warned,
         targets=TARGETS_NAME,
@@ -63,7 +66,7 @@ def finalize(out: Path, format: str, classes: list[str], entries: list[JournalEn
         created_by=f"fastdata {__version__}",
         targets_nbytes=len(targets_data),
         targets_crc32c=crc32c_hex(targets_data),
-        transcoded=transcoded_ranges(entries),
+        **recoded,
     )
     manifest.save(out)
     if journal is not None:
@@ -73,13 +76,17 @@ def finalize(out: Path, format: str, classes: list[str], entries: list[JournalEn
     return manifest
 
 
-def transcoded_ranges(entries: list[JournalEntry], first: int = 0) -> list[list[int]]:
-    """The transcoded records of ``entries`` as ``[start, stop)`` sample ranges (from ``first``), from each shard's positions."""
-    indices = []
+def transcoded_bits(entries: list[JournalEntry], old: TranscodedRecords | None = None) -> TranscodedBits:
+    """The transcoded records of ``entries`` (each shard's positions), after those of ``old`` (the pack an append
+    adds to) if given; its ``shards`` are the old shards and the entries' shards, each with its count."""
+    before = old.manifest.shards if old is not None else []
+    bits = TranscodedBits(sum(s.num_samples for s in before) + sum(len(e.labels) for e in entries))
+    for k, shard in enumerate(before):
+        mask = old.shard_mask(k)  # type: ignore[union-attr]
+        bits.add(shard, shard.num_samples, mask if mask is not None else [])  # unknown: a pack before re-coding
     for entry in entries:
-        indices += [first + j for j in entry.transcoded]
-        first += len(entry.labels)
-    return to_ranges(indices)
+        bits.add(entry.shard, len(entry.labels), entry.transcoded)
+    return bits
 
 
 def _save_npy(path: Path, array: np.ndarray) -> bytes:

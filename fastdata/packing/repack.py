@@ -6,7 +6,8 @@ losslessly in a process pool (:func:`fastdata.packing.transcode.transcode_jpeg`:
 restart intervals tiling the MCU rows) and the records are written to NEW in the same order, with
 the same labels, class table, skipped-file list and codec warnings, and OLD's shard bounds. A record
 that cannot be re-coded (not a JPEG, or one libjpeg warns about) is copied unchanged; the new
-manifest's ``transcoded`` lists the records that were. OLD is never modified.
+manifest counts the records that were in each shard (and, where a shard holds both kinds, its
+``transcoded.bits`` says which). OLD is never modified.
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ def mirror_metadata(store: Store, dest: Path) -> tuple[Manifest, Path]:
     manifest, raw = fetch_manifest(store)
     meta = dest / "meta" / hashlib.sha256(raw).hexdigest()[:16]
     meta.mkdir(parents=True, exist_ok=True)
-    wanted = [manifest.targets] + [s.index for s in manifest.shards if s.index]
+    wanted = manifest.side_files + [s.index for s in manifest.shards if s.index]
     with FileLock(meta / ".lock") as lock:
         lock.acquire(exclusive=True)
         missing = [rel for rel in wanted if not (meta / rel).is_file()]

@@ -92,7 +92,8 @@ def pack_to_url(src: str | os.PathLike, url: str, *, pack_local: Callable[..., M
             manifest = pack_local(src, staging, on_shard=uploader, **options)
         finally:
             uploader.wait()
-        store.upload(manifest.targets, staging / manifest.targets)
+        for rel in manifest.side_files:
+            store.upload(rel, staging / rel)
         store.upload(MANIFEST_NAME, staging / MANIFEST_NAME)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -126,7 +127,8 @@ def upload(root: str | os.PathLike, url: str, *, overwrite: bool = False) -> Man
     for shard in manifest.shards:
         uploader(shard)
     uploader.wait()
-    store.upload(manifest.targets, root / manifest.targets)
+    for rel in manifest.side_files:
+        store.upload(rel, root / rel)
     store.upload(MANIFEST_NAME, root / MANIFEST_NAME)
     if old is not None:
         _delete_unused(store, old, manifest)
@@ -145,8 +147,8 @@ def _take_down(store: Store, overwrite: bool) -> Manifest | None:
 
 
 def _delete_unused(store: Store, old: Manifest, new: Manifest) -> None:
-    keep = {new.targets} | {s.path for s in new.shards} | {s.index for s in new.shards if s.index}
-    stale = ({old.targets} | {s.path for s in old.shards} | {s.index for s in old.shards if s.index}) - keep
+    keep = {*new.side_files} | {s.path for s in new.shards} | {s.index for s in new.shards if s.index}
+    stale = ({*old.side_files} | {s.path for s in old.shards} | {s.index for s in old.shards if s.index}) - keep
     for rel in sorted(stale):
         store.delete(rel)
 

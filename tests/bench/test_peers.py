@@ -124,7 +124,7 @@ def test_fastdata_row_says_what_its_pack_stores(keep_bytes, colour_folder, tmp_p
     manifest = pack(colour_folder, tmp_path / "pack", format="tfrecord", workers=0, progress=False,
                     keep_bytes=keep_bytes)
     stats = harness.pack_stats(tmp_path / "pack", tmp_path / "no-stamp.json")
-    assert bool(manifest.transcoded) is not keep_bytes  # the extension is built by the test set-up
+    assert bool(manifest.transcoded_count) is not keep_bytes  # the extension is built by the test set-up
     expected = "of the original bytes" if keep_bytes else "re-coded losslessly"
     assert expected in stats["note"], stats["note"]
     assert stats["bytes"] > 0 and "convert_s" not in stats

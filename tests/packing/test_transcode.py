@@ -282,6 +282,13 @@ def _sources(root):
     return sorted(p for p in root.rglob("*") if p.is_file())
 
 
+def _recoded(root) -> list[list[int]]:
+    """The pack's re-coded samples as ``[start, stop)`` ranges, read from its manifest (and side file), checked."""
+    from fastdata.formats.manifest_transcoded import TranscodedRecords
+
+    return TranscodedRecords.load(root, Manifest.load(root)).ranges()
+
+
 @pytest.mark.parametrize("fmt", ["tfrecord", "lmdb"])
 def test_pack_default_transcodes_jpegs_and_keep_bytes_does_not(source, tmp_path, fmt):
     from fastdata.datasets.shard_dataset import ShardDataset
@@ -290,9 +297,9 @@ def test_pack_default_transcodes_jpegs_and_keep_bytes_does_not(source, tmp_path,
     default = pack(source, tmp_path / "t", format=fmt, samples_per_shard=4, workers=2, progress=False)
     kept = pack(source, tmp_path / "k", format=fmt, samples_per_shard=4, workers=0, progress=False, keep_bytes=True)
     assert default.options["keep_bytes"] is False and kept.options["keep_bytes"] is True
-    assert kept.transcoded == [] and Manifest.load(tmp_path / "k").transcoded == []
+    assert kept.transcoded_count == 0 and _recoded(tmp_path / "k") == []
     jpegs = [i for i, p in enumerate(files) if p.suffix == ".jpg" and "damaged" not in p.name]
-    assert default.transcoded == transcode.to_ranges(jpegs) == Manifest.load(tmp_path / "t").transcoded
+    assert default.transcoded_count == len(jpegs) and _recoded(tmp_path / "t") == transcode.to_ranges(jpegs)
     ds_t, ds_k = ShardDataset(tmp_path / "t"), ShardDataset(tmp_path / "k")
     assert sum(len(ds_t.read(i)[0]) for i in jpegs) < sum(len(files[i].read_bytes()) for i in jpegs)
     for i, path in enumerate(files):
@@ -318,7 +325,7 @@ def test_resume_refuses_another_keep_bytes(source, tmp_path):
              keep_bytes=True)
     resumed = pack(source, out, format="tfrecord", samples_per_shard=4, workers=0, progress=False, resume=True)
     whole = pack(source, tmp_path / "whole", format="tfrecord", samples_per_shard=4, workers=0, progress=False)
-    assert resumed.transcoded == whole.transcoded and resumed.shards == whole.shards
+    assert resumed.to_dict() == whole.to_dict() and _recoded(out) == _recoded(tmp_path / "whole")
     with pytest.raises(ValueError, match="--keep-bytes"):  # the finished pack refuses too
         pack(source, out, format="tfrecord", samples_per_shard=4, workers=0, progress=False, resume=True,
              keep_bytes=True)
@@ -339,7 +346,7 @@ def test_without_the_extension_pack_keeps_bytes(source, tmp_path, monkeypatch):
     monkeypatch.setattr(transcode, "_warned", False)
     with pytest.warns(RuntimeWarning, match="stores JPEG bytes unchanged"):
         manifest = pack(source, tmp_path / "o", format="tfrecord", workers=0, progress=False)
-    assert manifest.transcoded == [] and manifest.options["keep_bytes"] is False
+    assert manifest.transcoded_count == 0 and manifest.options["keep_bytes"] is False
 
 
 # ---- repack ---------------------------------------------------------------------------------
@@ -362,7 +369,7 @@ def test_repack_round_trip(source, tmp_path, old_fmt, new_fmt):
     assert {p.name: p.read_bytes() for p in old.iterdir()} == before  # OLD untouched
     assert manifest.format == (new_fmt or old_fmt) and manifest.classes == kept.classes
     assert manifest.skipped == kept.skipped and manifest.warnings == kept.warnings
-    assert manifest.transcoded == direct.transcoded and manifest.transcoded
+    assert _recoded(tmp_path / "new") == _recoded(tmp_path / "direct") and manifest.transcoded_count
     assert [s.num_samples for s in manifest.shards] == [s.num_samples for s in kept.shards]
     assert manifest.options["keep_bytes"] is False
     assert verify(tmp_path / "new").ok
@@ -389,16 +396,35 @@ def test_repack_refuses_a_damaged_pack(source, tmp_path):
     assert not (tmp_path / "new" / "manifest.json").exists() and not list((tmp_path / "new").glob("shard-*"))
 
 
-def test_verify_and_inspect_know_the_transcoded_records(source, tmp_path):
+def _claim_all_as_ranges(m: dict) -> None:
+    """An old-style manifest (before the per-shard counts) that lists every record as transcoded."""
+    for key in ("transcoded_records", "transcoded_file", "transcoded_nbytes", "transcoded_crc32c"):
+        m.pop(key, None)
+    for shard in m["shards"]:
+        shard.pop("transcoded", None)
+    m["transcoded"] = [[0, m["num_samples"]]]
+
+
+def _claim_all_as_counts(m: dict) -> None:
+    for key in ("transcoded_file", "transcoded_nbytes", "transcoded_crc32c"):
+        m.pop(key, None)
+    for shard in m["shards"]:
+        shard["transcoded"] = shard["num_samples"]
+    m["transcoded_records"] = m["num_samples"]
+
+
+@pytest.mark.parametrize("claim", [_claim_all_as_ranges, _claim_all_as_counts])
+def test_verify_and_inspect_know_the_transcoded_records(source, tmp_path, claim):
     from fastdata.packing.check import describe, verify
     from tests.packs import edit_manifest
 
     manifest = pack(source, tmp_path, format="lmdb", samples_per_shard=4, workers=0, progress=False)
-    recoded = sum(b - a for a, b in manifest.transcoded)
+    recoded = manifest.transcoded_count
     assert f"transcoded {recoded} of {manifest.num_samples} records" in describe(tmp_path)
     assert verify(tmp_path).ok
     png = [i for i, p in enumerate(_sources(source)) if p.suffix == ".png"]
-    edit_manifest(tmp_path, lambda m: m.update(transcoded=[[0, m["num_samples"]]]))  # claims every record
+    edit_manifest(tmp_path, claim)  # claims every record
+    assert f"transcoded {manifest.num_samples} of {manifest.num_samples} records" in describe(tmp_path)
     problems = verify(tmp_path).problems
     assert problems and all("lists it as transcoded" in p for p in problems)
     assert len(problems) == len(png) + 1  # the PNG has no JPEG header; the damaged JPEG has no restart interval
@@ -435,8 +461,8 @@ def test_cli_keep_bytes(source, tmp_path, capsys):
     assert main(["pack", str(source), str(tmp_path / "k"), "--format", "lmdb", "--keep-bytes", "--no-progress",
                  "--workers", "0"]) == 0
     assert main(["pack", str(source), str(tmp_path / "t"), "--format", "lmdb", "--no-progress", "--workers", "0"]) == 0
-    assert Manifest.load(tmp_path / "k").options["keep_bytes"] is True and Manifest.load(tmp_path / "k").transcoded == []
-    assert Manifest.load(tmp_path / "t").options["keep_bytes"] is False and Manifest.load(tmp_path / "t").transcoded
+    assert Manifest.load(tmp_path / "k").options["keep_bytes"] is True and Manifest.load(tmp_path / "k").transcoded_count == 0
+    assert Manifest.load(tmp_path / "t").options["keep_bytes"] is False and Manifest.load(tmp_path / "t").transcoded_count
     assert main(["pack", str(source), str(tmp_path / "k"), "--format", "lmdb", "--no-progress", "--resume"]) == 2
     assert "--keep-bytes is False (the pack used True)" in capsys.readouterr().err
 
@@ -492,7 +518,7 @@ def test_every_engine_records_the_same_transcoded_records(source, tmp_path):
     for i in range(3):
         pack(source, tmp_path / "parts", part=(i, 3), **opts)
     merged = merge(str(tmp_path / "parts"))
-    assert len(whole.shards) > 2 and whole.transcoded and merged.to_dict() == whole.to_dict()
+    assert len(whole.shards) > 2 and whole.transcoded_count and merged.to_dict() == whole.to_dict()
     for name in ["manifest.json"] + [s.path for s in whole.shards]:
         assert (tmp_path / "parts" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
     for i in range(2):  # parts packed in the two modes are not merged
@@ -506,8 +532,9 @@ def test_append_adds_its_transcoded_records_after_the_old(source, tmp_path):
 
     out = tmp_path / "out"
     first = pack(source, out, format="tfrecord", samples_per_shard=3, workers=0, progress=False)
+    shutil.copytree(out, tmp_path / "first")
     n = first.num_samples
     both = pack(source, out, format="tfrecord", samples_per_shard=3, workers=0, progress=False, append=True)
-    assert first.transcoded and both.num_samples == 2 * n
-    assert both.transcoded == first.transcoded + [[a + n, b + n] for a, b in first.transcoded]
-    assert Manifest.load(out).transcoded == both.transcoded and verify(out).ok
+    ranges = _recoded(tmp_path / "first")
+    assert first.transcoded_count and both.num_samples == 2 * n and both.transcoded_count == 2 * first.transcoded_count
+    assert _recoded(out) == ranges + [[a + n, b + n] for a, b in ranges] and verify(out).ok

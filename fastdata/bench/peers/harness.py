@@ -114,7 +114,7 @@ def prepare_peers(images: Sequence[str], labels: Sequence[int], cache: Path, pee
 def pack_stats(root: str | os.PathLike, stamp: str | os.PathLike) -> dict[str, Any]:
     """fastdata's conversion for the peer table: the pack's seconds (when the benchmark packed it) and bytes."""
     saved = json.loads(Path(stamp).read_text()) if Path(stamp).is_file() else {}
-    recoded = bool(Manifest.load(root).transcoded)  # empty when pack kept the bytes (e.g. no C extension)
+    recoded = bool(Manifest.load(root).transcoded_count)  # 0 when pack kept the bytes (e.g. no C extension)
     note = "TFRecord shards, JPEGs re-coded losslessly with restart intervals" if recoded else \
         "TFRecord shards of the original bytes"
     stats: dict[str, Any] = {"bytes": _disk_bytes(Path(root)), "note": note}

@@ -180,7 +180,8 @@ def _to_url(url, header, tasks, runner, progress, overwrite, allow_empty) -> Man
     staging = Path(tempfile.mkdtemp(prefix="fastdata-pack-"))
     try:
         manifest = combine(staging, header, records, allow_empty=allow_empty)
-        store.upload(manifest.targets, staging / manifest.targets)
+        for rel in manifest.side_files:
+            store.upload(rel, staging / rel)
         store.upload(MANIFEST_NAME, staging / MANIFEST_NAME)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
