@@ -35,8 +35,10 @@ def main(pack: str, out: str, mode: str, stop_at: int = 0) -> None:
                                           rank=accelerator.process_index, seed=3)
     loader = fastdata.DataLoaderX(dataset, batch_size=2, sampler=sampler, num_workers=1,
                                   collate_fn=fastdata.fast_collate)
-    flip = T.RandomHorizontalFlip(generator=torch.Generator().manual_seed(5 + accelerator.process_index))
-    batches = fastdata.DataPrefetcher(loader, device=accelerator.device,  # the flip's generator is in save_state()
+    # The flip's generator goes into save_state() with the loader's state. Accelerate saves a registered object from
+    # the main process only and loads that on every rank, so every rank seeds it alike (as all loader states are).
+    flip = T.RandomHorizontalFlip(generator=torch.Generator().manual_seed(5))
+    batches = fastdata.DataPrefetcher(loader, device=accelerator.device,
                                       transform=T.Compose([flip, T.Normalize(T.IMAGENET_MEAN, T.IMAGENET_STD)]))
     accelerator.register_for_checkpointing(batches)
     progress = {"epoch": 0, "step": 0}
