@@ -119,9 +119,11 @@ def build(name: str, ctx: Context) -> tuple[Iterable, Callable[[], None]]:
     ds = ShardDataset(ctx.roots[fmt], transform=RandomResizedCrop(ctx.size))
     if name != "fastdata-uint8" and not cuda:  # CPU training: normalized float made in the workers
         collate = NormalizeCollate(IMAGENET_MEAN, IMAGENET_STD, hflip_p=0.5)
-        loader = DataLoaderX(ds, ctx.batch_size, shuffle=True, num_workers=ctx.workers, collate_fn=collate)
+        loader = DataLoaderX(ds, ctx.batch_size, shuffle=True, num_workers=ctx.workers, collate_fn=collate,
+                             persistent_workers=ctx.workers > 0)
         return loader, lambda: _shutdown(loader)
-    loader = DataLoaderX(ds, ctx.batch_size, shuffle=True, num_workers=ctx.workers, collate_fn=fast_collate)
+    loader = DataLoaderX(ds, ctx.batch_size, shuffle=True, num_workers=ctx.workers, collate_fn=fast_collate,
+                         persistent_workers=ctx.workers > 0)
     if name == "fastdata-uint8":
         return loader, lambda: _shutdown(loader)
     augment = Compose([RandomHorizontalFlip(), Normalize(IMAGENET_MEAN, IMAGENET_STD)])

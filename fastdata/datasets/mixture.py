@@ -22,7 +22,7 @@ from torch.utils.data import Dataset
 
 from fastdata.decode.batch import DecodedBatch, empty_tensor
 from fastdata.transforms.resolution import transform_for
-from fastdata.sampler.seeding import SampleIndex, sample_generator
+from fastdata.sampler.seeding import SampleIndex, sample_generator, wants_sample_index
 from fastdata.transforms import DecodeTransform
 
 __all__ = ["MixedDataset", "mixture_counts"]
@@ -85,6 +85,9 @@ class MixedDataset(Dataset):
         loader = DataLoaderX(mixed, batch_size=256, sampler=sampler, num_workers=8, collate_fn=fast_collate)
     """
 
+    #: DataLoaderX hands this dataset :class:`SampleIndex` indices; it passes them on to sources that want them.
+    wants_sample_index = True
+
     def __init__(self, sources: Sequence[Any], *, mode: str = "proportion", samples_per_pass: int | None = None) -> None:
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
@@ -132,7 +135,8 @@ class MixedDataset(Dataset):
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         source, local = self.locate(index)
-        return self.datasets[source][local]
+        dataset = self.datasets[source]
+        return dataset[local if wants_sample_index(dataset) else int(local)]  # a plain source gets a plain int
 
     def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, Any]]:
         """A batch; decoded in place into one uint8 ``[N, H, W, 3]`` buffer when every source allows it.

@@ -110,6 +110,9 @@ class ShardDataset(ShardSource, Dataset):
         remote = ShardDataset("s3://bucket/imagenet-shards", cache_dir="/local/nvme/cache", cache_limit="200GB")
     """
 
+    #: DataLoaderX hands this dataset :class:`~fastdata.sampler.seeding.SampleIndex` indices (see above).
+    wants_sample_index = True
+
     def __init__(
         self,
         root: str | os.PathLike | Sequence[str | os.PathLike],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import warnings
@@ -144,9 +145,10 @@ class LoaderIter:
             torch_iter._IterableDataset_len_called = None
         bg = StoppableBackgroundGenerator(torch_iter, max_prefetch, releaser)
         bg.name = f"DataLoaderX-prefetch-{bg.ident}"
-        # The finalizer holds no reference to self: it runs on close(), on garbage collection and at exit.
+        # The finalizer holds no reference to self: it runs on close(), on garbage collection and at exit, and
+        # does nothing but disarm torch's iterator in a forked copy of this process (see _shutdown).
         self._finalizer = weakref.finalize(self, _shutdown, bg, torch_iter, self._owns_workers, pass_state,
-                                           join_timeout)
+                                           join_timeout, os.getpid())
         self._bg = bg
 
     def __iter__(self) -> LoaderIter:
@@ -192,6 +194,15 @@ class LoaderIter:
         """Stop the background thread, drain its queue and shut non-persistent workers down."""
         self._finalizer()
 
+    def unfinished(self) -> bool:
+        """Whether this iterator is open and its pass has batches left."""
+        if not self._finalizer.alive or self._pass.finished:
+            return False
+        try:
+            return self._pass.consumed < len(self._torch_iter)
+        except TypeError:  # an IterableDataset without __len__
+            return True
+
     def __del__(self) -> None:
         finalizer = getattr(self, "_finalizer", None)  # absent if __init__ failed
         if finalizer is not None:
@@ -209,8 +220,21 @@ def _warn_past_reported_len(torch_iter: Any, reported: int, yielded: int) -> Non
     warnings.warn(message, UserWarning, stacklevel=3)
 
 
+def _disarm(torch_iter: Any) -> None:
+    """In a forked copy of the owning process: make torch's iterator a no-op here (its ``__del__`` included).
+
+    The workers, their queues and events belong to the process that started them; shutting them down from a
+    fork would stop the owner's workers (and ``multiprocessing`` asserts "can only test a child process").
+    """
+    if hasattr(torch_iter, "_shutdown"):
+        torch_iter._shutdown = True
+
+
 def _shutdown(bg: StoppableBackgroundGenerator, torch_iter: Any, owns_workers: list[bool], pass_state: PassState,
-              timeout: float) -> None:
+              timeout: float, owner: int) -> None:
+    if os.getpid() != owner:
+        _disarm(torch_iter)
+        return
     if not bg.stop(timeout):
         return  # the producer still runs inside torch's iterator; torch's own __del__ cleans up later
     pass_state.close_index_iters()
@@ -219,13 +243,23 @@ def _shutdown(bg: StoppableBackgroundGenerator, torch_iter: Any, owns_workers: l
         shutdown_workers()
 
 
-def close_all(iterators: weakref.WeakSet[LoaderIter]) -> None:
+def close_all(iterators: weakref.WeakSet[LoaderIter]) -> bool:
+    """Close every iterator; return whether one of them was unfinished (:meth:`LoaderIter.unfinished`)."""
+    unfinished = False
     for it in list(iterators):
+        unfinished = it.unfinished() or unfinished
         it.close()
+    return unfinished
 
 
-def shutdown_persistent(active: weakref.WeakSet[LoaderIter], torch_iter: Any) -> None:
-    """The loader is gone: its persistent workers go now, or with the iterator still running on them."""
+def shutdown_persistent(active: weakref.WeakSet[LoaderIter], torch_iter: Any, owner: int) -> None:
+    """The loader is gone: its persistent workers go now, or with the iterator still running on them.
+
+    Only in the process that started them (``owner``); a forked copy of it only disarms its copy of the iterator.
+    """
+    if os.getpid() != owner:
+        _disarm(torch_iter)
+        return
     for it in list(active):
         if it._finalizer.alive:
             it._owns_workers[0] = True

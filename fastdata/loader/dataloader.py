@@ -5,21 +5,23 @@ Iterating the loader runs torch's iterator in a background thread (a stoppable
 
 Resume: :meth:`DataLoaderX.state_dict` records the batches the *training loop* consumed in the
 current pass and what decides the pass's index order (the sampler's ``state_dict()``, the state
-of the seeded ``torch.Generator`` objects, snapshotted before torch draws from them). After
+of the seeded ``torch.Generator`` objects, snapshotted before torch draws from them, or the seed the
+pass drew from the global RNG for ``shuffle=True`` without a generator). After
 :meth:`DataLoaderX.load_state_dict` the next ``iter()`` yields exactly the batches an
 uninterrupted run would have yielded next; the consumed batches are skipped at the index level,
 so their samples are never loaded.
 
-Augmentation: every index reaches the dataset as a :class:`fastdata.sampler.seeding.SampleIndex` (an int
-that also carries a key of its pass and its position in the pass), from which ``ShardDataset``
-seeds random decode-time transforms, so a batch's pixels depend neither on ``num_workers`` nor on
-whether the run was resumed.
+Augmentation: a dataset that asks for it (``wants_sample_index``) gets each index as a
+:class:`fastdata.sampler.seeding.SampleIndex` (an int that also carries a key of its pass and its position in
+the pass), from which ``ShardDataset`` seeds random decode-time transforms, so a batch's pixels depend neither
+on ``num_workers`` nor on whether the run was resumed; any other dataset gets plain ints, as from torch.
 """
 
 from __future__ import annotations
 
 import inspect
-import logging
+import os
+import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
@@ -33,13 +35,13 @@ from fastdata.loader.lost_batches import watch_receives
 from fastdata.loader.worker_errors import WorkerInit, keep_worker_exception_types
 from fastdata.loader.accelerate_hook import keep_for_accelerate
 from fastdata.loader.loader_state import LoaderState
-from fastdata.loader.resume import PassState, pass_key_for, restore_sampler, set_rng_states, snapshot_sampler
+from fastdata.loader.pass_seed import seeded_index_sampler
+from fastdata.loader.resume import PassState, restore_sampler, set_rng_states, snapshot_sampler
+from fastdata.sampler.seeding import wants_sample_index
 from fastdata.transforms.resolution import check_size, tag_batches
 from fastdata.decode.shared_ring import Releaser
 
 __all__ = ["DataLoaderX"]
-
-logger = logging.getLogger(__name__)
 
 _TORCH_PARAMS = inspect.signature(DataLoader.__init__).parameters
 _MIN_JOIN_S = 30.0  # how long close() waits for the producer before giving up with a warning
@@ -58,11 +60,12 @@ class _PassIndexSampler:
         loader = self._loader()
         if loader is None:
             return iter(())
-        inner = DataLoader._index_sampler.fget(loader)
         pass_state = loader._setup_pass
+        inner = getattr(pass_state, "index_sampler", None) or DataLoader._index_sampler.fget(loader)
         it = iter(inner) if pass_state is None else pass_state.index_iter(inner)
         size = getattr(pass_state, "resolution", None)
-        if size is not None and loader._auto_collation:  # the workers decode this pass at the loader's resolution
+        if size is not None and loader._auto_collation and wants_sample_index(loader.dataset):
+            # the workers decode this pass at the loader's resolution
             it = tag_batches(it, size)
             pass_state.track(it)
         if isinstance(loader.dataset, ShardDataset) and loader.dataset.remote:  # downloads in this pass's order
@@ -80,8 +83,9 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
 
     Args:
         pin_memory: ``None`` (default) pins when CUDA is available.
-        persistent_workers: ``None`` (default) keeps workers alive across passes when
-            ``num_workers > 0``.
+        persistent_workers: ``False`` (torch's default): each ``iter()`` has its own workers, and two live
+            iterators are independent. ``True`` keeps the workers across passes; they serve one pass at a
+            time, so an ``iter()`` while an earlier iterator is unfinished ends that one (with a warning).
         max_prefetch: Batches the background thread keeps ready (>= 1).
 
     Worker batches: large batch buffers come from each worker's ring of reused shared memory
@@ -96,18 +100,22 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
 
     Resume: :meth:`state_dict` counts the batches the training loop received in the latest pass
     (a pass left early by ``break`` still counts as in progress; the next ``iter()`` starts a new
-    one). It needs a reproducible order: a sampler with ``state_dict()`` (``fastdata.DistributedSampler``),
-    a seeded ``generator`` for shuffling, or a sequential order.
+    one). The order is replayed from a sampler with ``state_dict()`` (``fastdata.DistributedSampler``),
+    a seeded ``generator``, a sequential order, or, for ``shuffle=True`` without ``generator``, the seed
+    each pass draws from torch's global RNG, as torch's sampler does (:mod:`fastdata.loader.pass_seed`).
+    Where none of these applies (an ``IterableDataset``, a sampler with neither ``state_dict()`` nor a
+    generator), ``state_dict()`` warns and its state resumes at the start of the next pass.
 
-    Augmentation: for a map-style dataset, the sampler's integer indices (in batches that are lists
-    or tuples) are handed to the dataset as :class:`fastdata.sampler.seeding.SampleIndex` objects: ints that
-    also carry the pass key and their position in the pass. ``ShardDataset`` derives each sample's
+    Augmentation: for a map-style dataset that asks for them (``wants_sample_index``: ``ShardDataset``,
+    ``MixedDataset``), the sampler's integer indices (in batches that are lists or tuples) are handed
+    to the dataset as :class:`fastdata.sampler.seeding.SampleIndex` objects: ints that also carry the pass
+    key and their position in the pass; other datasets get plain ints. ``ShardDataset`` derives each sample's
     generator from them (:func:`fastdata.sampler.seeding.sample_generator`), so random decode-time
     transforms give the same pixels for any ``num_workers`` and after a resume. The pass key hashes
     what decides the pass's order: the seeded generators' states and the sampler's ``state_dict()``
     (for fastdata's ``DistributedSampler`` its seed and epoch, so ``set_epoch`` after a restart is
-    enough); without a seeded generator, ``torch.initial_seed()``; and for an order with no state at
-    all (a ``SequentialSampler``) the pass number, which ``state_dict()`` records.
+    enough), or the pass's own seed; otherwise ``torch.initial_seed()``; and for an order with no state
+    at all (a ``SequentialSampler``) the pass number, which ``state_dict()`` records.
 
     Raises:
         TypeError: ``max_prefetch`` is not an int.
@@ -140,7 +148,7 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         generator=None,
         *,
         prefetch_factor: int | None = None,
-        persistent_workers: bool | None = None,
+        persistent_workers: bool = False,
         pin_memory_device: str = "",
         in_order: bool = True,
         max_prefetch: int = 4,
@@ -156,13 +164,14 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         self._pending: dict[str, Any] | None = None  # a loaded state, applied by the next iter()
         self._active: weakref.WeakSet[LoaderIter] = weakref.WeakSet()  # the latest pass's iterator
         self._workers_finalizer: weakref.finalize | None = None
+        self._warned_shared = False  # an iter() ended an unfinished iterator (persistent workers): warned once
         self._pass_index_sampler = _PassIndexSampler(self)
         self._releaser = Releaser()  # hands the workers' batch buffers back once no batch uses them
         self._resolution: tuple[int, int] | None = None  # decode-time crop size of the next passes (None: the transform's)
         if pin_memory is None:
             pin_memory = torch.cuda.is_available()
-        if persistent_workers is None:
-            persistent_workers = isinstance(num_workers, int) and num_workers > 0
+        if persistent_workers is None:  # accepted for loaders built by older fastdata: torch's default
+            persistent_workers = False
         keywords = {"prefetch_factor": prefetch_factor, "persistent_workers": persistent_workers,
                     "pin_memory_device": pin_memory_device, "in_order": in_order}
         for name in [n for n in keywords if n not in _TORCH_PARAMS]:  # an older torch
@@ -197,8 +206,12 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
 
     def __iter__(self) -> LoaderIter:
         persistent = bool(self.persistent_workers) and self.num_workers > 0
-        if persistent:
-            close_all(self._active)  # torch resets the one persistent iterator: our thread must be off it
+        if persistent:  # torch resets the one persistent iterator: our thread must be off it
+            if close_all(self._active) and not self._warned_shared:
+                self._warned_shared = True
+                warnings.warn("DataLoaderX: iter() while an earlier iterator of this loader is unfinished ends that "
+                              "iterator: with persistent_workers=True the workers serve one pass at a time; "
+                              "use persistent_workers=False for independent iterators", UserWarning, stacklevel=2)
         pass_state = self._begin_pass()
         self._setup_pass = pass_state
         try:
@@ -219,7 +232,8 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         if persistent and self._workers_finalizer is None and self._iterator is not None:
             # Shut persistent workers down when the loader goes away, while torch's queues are intact
             # (torch's own __del__ may only run later, from a garbage-collected cycle, and then hang).
-            self._workers_finalizer = weakref.finalize(self, shutdown_persistent, self._active, self._iterator)
+            self._workers_finalizer = weakref.finalize(self, shutdown_persistent, self._active, self._iterator,
+                                                       os.getpid())
         return it
 
     def _begin_pass(self) -> PassState:
@@ -227,8 +241,10 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         rngs = self._rng_slots()
         source = self._order_source()
         plan = self._pending
+        seed_generator = torch.Generator() if self._seeds_passes() else None
         if plan is None:
-            pass_state = PassState(rngs, snapshot_sampler(source), 0, 0, None, number=self._passes_begun)
+            pass_state = PassState(rngs, snapshot_sampler(source), 0, 0, None, number=self._passes_begun,
+                                   seed_generator=seed_generator)
         else:
             set_rng_states(rngs, plan["rng_pass_start"])
             skip = plan["batches_consumed"] if plan["in_pass"] else 0
@@ -240,21 +256,23 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
                 sampler_state = snapshot_sampler(source)
             position_base = (skip - index_skip) * self.batch_sampler.batch_size if skip != index_skip else 0
             pass_state = PassState(rngs, sampler_state, skip, index_skip, plan["rng_sampler_draw"],
-                                   number=plan.get("pass_number", 0), position_base=position_base)
+                                   number=plan.get("pass_number", 0), position_base=position_base,
+                                   seed_generator=seed_generator,
+                                   planned_seed=plan.get("sampler_seed") if plan["in_pass"] else None)
+        if seed_generator is not None:
+            pass_state.index_sampler = seeded_index_sampler(DataLoader._index_sampler.fget(self), source,
+                                                            seed_generator)
         self._passes_begun = pass_state.number + 1
         pass_state.resolution = self._resolution  # type: ignore[attr-defined]
         self._key_pass(pass_state)
         return pass_state
 
     def _key_pass(self, pass_state: PassState) -> None:
-        """Give the pass its augmentation key (:mod:`fastdata.sampler.seeding`); map-style datasets only."""
-        if isinstance(self.dataset, IterableDataset):
-            return
+        """Key the pass's indices (:mod:`fastdata.sampler.seeding`) for a map-style dataset that wants them."""
+        if isinstance(self.dataset, IterableDataset) or not wants_sample_index(self.dataset):
+            return  # plain datasets get plain ints, as from torch's DataLoader
         pass_state.batched = self._auto_collation
-        try:
-            pass_state.pass_key = pass_key_for(pass_state.rng_start, pass_state.sampler_state, pass_state.number)
-        except TypeError as exc:  # a sampler state that is not plain data: augmentation draws as before
-            logger.warning("DataLoaderX: no reproducible augmentation for this loader (%s)", exc)
+        pass_state.keyed = True  # the key is derived at the draw point, once the pass's seed (if any) is known
 
     @property
     def resolution(self) -> tuple[int, int] | None:

@@ -6,6 +6,7 @@ seeded generators, a sampler that skips whole batches itself). What a state hold
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,6 +14,7 @@ import torch
 from torch.utils.data import BatchSampler, Dataset, IterableDataset, SequentialSampler
 from torch.utils.data.distributed import DistributedSampler as _TorchDistributedSampler
 
+from fastdata.loader.pass_seed import needs_pass_seed
 from fastdata.loader.resume import (
     STATE_VERSION, PassState, after_base_seed, get_rng_states, has_state_methods, restore_sampler, snapshot_sampler,
     validate_state,
@@ -66,61 +68,77 @@ class LoaderState:
             slots["sampler"] = own
         return slots
 
-    def _check_resumable(self) -> None:
-        """Raise ValueError when the index order of this setup cannot be restored exactly."""
+    def _inexact_reason(self) -> str | None:
+        """Why the index order of this setup cannot be restored mid-pass (None: it can), with the fix."""
         if isinstance(self.dataset, IterableDataset):
-            raise ValueError("DataLoaderX.state_dict() needs a map-style dataset; an IterableDataset decides its "
-                             "own order and cannot be resumed by the loader (use a map-style dataset)")
+            return ("an IterableDataset decides its own order, which the loader cannot replay; use a map-style "
+                    "dataset to resume mid-pass")
         source = self._order_source()
         if has_state_methods(source) or isinstance(source, (SequentialSampler, _TorchDistributedSampler,
                                                              range, list, tuple)):
-            return
-        own = getattr(source, "generator", _NO_ATTRIBUTE)
-        if isinstance(own, torch.Generator):
-            return
-        if own is None:
-            raise ValueError(
-                f"cannot resume exactly: the {type(source).__name__} has generator=None, so it draws from torch's "
-                "global RNG; pass generator=torch.Generator().manual_seed(seed) to DataLoaderX (with shuffle=True) "
-                "or to the sampler")
-        raise ValueError(
-            f"cannot resume exactly: {type(source).__name__} has neither state_dict()/load_state_dict() nor a "
-            "torch.Generator; add those two methods to it, or use fastdata.DistributedSampler, SequentialSampler "
-            "or RandomSampler(generator=torch.Generator().manual_seed(seed))")
+            return None
+        if isinstance(getattr(source, "generator", None), torch.Generator) or needs_pass_seed(source):
+            return None
+        if getattr(source, "generator", _NO_ATTRIBUTE) is None:
+            return (f"the {type(source).__name__} has generator=None and its own __iter__, so fastdata cannot "
+                    "capture what it draws from torch's global RNG; pass it generator=torch.Generator().manual_seed(s)")
+        return (f"{type(source).__name__} has neither state_dict()/load_state_dict() nor a torch.Generator; add "
+                "those two methods to it, or use fastdata.DistributedSampler, SequentialSampler or RandomSampler")
+
+    def _seeds_passes(self) -> bool:
+        """Whether each pass draws its own seed from torch's global RNG (:mod:`fastdata.loader.pass_seed`)."""
+        return not isinstance(self.dataset, IterableDataset) and needs_pass_seed(self._order_source())
 
     def state_dict(self) -> dict[str, Any]:
         """Where the loader stands: batches consumed in the current pass plus its order snapshot.
 
+        Never raises for a setup torch's ``DataLoader`` accepts. Where the order cannot be replayed (an
+        ``IterableDataset``, a sampler with neither ``state_dict()`` nor a ``torch.Generator``) it warns, and the
+        state (``exact=False``) resumes at the start of the next pass.
+
         Returns:
             A dict of plain Python values (JSON-able when the sampler's state is), also
             ``torch.save``-able. Taken between passes it describes the start of the next pass.
-
-        Raises:
-            ValueError: The setup cannot be resumed exactly (an IterableDataset, a sampler drawing
-                from the global RNG, e.g. ``shuffle=True`` without ``generator``, or a sampler
-                without ``state_dict``/``generator``).
         """
-        self._check_resumable()
+        reason = self._inexact_reason()
+        if reason is not None:
+            warnings.warn(f"DataLoaderX.state_dict() cannot resume this loader mid-pass: {reason}. A run resumed "
+                          "from this state starts at the next pass", UserWarning, stacklevel=2)
         if self._pending is not None:
             return copy.deepcopy(self._pending)
+        if reason is not None:
+            return self._boundary_state(exact=False)
         p = self._pass
         if p is not None and not p.finished:
             return {"version": STATE_VERSION, "num_batches": len(self), "in_pass": True,
                     "batches_consumed": p.skip + p.consumed, "rng_pass_start": dict(p.rng_start),
                     "rng_sampler_draw": dict(p.rng_draw or p.rng_start), "sampler": copy.deepcopy(p.sampler_state),
-                    "pass_number": p.number, "resolution": _listed(getattr(p, "resolution", None))}
+                    "sampler_seed": p.sampler_seed, "pass_number": p.number,
+                    "resolution": _listed(getattr(p, "resolution", None))}
+        return self._boundary_state(exact=True)
+
+    def _boundary_state(self, exact: bool) -> dict[str, Any]:
+        """The state of the start of the next pass."""
         rngs = self._rng_slots()
         now = get_rng_states(rngs)
         draw = dict(now)
         persistent_alive = self.persistent_workers and self.num_workers > 0 and self._iterator is not None
         if "loader" in rngs and not persistent_alive:  # a new torch iterator first draws its _base_seed
             draw["loader"] = after_base_seed(rngs["loader"])
-        return {"version": STATE_VERSION, "num_batches": len(self), "in_pass": False, "batches_consumed": 0,
+        try:
+            num_batches: int | None = len(self)
+        except TypeError:  # an IterableDataset without __len__
+            num_batches = None
+        return {"version": STATE_VERSION, "num_batches": num_batches, "in_pass": False, "batches_consumed": 0,
                 "rng_pass_start": now, "rng_sampler_draw": draw, "sampler": snapshot_sampler(self._order_source()),
-                "pass_number": self._passes_begun, "resolution": _listed(self._resolution)}
+                "sampler_seed": None, "pass_number": self._passes_begun, "resolution": _listed(self._resolution),
+                "exact": exact}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Make the next ``iter()`` continue where ``state`` was taken (see :meth:`state_dict`).
+
+        A state taken where the order could not be replayed (``exact=False``), or loaded into such a loader,
+        warns and resumes at the start of the next pass.
 
         Args:
             state: A dict from :meth:`state_dict` of a loader built the same way (dataset size,
@@ -128,14 +146,25 @@ class LoaderState:
 
         Raises:
             TypeError: ``state`` is not a mapping.
-            ValueError: ``state`` is malformed or was taken from a differently built loader, or
-                this setup cannot be resumed exactly.
+            ValueError: ``state`` is malformed or was taken from a differently built loader.
         """
         if not isinstance(state, Mapping):
             raise TypeError(f"state must be a dict from DataLoaderX.state_dict(), got {type(state).__name__}")
-        self._check_resumable()
         state = copy.deepcopy(dict(state))
-        validate_state(state, len(self), set(self._rng_slots()), snapshot_sampler(self._order_source()))
+        reason = self._inexact_reason()
+        if reason is not None or state.get("exact") is False:
+            state.update(in_pass=False, batches_consumed=0, exact=False, sampler_seed=None)
+            if reason is not None:
+                state["sampler"] = None
+            warnings.warn("DataLoaderX.load_state_dict(): this state resumes at the start of the next pass, not "
+                          f"mid-pass ({reason or 'it was taken from a loader that could not resume mid-pass'})",
+                          UserWarning, stacklevel=2)
+        try:
+            num_batches: int | None = len(self)
+        except TypeError:
+            num_batches = None
+        validate_state(state, num_batches, set(self._rng_slots()), snapshot_sampler(self._order_source()),
+                       self._seeds_passes())
         self._resolution = check_size(state.get("resolution"))  # the size the saved pass was decoded at
         if state["sampler"] is not None:  # now (it validates, and precedes the user's set_epoch())
             restore_sampler(self._order_source(), state["sampler"])  # and again at iter() if in a pass

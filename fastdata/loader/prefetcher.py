@@ -10,12 +10,15 @@ early. Without CUDA the same code runs on the CPU, without streams, with the sam
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
 
 from fastdata.gpu_transforms import ToFloat
+from fastdata.loader.resume import set_rng_states
+from fastdata.loader.transform_rng import generator_states, transform_generators
 
 __all__ = ["DataPrefetcher"]
 
@@ -77,6 +80,8 @@ class DataPrefetcher:
         self._loader_iter: Any = None
         self._next_batch: Batch | None = None
         self._active = False
+        self._generators_of: tuple[Any, dict[str, torch.Generator]] = (None, {})  # (transform, its generators)
+        self._states_before_next: dict[str, torch.Tensor] | None = None  # the generators before the read-ahead batch
 
     def __len__(self) -> int:
         return len(self.loader)  # type: ignore[arg-type]
@@ -137,11 +142,13 @@ class DataPrefetcher:
             close()
 
     def state_dict(self) -> dict[str, Any]:
-        """The loader's ``state_dict()``, minus the batch this prefetcher has read ahead.
+        """The loader's ``state_dict()``, minus the batch this prefetcher has read ahead, plus the transform's generators.
 
         Returns:
-            A state for :meth:`load_state_dict` (or the loader's own) that resumes at the first
-            batch the training loop has not received yet.
+            A state for :meth:`load_state_dict` that resumes at the first batch the training loop has not
+            received yet: the loader's state (``batches_consumed`` less the read-ahead batch) and, under
+            ``"transform_generators"``, the state of every ``torch.Generator`` the transform holds
+            (:mod:`fastdata.loader.transform_rng`) as it was before the read-ahead batch was transformed.
 
         Raises:
             TypeError: The loader has no ``state_dict()`` (use :class:`~fastdata.DataLoaderX`).
@@ -149,18 +156,44 @@ class DataPrefetcher:
         if not callable(getattr(self.loader, "state_dict", None)):
             raise TypeError(f"loader {type(self.loader).__name__} has no state_dict(); use fastdata.DataLoaderX")
         state = self.loader.state_dict()
-        if self._active and self._next_batch is not None and state.get("in_pass") and state["batches_consumed"]:
+        read_ahead = self._active and self._next_batch is not None and state.get("in_pass") and state["batches_consumed"]
+        if read_ahead:
             state["batches_consumed"] -= 1  # read ahead, never handed out
+        generators = self._generators()
+        if generators:
+            state["transform_generators"] = generator_states(generators, self._states_before_next if read_ahead else None)
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Pass ``state`` to the loader's ``load_state_dict()``; the next pass resumes there.
+        """Resume at ``state``: the loader's ``load_state_dict()``, and the transform's generators restored.
 
         Args:
             state: A dict from :meth:`state_dict`.
+
+        Raises:
+            ValueError: ``state`` holds other transform generators than this prefetcher's transform (or the
+                loader rejects it).
         """
+        state = dict(state)
+        saved = state.pop("transform_generators", None)
+        generators = self._generators()
+        if saved is not None and set(saved) != set(generators):
+            raise ValueError(f"state has transform generators {sorted(saved)} but this prefetcher's transform has "
+                             f"{sorted(generators)}; build the transform as when the state was saved")
+        if saved is None and generators:
+            warnings.warn(f"DataPrefetcher.load_state_dict(): the state has no transform generator states (taken by "
+                          f"an older fastdata?); {sorted(generators)} go on from their current state", UserWarning,
+                          stacklevel=2)
         self.close()
         self.loader.load_state_dict(state)
+        if saved is not None:
+            set_rng_states(generators, saved)
+
+    def _generators(self) -> dict[str, torch.Generator]:
+        """The transform's generators (the walk is redone only when ``transform`` is replaced)."""
+        if self._generators_of[0] is not self.transform:
+            self._generators_of = (self.transform, transform_generators(self.transform))
+        return self._generators_of[1]
 
     def __del__(self) -> None:
         try:
@@ -180,6 +213,8 @@ class DataPrefetcher:
         except StopIteration:
             return None
         images, labels = _split(batch)
+        generators = self._generators()
+        self._states_before_next = {k: g.get_state() for k, g in generators.items()} if generators else None
         if self.stream is None:
             return self._process_all(images, labels)
         images = [_pinned(i) for i in images] if isinstance(images, list) else _pinned(images)

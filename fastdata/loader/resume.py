@@ -20,10 +20,11 @@ from typing import Any
 import torch
 from torch.utils.data.distributed import DistributedSampler as _TorchDistributedSampler
 
+from fastdata.loader.pass_seed import draw_seed
 from fastdata.sampler.seeding import derive_pass_key, keyed_indices
 
-__all__ = ["STATE_KEYS", "STATE_VERSION", "PassState", "after_base_seed", "get_rng_states", "has_state_methods",
-           "pass_key_for", "restore_sampler", "set_rng_states", "snapshot_sampler", "validate_state"]
+__all__ = ["STATE_KEYS", "STATE_VERSION", "PassState", "after_base_seed", "encode_state", "get_rng_states",
+           "has_state_methods", "pass_key_for", "restore_sampler", "set_rng_states", "snapshot_sampler", "validate_state"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,14 +38,23 @@ class PassState:
 
     ``number`` counts the loader's passes; ``pass_key`` (None: indices stay plain ints) and
     ``position_base`` (where the first index the sampler yields stands in the pass) key each index
-    for reproducible augmentation (:mod:`fastdata.sampler.seeding`).
+    for reproducible augmentation (:mod:`fastdata.sampler.seeding`); with ``keyed`` the key is derived at
+    the draw point. ``seed_generator`` is the pass's own generator for a sampler that would draw from the
+    global RNG (:mod:`fastdata.loader.pass_seed`): seeded at the draw point with a fresh seed, or with
+    ``planned_seed`` when the pass is resumed; ``sampler_seed`` is the seed it got.
     """
 
     def __init__(self, rngs: dict[str, torch.Generator], sampler_state: Any, skip: int, index_skip: int,
                  planned_draw: dict[str, str] | None, *, number: int = 0, pass_key: int | None = None,
-                 position_base: int = 0, batched: bool = True) -> None:
+                 position_base: int = 0, batched: bool = True, seed_generator: torch.Generator | None = None,
+                 planned_seed: int | None = None) -> None:
         self.number = number
         self.pass_key = pass_key
+        self.keyed = False
+        self.index_sampler: Any = None  # the loader's index sampler for this pass, when it differs (a seeded copy)
+        self.seed_generator = seed_generator
+        self.sampler_seed: int | None = None
+        self._planned_seed = planned_seed
         self.position_base = position_base
         self.batched = batched
         self.rngs = rngs
@@ -60,12 +70,22 @@ class PassState:
         self._index_iters: list[Any] = []
 
     def at_draw_point(self) -> None:
-        """Called right before the sampler first draws: apply the planned RNG states, record them."""
+        """Called right before the sampler first draws: apply the planned RNG states, record them, seed the pass."""
         with self._lock:
-            if self.rng_draw is None:
-                if self._planned_draw is not None:
-                    set_rng_states(self.rngs, self._planned_draw)
-                self.rng_draw = get_rng_states(self.rngs)
+            if self.rng_draw is not None:
+                return
+            if self._planned_draw is not None:
+                set_rng_states(self.rngs, self._planned_draw)
+            self.rng_draw = get_rng_states(self.rngs)
+            if self.seed_generator is not None:
+                drawn = draw_seed()  # drawn even when resuming: the global RNG advances as with torch
+                self.sampler_seed = drawn if self._planned_seed is None else self._planned_seed
+                self.seed_generator.manual_seed(self.sampler_seed)
+            if self.keyed:
+                try:
+                    self.pass_key = pass_key_for(self.rng_start, self.sampler_state, self.number, self.sampler_seed)
+                except TypeError as exc:  # a sampler state that is not plain data: augmentation draws as before
+                    logger.warning("DataLoaderX: no reproducible augmentation for this loader (%s)", exc)
 
     def index_iter(self, inner: Iterable[Any]) -> Iterator[Any]:
         gen = _skip_batches(inner, self)
@@ -99,28 +119,46 @@ def _skip_batches(inner: Iterable[Any], pass_state: PassState) -> Iterator[Any]:
     yield from it
 
 
-def validate_state(state: dict[str, Any], num_batches: int, slots: set[str], sampler_now: Any) -> None:
+def validate_state(state: dict[str, Any], num_batches: int | None, slots: set[str], sampler_now: Any,
+                   seeded: bool) -> None:
+    """Raise ValueError unless ``state`` is a well-formed state of a loader built like this one.
+
+    ``seeded``: this loader's passes are seeded from the global RNG (:mod:`fastdata.loader.pass_seed`). A state
+    with ``exact=False`` resumes at a pass boundary, so only what that needs is checked.
+    """
     missing = [k for k in STATE_KEYS if k not in state]
     if missing:
         raise ValueError(f"state is missing {missing}; pass a dict returned by DataLoaderX.state_dict()")
     if state["version"] != STATE_VERSION:
         raise ValueError(f"state has version={state['version']!r}, this fastdata reads version {STATE_VERSION}")
+    exact = state.get("exact", True)  # optional: states saved before it was recorded are exact
+    if not isinstance(exact, bool):
+        raise ValueError(f"state has exact={exact!r}; expected True or False (from DataLoaderX.state_dict())")
+    for key in ("rng_pass_start", "rng_sampler_draw"):
+        if set(state[key]) != slots:
+            raise ValueError(f"state has seeded generators {sorted(state[key])} but this loader has {sorted(slots)}; "
+                             "pass the same generator= arguments (to DataLoaderX and the sampler) as when it was saved")
+    number = state.get("pass_number", 0)  # optional: states saved before it was recorded have none
+    if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+        raise ValueError(f"state has pass_number={number!r}; expected an int >= 0 (from DataLoaderX.state_dict())")
+    if not exact:
+        return
     if state["num_batches"] != num_batches:
         raise ValueError(f"state was taken from a loader with {state['num_batches']} batches per pass, this one has "
                          f"{num_batches}; build it with the same dataset, batch_size, drop_last and sampler")
     consumed = state["batches_consumed"]
     if isinstance(consumed, bool) or not isinstance(consumed, int) or not 0 <= consumed <= num_batches:
         raise ValueError(f"state has batches_consumed={consumed!r}; expected an int in [0, {num_batches}]")
-    for key in ("rng_pass_start", "rng_sampler_draw"):
-        if set(state[key]) != slots:
-            raise ValueError(f"state has seeded generators {sorted(state[key])} but this loader has {sorted(slots)}; "
-                             "pass the same generator= arguments (to DataLoaderX and the sampler) as when it was saved")
     if (state["sampler"] is None) != (sampler_now is None):
         raise ValueError("state and loader disagree on whether the sampler has a state_dict(); "
                          "build the loader with the same sampler type as when the state was saved")
-    number = state.get("pass_number", 0)  # optional: states saved before it was recorded have none
-    if isinstance(number, bool) or not isinstance(number, int) or number < 0:
-        raise ValueError(f"state has pass_number={number!r}; expected an int >= 0 (from DataLoaderX.state_dict())")
+    seed = state.get("sampler_seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ValueError(f"state has sampler_seed={seed!r}; expected an int or None (from DataLoaderX.state_dict())")
+    if state["in_pass"] and (seed is not None) != seeded:
+        has, does = ("has a", "does not seed") if seed is not None else ("has no", "seeds")
+        raise ValueError(f"state {has} sampler_seed but this loader {does} its passes from torch's global RNG "
+                         "(shuffle=True without generator); build it with the same shuffle, sampler and generator")
 
 
 def has_state_methods(obj: Any) -> bool:
@@ -142,7 +180,7 @@ def restore_sampler(source: Any, state: Any) -> None:
         source.set_epoch(state["epoch"])
 
 
-def pass_key_for(rng_states: dict[str, str], sampler_state: Any, number: int) -> int:
+def pass_key_for(rng_states: dict[str, str], sampler_state: Any, number: int, sampler_seed: int | None = None) -> int:
     """The augmentation key of a pass (:mod:`fastdata.sampler.seeding`): a hash of what decides its order.
 
     That is the seeded generators' states and the sampler's state at the pass's start, both
@@ -152,19 +190,27 @@ def pass_key_for(rng_states: dict[str, str], sampler_state: Any, number: int) ->
     run do not depend on the process's global torch seed. Otherwise, without seeded generators,
     torch's ``initial_seed()`` stands in for them (as torch's workers derive their seeds from it);
     when the order has no state at all (a ``SequentialSampler``), the loader's pass number tells
-    passes apart.
+    passes apart. A pass seeded from the global RNG (``sampler_seed``, :mod:`fastdata.loader.pass_seed`) is
+    decided by that seed, which a resume restores.
     """
     parts: dict[str, Any] = {"rngs": rng_states, "sampler": sampler_state}
     self_seeded = isinstance(sampler_state, Mapping) and "seed" in sampler_state
-    if not rng_states and not self_seeded:
+    if sampler_seed is not None:
+        parts["sampler_seed"] = sampler_seed
+    elif not rng_states and not self_seeded:
         parts["torch_initial_seed"] = torch.initial_seed()
         if sampler_state is None:
             parts["pass_number"] = number
     return derive_pass_key(parts)
 
 
+def encode_state(state: torch.Tensor) -> str:
+    """A generator state (``Generator.get_state()``) as a plain string."""
+    return base64.b64encode(state.numpy().tobytes()).decode("ascii")
+
+
 def get_rng_states(rngs: dict[str, torch.Generator]) -> dict[str, str]:
-    return {name: base64.b64encode(g.get_state().numpy().tobytes()).decode("ascii") for name, g in rngs.items()}
+    return {name: encode_state(g.get_state()) for name, g in rngs.items()}
 
 
 def set_rng_states(rngs: dict[str, torch.Generator], states: Mapping[str, str]) -> None:

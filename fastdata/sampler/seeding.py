@@ -3,8 +3,10 @@
 DataLoader workers only see indices, and which worker loads which sample depends on
 ``num_workers`` and timing, so a transform drawing from the process's RNG gives different pixels
 for different ``num_workers`` and after a resume. Instead, :class:`~fastdata.DataLoaderX` hands
-the dataset :class:`SampleIndex` objects: ints (so any dataset indexes with them as before) that
-also carry a key of the pass that drew them and their position in that pass. A dataset turns them
+a dataset that asks for them (a true ``wants_sample_index`` attribute, see :func:`wants_sample_index`:
+:class:`~fastdata.ShardDataset` and :class:`~fastdata.MixedDataset` have one) :class:`SampleIndex` objects:
+ints that also carry a key of the pass that drew them and their position in that pass; any other dataset
+gets plain ``int`` indices, as from torch's ``DataLoader``. A dataset turns them
 into a generator with :func:`sample_generator`; :class:`~fastdata.ShardDataset` passes it to
 decode-time transforms that take one (``RandomResizedCrop``), so the crop of a sample depends only
 on (pass, position in the pass, index): the same whatever ``num_workers`` is, and the same in a
@@ -26,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SampleIndex", "derive_pass_key", "keyed_indices", "sample_generator"]
+__all__ = ["SampleIndex", "derive_pass_key", "keyed_indices", "sample_generator", "wants_sample_index"]
 
 _MASK64 = (1 << 64) - 1
 
@@ -59,6 +61,15 @@ class SampleIndex(int):
 
     def __reduce__(self) -> tuple:
         return SampleIndex, (int(self), self.pass_key, self.position)
+
+
+def wants_sample_index(dataset: Any) -> bool:
+    """Whether ``dataset`` asks the loader for :class:`SampleIndex` indices (class attribute ``wants_sample_index = True``).
+
+    A dataset that draws random decode-time transforms from :func:`sample_generator` sets it; every other
+    dataset gets plain ``int`` indices (``type(index) is int``), as torch's ``DataLoader`` gives them.
+    """
+    return getattr(dataset, "wants_sample_index", False) is True
 
 
 def sample_generator(index: Any) -> np.random.Generator | None:

@@ -63,7 +63,7 @@ def test_same_pixels_with_0_and_2_persistent_workers_and_fastdata_sampler(packed
         dataset = ShardDataset(root, transform=RandomResizedCrop(24))
         sampler = DistributedSampler(dataset, num_replicas=1, rank=0, seed=4, ratio=3)  # one pass, 3 virtual epochs
         loader = DataLoaderX(dataset, batch_size=4, sampler=sampler, num_workers=num_workers, collate_fn=fast_collate,
-                             pin_memory=False)
+                             pin_memory=False, persistent_workers=num_workers > 0)
         return batches(loader, passes=2)
 
     inline = run(0)

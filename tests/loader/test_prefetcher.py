@@ -134,6 +134,59 @@ def test_state_dict_counts_only_batches_handed_out():
         DataPrefetcher([(torch.zeros(1, 3, 2, 2), torch.zeros(1))], "cpu").state_dict()
 
 
+def _seeded_pipeline(seed: int = 7):
+    """A shuffled loader and a transform with seeded generators: a flip, and Mixup sharing nothing with it."""
+    loader = _loader(30, shuffle=True, generator=torch.Generator().manual_seed(1))
+    transform = Compose([RandomHorizontalFlip(generator=torch.Generator().manual_seed(seed)), Normalize(MEAN, STD),
+                         Mixup(alpha=0.4, num_classes=3, generator=torch.Generator().manual_seed(seed + 1))])
+    return DataPrefetcher(loader, device="cpu", transform=transform)
+
+
+def test_resume_restores_the_transforms_generators():
+    want = [(x.clone(), y.clone()) for x, y in _seeded_pipeline()]
+    first = _seeded_pipeline()
+    it = iter(first)
+    for _ in range(3):  # a fourth batch is already read ahead and transformed
+        next(it)
+    state = first.state_dict()
+    resumed = _seeded_pipeline()
+    resumed.load_state_dict(torch.load(_saved(state), weights_only=True))
+    rest = list(resumed)
+    assert len(rest) == len(want) - 3
+    for (x, y), (wx, wy) in zip(rest, want[3:]):  # pixels flipped and mixed as in the uninterrupted run
+        assert torch.equal(x, wx) and torch.equal(y, wy)
+    assert sorted(state["transform_generators"]) == ["transforms.0.generator", "transforms.2.generator"]
+
+
+def _saved(state: dict):
+    import io
+
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    return buffer
+
+
+def test_generator_walk_finds_nested_and_shared_generators_once():
+    from fastdata.gpu_transforms import MixupCutmix, RandomErasing, RandAugment
+    from fastdata.loader.transform_rng import transform_generators
+
+    shared = torch.Generator().manual_seed(0)
+    transform = Compose([RandAugment(generator=shared), RandomErasing(0.25, generator=torch.Generator()),
+                         MixupCutmix(num_classes=3, generator=shared), Normalize(MEAN, STD)])
+    found = transform_generators(transform)
+    assert list(found) == ["transforms.0.generator", "transforms.1.generator"]
+    assert found["transforms.0.generator"] is shared and transform_generators(Normalize(MEAN, STD)) == {}
+
+
+def test_state_of_another_transform_is_rejected():
+    state = _seeded_pipeline().state_dict()
+    other = DataPrefetcher(_loader(30, shuffle=True, generator=torch.Generator().manual_seed(1)), device="cpu",
+                           transform=RandomHorizontalFlip(generator=torch.Generator()))
+    with pytest.raises(ValueError, match="transform generators"):
+        other.load_state_dict(state)
+
+
 def test_plain_dataloader_works_too():
     loader = DataLoader(Images(), batch_size=5, collate_fn=fast_collate)
     assert [b[1].tolist() for b in DataPrefetcher(loader, "cpu")] == [b[1].tolist() for b in loader]

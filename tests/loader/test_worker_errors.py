@@ -173,7 +173,8 @@ def _unbuildable():
 
 
 def _raised(make, workers=2):
-    loader = DataLoaderX(_Raising(make), batch_size=2, num_workers=workers, pin_memory=False)
+    loader = DataLoaderX(_Raising(make), batch_size=2, num_workers=workers, pin_memory=False,
+                         persistent_workers=workers > 0)
     caught = []
     for _ in range(2):  # the second pass reuses the persistent workers
         try:

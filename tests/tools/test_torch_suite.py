@@ -1,8 +1,11 @@
 """tools/torch_dataloader_suite.py: the shim makes the test module's DataLoader DataLoaderX (workers included),
-excluded tests are deselected, and a test passing with torch's DataLoader but not with DataLoaderX fails the run."""
+excluded tests are deselected, and a test passing with torch's DataLoader but not with DataLoaderX fails the run;
+then PyTorch's own test_dataloader.py (vendored) run that way."""
 
 import sys
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 import torch_dataloader_suite as suite  # noqa: E402
@@ -52,3 +55,16 @@ def test_runner_compares_the_two_loaders(tmp_path, capsys, monkeypatch):
     assert "fastdata: 2 passed, 1 failed, 0 skipped" in out  # test_default_persistent_workers deselected
     assert "passed with torch's DataLoader but not with DataLoaderX: 1" in out
     assert "TestDataLoader::test_reads_the_exact_type: failed" in out and code == 1
+
+
+@pytest.mark.slow
+def test_pytorchs_own_dataloader_tests_pass_under_dataloaderx(tmp_path, capsys):
+    """The vendored tests/vendor/torch/test_dataloader.py (see its README), run with torch's DataLoader and with
+    DataLoaderX: every test that passes with the first passes with the second."""
+    if not suite.VENDORED.is_file():
+        pytest.fail(f"{suite.VENDORED.relative_to(suite.REPO)} is missing: put PyTorch's file there as "
+                    "tests/vendor/torch/README.md says (commit, checksum, license header)")
+    code = suite.main([str(suite.VENDORED), "--out", str(tmp_path), "--timeout", "900"])
+    out = capsys.readouterr().out
+    assert code == 0, out[-6000:]
+    assert "passed with torch's DataLoader but not with DataLoaderX: 0" in out

@@ -2,7 +2,8 @@
 ``torchrun --nproc_per_node 2 tests/trainers/accelerate_recipe.py PACK OUT MODE [STOP_AT]`` (Accelerate
 runs on 2 CPU processes with gloo; its own ``accelerate launch --cpu`` needs MPI for more than one).
 
-MODE ``full`` trains EPOCHS passes; ``first`` stops after STOP_AT steps with ``save_state``; ``resume`` continues
+The batches are flipped by a seeded ``RandomHorizontalFlip`` on the way to the device. MODE ``full`` trains EPOCHS
+passes; ``first`` stops after STOP_AT steps with ``save_state``; ``resume`` continues
 from that state. Each rank writes the digests of the batches it trained on.
 """
 
@@ -18,6 +19,7 @@ import torch.nn.functional as F
 from accelerate import Accelerator
 
 import fastdata
+from fastdata import gpu_transforms as T
 from fastdata.transforms import RandomResizedCrop
 from tests.trainers.common import CROP, EPOCHS, digest, tiny_model, write_seen
 
@@ -33,7 +35,11 @@ def main(pack: str, out: str, mode: str, stop_at: int = 0) -> None:
                                           rank=accelerator.process_index, seed=3)
     loader = fastdata.DataLoaderX(dataset, batch_size=2, sampler=sampler, num_workers=1,
                                   collate_fn=fastdata.fast_collate)
-    batches = fastdata.DataPrefetcher(loader, device=accelerator.device)
+    # The flip's generator goes into save_state() with the loader's state. Accelerate saves a registered object from
+    # the main process only and loads that on every rank, so every rank seeds it alike (as all loader states are).
+    flip = T.RandomHorizontalFlip(generator=torch.Generator().manual_seed(5))
+    batches = fastdata.DataPrefetcher(loader, device=accelerator.device,
+                                      transform=T.Compose([flip, T.Normalize(T.IMAGENET_MEAN, T.IMAGENET_STD)]))
     accelerator.register_for_checkpointing(batches)
     progress = {"epoch": 0, "step": 0}
     if mode == "resume":
