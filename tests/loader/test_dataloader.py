@@ -16,7 +16,7 @@ import traceback
 import numpy as np
 import pytest
 import torch
-from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler, SequentialSampler
+from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler
 from torch.utils.data.distributed import DistributedSampler as TorchDistributedSampler
 
 from fastdata.loader.collate import fast_collate
