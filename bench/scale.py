@@ -49,6 +49,7 @@ PROBE = Path(__file__).resolve().parent / "scale_probe.py"
 DISTINCT = 300
 CLASSES = 1000
 BYTES_PER_SAMPLE = 700  # a 16x16 JPEG record with its framing and index line, rounded up
+CONTEXTS = ("fork", "forkserver")
 
 
 class Synthetic:
@@ -126,9 +127,9 @@ METRICS = [  # (label, how a row gives it)
     ("open RSS +", lambda r: _mb(r["open_rss_bytes"])),
     ("pickled dataset", lambda r: _mb(r["pickled_bytes"])),
     ("first batch s", lambda r: f"{r['first_batch_s']:.2f}"),
-    *[(f"pass img/s ({c})", lambda r, c=c: f"{r[f'pass_{c}']['images_per_s']:,.0f}") for c in ("fork", "forkserver")],
-    *[(f"worker PSS ({c})", lambda r, c=c: _mb(max(r[f"pass_{c}"]["worker_pss_bytes"]))) for c in ("fork", "forkserver")],
-    *[(f"worker fds ({c})", lambda r, c=c: str(max(r[f"pass_{c}"]["worker_open_files"]))) for c in ("fork", "forkserver")],
+    *[(f"pass img/s ({c})", lambda r, c=c: f"{r[f'pass_{c}']['images_per_s']:,.0f}") for c in CONTEXTS],
+    *[(f"worker PSS ({c})", lambda r, c=c: _mb(max(r[f"pass_{c}"]["worker_pss_bytes"]))) for c in CONTEXTS],
+    *[(f"worker fds ({c})", lambda r, c=c: str(max(r[f"pass_{c}"]["worker_open_files"]))) for c in CONTEXTS],
     *[(f"sampler {s} iter / first s", lambda r, s=s: f"{r[f'sampler_{s}']['iter_s']:.4f} / "
        f"{r[f'sampler_{s}']['first_index_s']:.3f}") for s in ("True", "index")],
     *[(f"sampler {s} tracemalloc / RSS +", lambda r, s=s: f"{_mb(r[f'sampler_{s}']['tracemalloc_peak_bytes'])} / "
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, nargs="+", default=[1_000_000, 4_000_000, 16_000_000])
     parser.add_argument("--samples-per-shard", type=int, nargs="+", default=[1000, 10_000])
     parser.add_argument("--formats", nargs="+", default=["tfrecord", "lmdb"], choices=["tfrecord", "lmdb"])
-    parser.add_argument("--contexts", nargs="+", default=["fork", "forkserver"], choices=["fork", "forkserver"])
+    parser.add_argument("--contexts", nargs="+", default=list(CONTEXTS), choices=CONTEXTS)
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "fastdata-scale",
                         help="where the packs are written (default: a folder in the temporary directory)")
     parser.add_argument("--json", type=Path, default=Path(__file__).resolve().parent / "results-scale.json")

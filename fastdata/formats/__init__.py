@@ -2,6 +2,7 @@
 
 - :mod:`~fastdata.formats.manifest`: ``manifest.json`` (written last: the sign that a pack completed), strictly validated.
 - :mod:`~fastdata.formats.manifest_entries`: the shard, skipped-file and file-warning entries a manifest lists.
+- :mod:`~fastdata.formats.manifest_transcoded`: which records pack re-coded: per-shard counts and a checked bitmap side file.
 - :mod:`~fastdata.formats.manifest_validation`: strict JSON and typed, one-line-error checks of every manifest field.
 - :mod:`~fastdata.formats.errors`: :class:`CorruptRecordError`, :class:`DatasetChangedError` (rebuildable from a message).
 - :mod:`~fastdata.formats.files`: opening the files a manifest names without trusting them (inside the folder, regular, sized, bounded).

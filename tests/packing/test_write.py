@@ -101,9 +101,8 @@ def test_an_exception_midway_leaves_no_pack(tmp_path, images, where, monkeypatch
 
 def test_one_writer_at_a_time_and_no_silent_replacement(tmp_path, images):
     samples = [(d, 0) for d in images]
-    with OutputLock(tmp_path):
-        with pytest.raises(OutputLockedError):
-            fastdata.write(samples, tmp_path, progress=False, workers=0)
+    with OutputLock(tmp_path), pytest.raises(OutputLockedError):
+        fastdata.write(samples, tmp_path, progress=False, workers=0)
     fastdata.write(samples, tmp_path, progress=False, workers=0)
     with pytest.raises(FileExistsError, match="already holds a dataset"):
         fastdata.write(samples, tmp_path, progress=False, workers=0)
