@@ -46,6 +46,9 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--size", type=_int_at_least(1), default=224, help="crop size (default 224)")
     p.add_argument("--breakdown-samples", type=_int_at_least(0), default=500,
                    help="images timed stage by stage (default 500; 0: no breakdown)")
+    p.add_argument("--breakdown", action="store_true",
+                   help="count every stage's CPU time inside fastdata's loader runs (workers and main process); "
+                        "printed per image, adding up to the measured time")
     p.add_argument("--no-isolate", dest="isolate", action="store_false",
                    help="run the measurements in this process instead of a fresh process each")
     p.add_argument("--peers", nargs="*", choices=list(PEERS), default=None, metavar="PEER",
@@ -63,7 +66,7 @@ def _run_bench(args: argparse.Namespace) -> int:
         args.data, pipelines=args.pipelines, batch_size=args.batch_size, workers=args.workers, batches=args.batches,
         epochs=args.epochs, repeats=args.repeats, cache=args.cache, warm=args.warm, size=args.size,
         breakdown_samples=args.breakdown_samples, isolate=args.isolate, progress=args.progress,
-        peers=list(PEERS) if args.peers == [] else (args.peers or ()),
+        peers=list(PEERS) if args.peers == [] else (args.peers or ()), breakdown=args.breakdown,
     )
     print(report.format_report(results))
     if results.get("peers"):

@@ -19,12 +19,13 @@ Example::
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from fastdata._util.stage_clock import marker
 from fastdata.decode import native
 from fastdata.decode.base import DecodeError
 from fastdata.decode.headers import is_jpeg
@@ -93,30 +94,45 @@ def decode_batch_into(transform: RandomResizedCrop, datas: Sequence[bytes], out:
     """
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
+    mark = marker()  # per-stage CPU time for `fastdata bench --breakdown`; a no-op otherwise
     decoder = transform.resolve_decoder()
     out_h, out_w = out.shape[1], out.shape[2]
+    mark("header")
+    sizes = [_jpeg_size(data) for data in datas]
+    mark("crop")
     jobs, plans = [], []
-    for i, data in enumerate(datas):
-        try:
-            height, width = native.read_header(data)[:2] if is_jpeg(data) else (None, None)
-        except DecodeError:
-            height = None
-        if height is None:  # the per-sample path, in order (it draws the crop itself)
+    for i, (data, size) in enumerate(zip(datas, sizes)):
+        if size is None:  # the per-sample path, in order (it draws the crop itself)
+            mark("fallback")
             transform.decode_into(data, out[i], rng=rngs[i])
+            mark("crop")
             continue
-        box = transform._params(height, width, rngs[i])
+        plans.append((i, transform._params(size[0], size[1], rngs[i])))
+    mark("setup")
+    for i, box in plans:
+        height, width = sizes[i]
         scale = choose_scale(native.NATIVE_SCALES, box[2], box[3], out_h, out_w)
         y0, y1, x0, x1 = scaled_box(box, scale, scaled_size(height, width, scale))
-        jobs.append([data, scale[1], y0, y1, x0, x1, None])
-        plans.append((i, box))
+        jobs.append([datas[i], scale[1], y0, y1, x0, x1, None])
     start = 0
     while start < len(jobs):  # chunks of regions up to CHUNK_BYTES of scratch: one kernel call each
         end, total = start, 0
         while end < len(jobs) and (end == start or total + _scratch_bytes(jobs[end], out_h, out_w) <= CHUNK_BYTES):
             total += _scratch_bytes(jobs[end], out_h, out_w)
             end += 1
-        _decode_chunk(transform, decoder, jobs[start:end], plans[start:end], out, threads)
+        _decode_chunk(transform, decoder, jobs[start:end], plans[start:end], out, threads, mark)
+        mark("setup")
         start = end
+
+
+def _jpeg_size(data) -> tuple[int, int] | None:
+    """A JPEG's ``(height, width)`` from its header; None for anything the kernel does not take."""
+    if not is_jpeg(data):
+        return None
+    try:
+        return native.read_header(data)[:2]
+    except DecodeError:
+        return None
 
 
 def _scratch_bytes(job: list, out_h: int, out_w: int) -> int:
@@ -125,7 +141,7 @@ def _scratch_bytes(job: list, out_h: int, out_w: int) -> int:
 
 
 def _decode_chunk(transform: RandomResizedCrop, decoder, jobs: list[list], plans: list[tuple], out: np.ndarray,
-                  threads: int) -> None:
+                  threads: int, mark: Callable[[str], None]) -> None:
     out_h, out_w = out.shape[1], out.shape[2]
     scratch = _scratch(sum(_scratch_bytes(job, out_h, out_w) for job in jobs))
     direct, offset = [], 0
@@ -135,7 +151,10 @@ def _decode_chunk(transform: RandomResizedCrop, decoder, jobs: list[list], plans
         rows, cols = job[3] - job[2], job[5] - job[4]
         job[6] = out[i] if size == 0 else scratch[offset:offset + size].reshape(rows, cols, 3)
         offset += size
-    results = native._jpegcrop.decode_batch(_decompressors(threads), [tuple(job) for job in jobs])
+    calls = [tuple(job) for job in jobs]
+    mark("kernel")
+    results = native._jpegcrop.decode_batch(_decompressors(threads), calls)
+    mark("resize")
 
     def finish(k: int) -> None:
         (i, box), job, (status, warnings, _) = plans[k], jobs[k], results[k]
@@ -163,5 +182,6 @@ def decode_all_into(transform: Any, datas: Sequence[bytes], slots: np.ndarray, r
     if batch_capable(transform):
         decode_batch_into(transform, datas, slots, rngs, threads=threads)
     else:
+        marker()("kernel")  # record by record: decode and crop are one call each
         for slot, (data, rng) in enumerate(zip(datas, rngs)):
             transform.decode_into(data, slots[slot], rng=rng)
