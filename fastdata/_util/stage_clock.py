@@ -130,21 +130,25 @@ def process_cpu_ns(pid: int) -> int | None:
         return None
 
 
-def _thread_cpu_ns(pid: int, tid: int) -> int | None:
-    """Another process's thread's CPU time in nanoseconds (the clock ``thread_time_ns`` reads there)."""
+def _thread_sched_ns(pid: int, tid: int) -> tuple[int, int] | None:
+    """Another process's thread's CPU time (the clock ``thread_time_ns`` reads there) and its time spent runnable
+    but waiting for a CPU, in nanoseconds (``/proc/<pid>/task/<tid>/schedstat``)."""
     try:
         with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
+            run, wait = f.read().split()[:2]
+        return int(run), int(wait)
+    except (OSError, ValueError):
         return None
 
 
 def read_counters(folder: str | os.PathLike) -> dict[int, dict[str, int]]:
-    """Every process's counters in ``folder``: ``{pid: {stage: ns, ..., "worker_threads": ns, "worker": 0 or 1}}``.
+    """Every process's counters in ``folder``: ``{pid: {stage: ns, ..., "worker_threads": ns, "worker_wait": ns,
+    "worker": 0 or 1}}``.
 
-    In a worker, the stage in progress is charged up to now (its data thread's CPU clock read now) and
-    ``worker_threads`` is the CPU time of its other threads so far; so two readings taken a while apart differ by
-    exactly the CPU time the worker spent in between. 0 where the worker has gone.
+    In a worker, the stage in progress is charged up to now (its data thread's CPU clock read now),
+    ``worker_threads`` is the CPU time of its other threads so far and ``worker_wait`` the time its data thread was
+    runnable but not running (waiting for a CPU); so two readings taken a while apart differ by exactly the CPU time
+    the worker spent in between. 0 where the worker has gone.
     """
     out: dict[int, dict[str, int]] = {}
     for path in Path(folder).glob("*.stages"):
@@ -155,14 +159,14 @@ def read_counters(folder: str | os.PathLike) -> dict[int, dict[str, int]]:
             continue
         if counts.size != _SLOTS:
             continue
-        others = 0
+        others = wait = 0
         if counts[_WORKER]:
-            thread = _thread_cpu_ns(pid, int(counts[_TID]))  # read after the file: at most a mark late
+            sched = _thread_sched_ns(pid, int(counts[_TID]))  # read after the file: at most a mark late
             process = process_cpu_ns(pid)
             current, since = int(counts[_CURRENT]), int(counts[_SINCE])
-            if thread is not None and process is not None and 0 <= current < len(STAGES):
-                counts[current] += max(thread - since, 0)
-                others = max(process - thread, 0)
+            if sched is not None and process is not None and 0 <= current < len(STAGES):
+                counts[current] += max(sched[0] - since, 0)
+                others, wait = max(process - sched[0], 0), sched[1]
         out[pid] = ({name: int(counts[k]) for k, name in enumerate(STAGES)}
-                    | {"worker_threads": others, "worker": int(counts[_WORKER])})
+                    | {"worker_threads": others, "worker_wait": wait, "worker": int(counts[_WORKER])})
     return out

@@ -70,7 +70,8 @@ def plot_results(results: dict[str, Any], path: str | os.PathLike) -> Path | Non
     for y, (name, value) in enumerate(zip(names, med)):
         uint8 = "uint8" in pipelines[name].get("output_summary", "")
         base = pipelines.get("torch-cv2" if uint8 else "torch-pil", {}).get("images_per_s", {}).get("median")
-        ratio = f"  ({value / base:.2f}x {'torch-cv2' if uint8 else 'torch-pil'})" if base and _kind(name) != "bound" else ""
+        shown = base and _kind(name) != "bound"
+        ratio = f"  ({value / base:.2f}x {'torch-cv2' if uint8 else 'torch-pil'})" if shown else ""
         x = pipelines[name]["images_per_s"]["max"] + 0.01 * peak
         ax.text(x, y, f"{value:.0f}{ratio}", va="center", fontsize=9)
     labels = [n + (" [uint8]" if "uint8" in pipelines[n].get("output_summary", "") else "")

@@ -120,7 +120,15 @@ class BreakdownWindow:
         ns["bench_memory"] = max(mem1 - mem0, 0)
         ns["main_other"] = max((cpu1 - cpu0) - main_counted - ns["bench_memory"], 0)
         ns["idle"] = int(self.cores * seconds * 1e9) - sum(ns.values())
-        return {"ns": ns, "images": images, "seconds": seconds, "cores": self.cores}
+        # Not lines of the sum: how the workers' data threads spent the window besides running. "Waiting for a
+        # core" is other threads' doing (the machine's other processes, or the loader's own main process);
+        # "blocked" is waiting for work (indices) or for the pass to end: the loader's own idle time.
+        workers = [pid for pid, counts in after.items() if counts["worker"]]
+        waited = sum(after[pid]["worker_wait"] - before.get(pid, {}).get("worker_wait", 0) for pid in workers)
+        ran = sum(sum(after[pid][s] - before.get(pid, {}).get(s, 0) for s in stage_clock.STAGES) for pid in workers)
+        threads = {"waiting_for_core": waited, "blocked": max(int(len(workers) * seconds * 1e9) - ran - waited, 0),
+                   "workers": len(workers)}
+        return {"ns": ns, "images": images, "seconds": seconds, "cores": self.cores, "worker_threads": threads}
 
 
 def combine(parts: list[dict[str, Any] | None]) -> dict[str, Any] | None:
@@ -134,9 +142,12 @@ def combine(parts: list[dict[str, Any] | None]) -> dict[str, Any] | None:
     total = sum(per_image.values())
     kernel = sum(per_image[s] for s in GROUPS[0][1])
     seconds = sum(p["seconds"] for p in parts)
+    threads = {key: sum(p["worker_threads"][key] for p in parts) / images / 1e3
+               for key in ("waiting_for_core", "blocked")}
     return {"us_per_image": per_image, "total_us": total, "kernel_us": kernel, "outside_kernel_us": total - kernel
             - per_image["idle"] - per_image["bench_memory"], "images": images, "seconds": seconds,
-            "images_per_s": images / seconds if seconds else 0.0, "cores": parts[0]["cores"], "runs": len(parts)}
+            "images_per_s": images / seconds if seconds else 0.0, "cores": parts[0]["cores"], "runs": len(parts),
+            "worker_threads_us": threads, "workers": parts[0]["worker_threads"]["workers"]}
 
 
 def format_loader_breakdown(name: str, part: dict[str, Any]) -> str:
@@ -151,4 +162,8 @@ def format_loader_breakdown(name: str, part: dict[str, Any]) -> str:
         for stage in stages:
             if per[stage] != 0.0:
                 lines.append(f"    {LABELS[stage]:<62} {per[stage]:8.1f} us  {100 * per[stage] / total:5.1f}%")
+    threads = part["worker_threads_us"]
+    lines.append(f"  besides running, the {part['workers']} workers' data threads were blocked (waiting for indices, "
+                 f"or the pass's end) {threads['blocked']:.1f} us and waiting for a core "
+                 f"{threads['waiting_for_core']:.1f} us per image (worker-time, not lines of the sum)")
     return "\n".join(lines)

@@ -104,12 +104,13 @@ def build(name: str, ctx: Context) -> tuple[Iterable, Callable[[], None]]:
         return harness.build(name, ctx.peer_dirs[name], ctx.batch_size, ctx.workers, ctx.size)
     if name == "torch-pil":
         ds = FolderDataset(ctx.data, transform=pil_train_transform(ctx.size))
-        loader = DataLoader(ds, ctx.batch_size, shuffle=True, num_workers=ctx.workers, pin_memory=cuda)
+        loader = DataLoader(ds, ctx.batch_size, shuffle=True, num_workers=ctx.workers, pin_memory=cuda,
+                            persistent_workers=ctx.workers > 0)
         return (_ToDevice(loader, ctx.device) if cuda else loader), lambda: _shutdown(loader)
     if name == "torch-cv2":
         ds = FolderDataset(ctx.data, transform=CV2RandomResizedCropFlip(ctx.size), loader=cv2_bgr_loader)
         loader = DataLoader(ds, ctx.batch_size, shuffle=True, num_workers=ctx.workers, collate_fn=uint8_collate,
-                            worker_init_fn=cv2_worker_init)
+                            worker_init_fn=cv2_worker_init, persistent_workers=ctx.workers > 0)
         return loader, lambda: _shutdown(loader)
     if name == "dali":
         from fastdata.dali import DALILoader
