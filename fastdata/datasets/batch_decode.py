@@ -113,7 +113,7 @@ def decode_batch_into(transform: RandomResizedCrop, datas: Sequence[bytes], out:
         height, width = sizes[i]
         scale = choose_scale(native.NATIVE_SCALES, box[2], box[3], out_h, out_w)
         y0, y1, x0, x1 = scaled_box(box, scale, scaled_size(height, width, scale))
-        jobs.append([datas[i], scale[1], y0, y1, x0, x1, None])
+        jobs.append([datas[i], scale, y0, y1, x0, x1, None])
     start = 0
     while start < len(jobs):  # chunks of regions up to CHUNK_BYTES of scratch: one kernel call each
         end, total = start, 0

@@ -90,13 +90,35 @@ def test_kernel_decode_batch_arguments():
     assert kernel.decode_batch([one, kernel.Decompressor()], [(data, 2, 0, 10, 0, 10, out)] * 3) == [(0, 0, "")] * 3
     assert kernel.decode_batch([one], [(b"", 1, 0, 1, 0, 1, out), (data, 1, 0, 200, 0, 1, out)]) == [
         (1, 0, "empty file"), (2, 0, "box rows [0, 200) x columns [0, 1) is empty or outside the 150 x 203 image "
-                                     "at scale 1/1")]
+                                     "at scale 8/8")]
     with pytest.raises(ValueError, match="own Decompressor"):
         kernel.decode_batch([one, one], [])
     with pytest.raises(TypeError, match="jobs\\[0\\]"):
         kernel.decode_batch([one], [(data, 1)])
-    with pytest.raises(ValueError, match="scale_denom"):
+    with pytest.raises(ValueError, match="M/8"):
         kernel.decode_batch([one], [(data, 3, 0, 1, 0, 1, out)])
+    assert kernel.decode_batch([one], [(data, (5, 8), 0, 10, 0, 10, out)]) == [(0, 0, "")]
+
+
+def test_batch_equals_per_sample_at_every_native_scale():
+    """Crops of a 375x500 photo (and its restart transcode) decoded at 1/8, 1/4, 1/2, 5/8 and 1: the batch call and
+    the per-sample path give the same pixels at each."""
+    from fastdata.decode.scaling import choose_scale
+
+    photo = encode(natural_image(np.random.default_rng(21), 375, 500), "JPEG", quality=90)
+    datas = [photo] * 40
+    if shutil.which("jpegtran"):
+        datas += [subprocess.run(["jpegtran", "-restart", "1B"], input=photo, capture_output=True,
+                                 check=True).stdout] * 40
+    transform = RandomResizedCrop(40, scale=(0.01, 1.0), decoder="native")
+    seeds = [SampleIndex(i, 3, i) for i in range(len(datas))]
+    picked = {choose_scale(native.NATIVE_SCALES, *transform._params(375, 500, sample_generator(s))[2:], 40, 40)
+              for s in seeds}
+    assert picked == set(native.NATIVE_SCALES), picked  # every scale the kernel ships is exercised
+    expected = _per_sample(transform, datas, seeds)
+    out = np.zeros_like(expected)
+    batch_decode.decode_batch_into(transform, datas, out, [sample_generator(s) for s in seeds])
+    np.testing.assert_array_equal(out, expected)
 
 
 def test_dataset_decode_threads(tmp_path):
