@@ -14,7 +14,7 @@ from torch.utils.data import Dataset
 
 from fastdata._util.stage_clock import marker
 from fastdata.decode.batch import DecodedBatch, empty_tensor
-from fastdata.datasets.batch_decode import decode_all_into
+from fastdata.datasets.batch_decode import decode_all_into, sample_generators
 from fastdata.formats.base import CorruptRecordError, ShardReaderBase
 from fastdata.formats.fields import decode_values, field_types
 from fastdata.transforms.resolution import transform_for
@@ -169,7 +169,7 @@ class ShardDataset(ShardSource, Dataset):
             data, label_view[slot] = self.read(index)
             datas.append(data)
         mark("sample_rng")
-        rngs = [sample_generator(index) for index in indices] if transform.uses_rng else [None] * len(indices)
+        rngs = sample_generators(indices) if transform.uses_rng else [None] * len(indices)  # made lazily
         decode_all_into(transform, datas, slots, rngs, threads=self.decode_threads)
         mark("wrap")
         batch = DecodedBatch(images, labels)

@@ -1015,8 +1015,114 @@ cleanup:
     return result;
 }
 
+/* ---- philox_uniforms: the per-sample generators' first draws for a whole batch ---------------
+ *
+ * numpy's Generator(Philox(key=k, counter=[0, 0, p, i])).random(n) for many (k, p, i) at once: the draws of
+ * RandomResizedCrop's crop sampling for a batch of seeded samples (fastdata.sampler.seeding), without making a
+ * Generator per sample. Philox4x64-10 as Random123 and numpy define it: the counter is incremented before each
+ * block of four 64-bit outputs, and a double is (x >> 11) * 2**-53. Bit for bit numpy's values. */
+
+static inline uint64_t
+mulhilo64(uint64_t a, uint64_t b, uint64_t *hi)
+{
+    __uint128_t product = (__uint128_t)a * b;
+    *hi = (uint64_t)(product >> 64);
+    return (uint64_t)product;
+}
+
+static void
+philox4x64_10(const uint64_t ctr_in[4], const uint64_t key_in[2], uint64_t out[4])
+{
+    uint64_t c0 = ctr_in[0], c1 = ctr_in[1], c2 = ctr_in[2], c3 = ctr_in[3];
+    uint64_t k0 = key_in[0], k1 = key_in[1];
+    for (int round = 0; round < 10; round++) {
+        if (round > 0) {
+            k0 += 0x9E3779B97F4A7C15ULL;
+            k1 += 0xBB67AE8584CAA73BULL;
+        }
+        uint64_t hi0, hi1;
+        uint64_t lo0 = mulhilo64(0xD2E7470EE14C6C93ULL, c0, &hi0);
+        uint64_t lo1 = mulhilo64(0xCA5A826395121157ULL, c2, &hi1);
+        uint64_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+        c0 = n0;
+        c1 = lo1;
+        c2 = n2;
+        c3 = lo0;
+    }
+    out[0] = c0;
+    out[1] = c1;
+    out[2] = c2;
+    out[3] = c3;
+}
+
+PyDoc_STRVAR(philox_uniforms_doc,
+"philox_uniforms(keys, positions, indices, out) -> None\n"
+"\n"
+"keys, positions, indices: uint64 buffers of n values each; out: a writable float64 buffer of n * d values.\n"
+"Row i of out (d values) becomes numpy's\n"
+"Generator(Philox(key=keys[i], counter=[0, 0, positions[i], indices[i]])).random(d). The GIL is released.");
+
+static PyObject *
+jpegcrop_philox_uniforms(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "philox_uniforms(keys, positions, indices, out) takes 4 arguments");
+        return NULL;
+    }
+    Py_buffer keys = {0}, positions = {0}, indices = {0}, out = {0};
+    PyObject *result = NULL;
+    if (PyObject_GetBuffer(args[0], &keys, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[1], &positions, PyBUF_SIMPLE) < 0)
+        goto done;
+    if (PyObject_GetBuffer(args[2], &indices, PyBUF_SIMPLE) < 0)
+        goto done;
+    if (PyObject_GetBuffer(args[3], &out, PyBUF_WRITABLE) < 0)
+        goto done;
+    Py_ssize_t n = keys.len / 8;
+    if (keys.len % 8 || positions.len != keys.len || indices.len != keys.len || out.len % 8 ||
+        (n > 0 && (out.len / 8) % n) || (n == 0 && out.len != 0)) {
+        PyErr_SetString(PyExc_ValueError, "philox_uniforms: keys, positions and indices must hold n uint64 values "
+                        "and out n * d float64 values");
+        goto done;
+    }
+    Py_ssize_t draws = n ? out.len / 8 / n : 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t key[2], ctr[4], block[4];
+        memcpy(&key[0], (const char *)keys.buf + 8 * i, 8);
+        key[1] = 0;
+        ctr[0] = 0;
+        ctr[1] = 0;
+        memcpy(&ctr[2], (const char *)positions.buf + 8 * i, 8);
+        memcpy(&ctr[3], (const char *)indices.buf + 8 * i, 8);
+        double *row = (double *)out.buf + i * draws;
+        for (Py_ssize_t k = 0; k < draws; k++) {
+            if (k % 4 == 0) { /* numpy increments the 256-bit counter, then makes four outputs */
+                if (++ctr[0] == 0 && ++ctr[1] == 0 && ++ctr[2] == 0)
+                    ++ctr[3];
+                philox4x64_10(ctr, key, block);
+            }
+            row[k] = (double)(block[k % 4] >> 11) * (1.0 / 9007199254740992.0);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    if (out.obj)
+        PyBuffer_Release(&out);
+    if (indices.obj)
+        PyBuffer_Release(&indices);
+    if (positions.obj)
+        PyBuffer_Release(&positions);
+    PyBuffer_Release(&keys);
+    return result;
+}
+
 static PyMethodDef jpegcrop_functions[] = {
     {"decode_batch", (PyCFunction)(void (*)(void))jpegcrop_decode_batch, METH_FASTCALL, decode_batch_doc},
+    {"philox_uniforms", (PyCFunction)(void (*)(void))jpegcrop_philox_uniforms, METH_FASTCALL, philox_uniforms_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -175,3 +175,40 @@ def test_the_batch_call_shares_the_per_sample_decompressor(monkeypatch):
         assert len(calls) == 1 and len(calls[0]) == threads and calls[0][0] is native._decompressor()
     with pytest.raises(ValueError, match="threads"):
         batch_decode.decode_all_into(transform, datas, out, [None] * len(datas), threads=0)
+
+
+def test_philox_uniforms_are_numpys_draws():
+    """The kernel's batched draws equal numpy's Generator(Philox(key, counter=[0, 0, position, index])).random(d)."""
+    rng = np.random.default_rng(5)
+    keys = [0, 1, 2**64 - 1, 2**63] + [int(k) for k in rng.integers(0, 2**62, 60)]
+    positions = [0, 2**63 - 1, 7, 2**40] + [int(k) for k in rng.integers(0, 2**40, 60)]
+    indices = [2**63 - 1, 0, 3, 1] + [int(k) for k in rng.integers(0, 2**31, 60)]
+    for draws in (40, 7, 1):
+        out = np.empty((len(keys), draws))
+        native._jpegcrop.philox_uniforms(np.array(keys, np.uint64), np.array(positions, np.uint64),
+                                         np.array(indices, np.uint64), out)
+        for k, p, i, row in zip(keys, positions, indices, out):
+            np.testing.assert_array_equal(row, np.random.Generator(np.random.Philox(key=k, counter=[0, 0, p, i]))
+                                          .random(draws))
+    with pytest.raises(ValueError, match="n uint64"):
+        native._jpegcrop.philox_uniforms(np.zeros(2, np.uint64), np.zeros(3, np.uint64), np.zeros(2, np.uint64),
+                                         np.empty(4))
+
+
+def test_seeded_batch_draws_its_crops_in_one_call(monkeypatch):
+    """sample_generators(indices): the batch call draws every seeded crop in one native call, makes no Generator for
+    the JPEGs, and gives the per-sample path's pixels (a PNG still gets its own generator, in order)."""
+    transform = RandomResizedCrop(48, decoder="native")
+    datas = _records()[:5] + _records()[6:]  # a PNG among them, no damaged file
+    seeds = [SampleIndex(i, 2**63 + 11, 1000 + i) for i in range(len(datas))]
+    expected = _per_sample(transform, datas, seeds)
+    calls, made = [], []
+    real_uniforms, real_generator = native._jpegcrop.philox_uniforms, batch_decode.sample_generator
+    monkeypatch.setattr(native._jpegcrop, "philox_uniforms", lambda *a: calls.append(len(a[0])) or real_uniforms(*a))
+    monkeypatch.setattr(batch_decode, "sample_generator", lambda i: made.append(int(i)) or real_generator(i))
+    out = np.zeros_like(expected)
+    batch_decode.decode_batch_into(transform, datas, out, batch_decode.sample_generators(seeds))
+    np.testing.assert_array_equal(out, expected)
+    assert calls == [len(datas)] and made == [4]  # the PNG (record 4) draws from its own generator
+    plain = batch_decode.sample_generators(list(range(len(datas))))  # plain ints: torch's RNG, as per sample
+    assert plain.uniforms(40) is None and plain[0] is None
