@@ -23,13 +23,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from concurrent.futures import ThreadPoolExecutor
 
+import cv2
 import numpy as np
 
 from fastdata._util.stage_clock import marker
 from fastdata.decode import native
 from fastdata.decode.base import DecodeError
 from fastdata.decode.headers import is_jpeg
-from fastdata.decode.scaling import choose_scale, resize_into, scaled_box, scaled_size
+from fastdata.decode.scaling import interpolation
 from fastdata.sampler.seeding import sample_generator
 from fastdata.transforms import crop_params
 from fastdata.transforms.crop import RandomResizedCrop
@@ -118,20 +119,38 @@ def decode_batch_into(transform: RandomResizedCrop, datas: Sequence[bytes], out:
             plans.append((i, crop_params._params_from_uniforms(size[0], size[1], transform.scale, transform.ratio,
                                                                 draws)))
     mark("setup")
-    for i, box in plans:
-        height, width = sizes[i]
-        scale = choose_scale(native.NATIVE_SCALES, box[2], box[3], out_h, out_w)
-        y0, y1, x0, x1 = scaled_box(box, scale, scaled_size(height, width, scale))
-        jobs.append([datas[i], scale, y0, y1, x0, x1, None])
+    jobs = [_job(datas[i], box, sizes[i], out_h, out_w) for i, box in plans]
     start = 0
     while start < len(jobs):  # chunks of regions up to CHUNK_BYTES of scratch: one kernel call each
-        end, total = start, 0
-        while end < len(jobs) and (end == start or total + _scratch_bytes(jobs[end], out_h, out_w) <= CHUNK_BYTES):
-            total += _scratch_bytes(jobs[end], out_h, out_w)
+        end, total = start + 1, jobs[start][7]
+        while end < len(jobs) and total + jobs[end][7] <= CHUNK_BYTES:
+            total += jobs[end][7]
             end += 1
-        _decode_chunk(transform, decoder, jobs[start:end], plans[start:end], out, threads, mark)
+        _decode_chunk(transform, decoder, jobs[start:end], plans[start:end], out, threads, mark, total)
         mark("setup")
         start = end
+
+
+def _job(data, box: tuple[int, int, int, int], size: tuple[int, int], out_h: int, out_w: int) -> list:
+    """``[data, scale, y0, y1, x0, x1, region or None, scratch bytes]``: what ``native.decode_crop_into`` would decode
+    for ``box`` (the smallest of :data:`~fastdata.decode.native.NATIVE_SCALES` that keeps the box at least the
+    output's size, the box mapped into it), computed inline: the same as ``choose_scale`` + ``scaled_box``."""
+    top, left, box_h, box_w = box
+    scale = (1, 1)
+    for num, den in native.NATIVE_SCALES:  # ascending
+        if num >= den:
+            break
+        if -(-box_h * num // den) >= out_h and -(-box_w * num // den) >= out_w:
+            scale = (num, den)
+            break
+    num, den = scale
+    rows_max, cols_max = -(-size[0] * num // den), -(-size[1] * num // den)
+    y0, x0 = top * num // den, left * num // den
+    y1 = min(max(-(-(top + box_h) * num // den), y0 + 1), rows_max)
+    x1 = min(max(-(-(left + box_w) * num // den), x0 + 1), cols_max)
+    y0, x0 = min(y0, y1 - 1), min(x0, x1 - 1)
+    rows, cols = y1 - y0, x1 - x0
+    return [data, scale, y0, y1, x0, x1, None, 0 if (rows, cols) == (out_h, out_w) else rows * cols * 3]
 
 
 class SampleGenerators(Sequence):
@@ -187,33 +206,33 @@ def _jpeg_size(data) -> tuple[int, int] | None:
         return None
 
 
-def _scratch_bytes(job: list, out_h: int, out_w: int) -> int:
-    rows, cols = job[3] - job[2], job[5] - job[4]
-    return 0 if (rows, cols) == (out_h, out_w) else rows * cols * 3
-
-
 def _decode_chunk(transform: RandomResizedCrop, decoder, jobs: list[list], plans: list[tuple], out: np.ndarray,
-                  threads: int, mark: Callable[[str], None]) -> None:
+                  threads: int, mark: Callable[[str], None], nbytes: int) -> None:
     out_h, out_w = out.shape[1], out.shape[2]
-    scratch = _scratch(sum(_scratch_bytes(job, out_h, out_w) for job in jobs))
-    direct, offset = [], 0
+    scratch = _scratch(nbytes)
+    offset = 0
     for job, (i, _) in zip(jobs, plans):
-        size = _scratch_bytes(job, out_h, out_w)
-        direct.append(size == 0)  # decoded straight into the slot
-        rows, cols = job[3] - job[2], job[5] - job[4]
-        job[6] = out[i] if size == 0 else scratch[offset:offset + size].reshape(rows, cols, 3)
+        size = job[7]
+        job[6] = out[i] if size == 0 else scratch[offset:offset + size].reshape(job[3] - job[2], job[5] - job[4], 3)
         offset += size
-    calls = [tuple(job) for job in jobs]
+    calls = [tuple(job[:7]) for job in jobs]
     mark("kernel")
     results = native._jpegcrop.decode_batch(_decompressors(threads), calls)
     mark("resize")
+    antialias = transform.antialias
 
     def finish(k: int) -> None:
-        (i, box), job, (status, warnings, _) = plans[k], jobs[k], results[k]
+        job, (status, warnings, _) = jobs[k], results[k]
+        i = plans[k][0]
         if status != 0 or warnings:  # errors and damage: the per-sample path decides, with the same crop
-            decoder.decode_crop_into(job[0], box, out[i], antialias=transform.antialias)
-        elif not direct[k]:
-            resize_into(job[6], out[i], transform.antialias)
+            decoder.decode_crop_into(job[0], plans[k][1], out[i], antialias=antialias)
+        elif job[7]:  # decoded into the scratch: resize into the slot, as resize_into does
+            region, slot = job[6], out[i]
+            rows, cols = region.shape[0], region.shape[1]
+            result = cv2.resize(region, (out_w, out_h), dst=slot,
+                                interpolation=interpolation(rows, cols, out_h, out_w, antialias))
+            if result is not slot:
+                np.copyto(slot, result)
 
     if threads == 1 or len(jobs) < 2:
         for k in range(len(jobs)):

@@ -9,8 +9,8 @@ import cv2
 import numpy as np
 
 __all__ = [
-    "KERNEL_SCALES", "SIMD_SCALES", "TURBOJPEG_SCALES", "Box", "check_out", "choose_scale", "resize_into", "resize_to", "scaled_box",
-    "scaled_size",
+    "KERNEL_SCALES", "SIMD_SCALES", "TURBOJPEG_SCALES", "Box", "check_out", "choose_scale", "interpolation",
+    "resize_into", "resize_to", "scaled_box", "scaled_size",
 ]
 
 Scale = tuple[int, int]
@@ -94,13 +94,18 @@ def resize_into(image: np.ndarray, out: np.ndarray, antialias: bool | None) -> N
     if image.shape[:2] == (height, width):
         np.copyto(out, image)
         return
-    shrink = height <= image.shape[0] and width <= image.shape[1]
-    if antialias is None:
-        shrink = shrink and max(image.shape[0] / height, image.shape[1] / width) >= 2.0
-    interpolation = cv2.INTER_AREA if shrink and antialias is not False else cv2.INTER_LINEAR
-    result = cv2.resize(image, (width, height), dst=out, interpolation=interpolation)
+    rule = interpolation(image.shape[0], image.shape[1], height, width, antialias)
+    result = cv2.resize(image, (width, height), dst=out, interpolation=rule)
     if result is not out:  # OpenCV allocated instead (never for a matching uint8 dst): keep the contract
         np.copyto(out, result)
+
+
+def interpolation(rows: int, cols: int, height: int, width: int, antialias: bool | None) -> int:
+    """The OpenCV interpolation :func:`resize_into` uses for a ``rows x cols`` image into ``height x width``."""
+    shrink = height <= rows and width <= cols
+    if antialias is None:
+        shrink = shrink and max(rows / height, cols / width) >= 2.0
+    return cv2.INTER_AREA if shrink and antialias is not False else cv2.INTER_LINEAR
 
 
 def resize_to(image: np.ndarray, height: int, width: int) -> np.ndarray:

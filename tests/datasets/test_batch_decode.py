@@ -212,3 +212,23 @@ def test_seeded_batch_draws_its_crops_in_one_call(monkeypatch):
     assert calls == [len(datas)] and made == [4]  # the PNG (record 4) draws from its own generator
     plain = batch_decode.sample_generators(list(range(len(datas))))  # plain ints: torch's RNG, as per sample
     assert plain.uniforms(40) is None and plain[0] is None
+
+
+def test_job_is_choose_scale_and_scaled_box():
+    """The batch call's inline plan is exactly what decode_crop_into computes (choose_scale + scaled_box)."""
+    import random
+
+    from fastdata.decode.scaling import choose_scale, scaled_box, scaled_size
+
+    rng = random.Random(4)
+    for _ in range(3000):
+        height, width = rng.randint(1, 3000), rng.randint(1, 3000)
+        box_h, box_w = rng.randint(1, height), rng.randint(1, width)
+        box = (rng.randint(0, height - box_h), rng.randint(0, width - box_w), box_h, box_w)
+        out_h, out_w = rng.choice([(224, 224), (96, 96), (40, 64), (1, 1), (500, 300)])
+        scale = choose_scale(native.NATIVE_SCALES, box_h, box_w, out_h, out_w)
+        region = scaled_box(box, scale, scaled_size(height, width, scale))
+        job = batch_decode._job(b"", box, (height, width), out_h, out_w)
+        assert job[1] == scale and tuple(job[2:6]) == region, (height, width, box, out_h, out_w)
+        rows, cols = region[1] - region[0], region[3] - region[2]
+        assert job[7] == (0 if (rows, cols) == (out_h, out_w) else rows * cols * 3)
