@@ -30,7 +30,7 @@ from fastdata._util.stage_clock import marker
 from fastdata.decode import native
 from fastdata.decode.base import DecodeError
 from fastdata.decode.headers import is_jpeg
-from fastdata.decode.scaling import interpolation
+from fastdata.decode.scaling import interpolation, plan_region
 from fastdata.sampler.seeding import sample_generator
 from fastdata.transforms import crop_params
 from fastdata.transforms.crop import RandomResizedCrop
@@ -134,21 +134,8 @@ def decode_batch_into(transform: RandomResizedCrop, datas: Sequence[bytes], out:
 def _job(data, box: tuple[int, int, int, int], size: tuple[int, int], out_h: int, out_w: int) -> list:
     """``[data, scale, y0, y1, x0, x1, region or None, scratch bytes]``: what ``native.decode_crop_into`` would decode
     for ``box`` (the smallest of :data:`~fastdata.decode.native.NATIVE_SCALES` that keeps the box at least the
-    output's size, the box mapped into it), computed inline: the same as ``choose_scale`` + ``scaled_box``."""
-    top, left, box_h, box_w = box
-    scale = (1, 1)
-    for num, den in native.NATIVE_SCALES:  # ascending
-        if num >= den:
-            break
-        if -(-box_h * num // den) >= out_h and -(-box_w * num // den) >= out_w:
-            scale = (num, den)
-            break
-    num, den = scale
-    rows_max, cols_max = -(-size[0] * num // den), -(-size[1] * num // den)
-    y0, x0 = top * num // den, left * num // den
-    y1 = min(max(-(-(top + box_h) * num // den), y0 + 1), rows_max)
-    x1 = min(max(-(-(left + box_w) * num // den), x0 + 1), cols_max)
-    y0, x0 = min(y0, y1 - 1), min(x0, x1 - 1)
+    output's size, the box mapped into it: :func:`~fastdata.decode.scaling.plan_region`)."""
+    scale, y0, y1, x0, x1 = plan_region(box, size[0], size[1], out_h, out_w, native.NATIVE_SCALES)
     rows, cols = y1 - y0, x1 - x0
     return [data, scale, y0, y1, x0, x1, None, 0 if (rows, cols) == (out_h, out_w) else rows * cols * 3]
 

@@ -38,7 +38,7 @@ from fastdata._util.optional import native_disabled
 from fastdata.decode.base import DecodeError, DecodeWarning, Decoder, check_not_empty
 from fastdata.decode.headers import image_kind, is_jpeg
 from fastdata.decode.scaling import (
-    KERNEL_SCALES, TURBOJPEG_SCALES, Box, check_out, choose_scale, resize_into, resize_to, scaled_box, scaled_size,
+    KERNEL_SCALES, TURBOJPEG_SCALES, Box, check_out, plan_region, resize_into, resize_to, scaled_size,
 )
 from fastdata.decode.limits import check_pixels
 
@@ -196,8 +196,7 @@ def decode_crop_into(data, box: Box | None, out: np.ndarray, *, antialias: bool 
     top, left, box_h, box_w = (int(v) for v in box)
     if box_h < 1 or box_w < 1 or top < 0 or left < 0 or top + box_h > height or left + box_w > width:
         raise ValueError(f"box {tuple(box)} (top, left, height, width) is empty or outside the {height}x{width} image")
-    scale = choose_scale(NATIVE_SCALES, box_h, box_w, out_h, out_w)
-    y0, y1, x0, x1 = scaled_box((top, left, box_h, box_w), scale, scaled_size(height, width, scale))
+    scale, y0, y1, x0, x1 = plan_region((top, left, box_h, box_w), height, width, out_h, out_w, NATIVE_SCALES)
     region_h, region_w = y1 - y0, x1 - x0
     if (region_h, region_w) == (out_h, out_w):
         _region(data, scale, y0, y1, x0, x1, out, strict)

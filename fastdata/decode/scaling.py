@@ -10,7 +10,7 @@ import numpy as np
 
 __all__ = [
     "KERNEL_SCALES", "SIMD_SCALES", "TURBOJPEG_SCALES", "Box", "check_out", "choose_scale", "interpolation",
-    "resize_into", "resize_to", "scaled_box", "scaled_size",
+    "plan_region", "resize_into", "resize_to", "scaled_box", "scaled_size",
 ]
 
 Scale = tuple[int, int]
@@ -56,6 +56,35 @@ def choose_scale(
         if scaled_h >= min_height and scaled_w >= min_width:
             return scale
     return (1, 1)
+
+
+def plan_region(box: Box, height: int, width: int, out_h: int, out_w: int,
+                scales: tuple[Scale, ...]) -> tuple[Scale, int, int, int, int]:
+    """``(scale, y0, y1, x0, x1)``: :func:`choose_scale` of ``scales`` for ``box`` and an ``out_h x out_w`` output,
+    then :func:`scaled_box` of the ``height x width`` image at that scale, in one step (the per-image plan of the
+    crop kernel, computed once per image; the same numbers as the two functions).
+
+    Args:
+        box: ``(top, left, h, w)`` inside the image.
+        height: the full image's height.
+        width: the full image's width.
+        out_h: the output's height.
+        out_w: the output's width.
+        scales: candidate ``(num, den)`` factors, ascending (e.g. ``NATIVE_SCALES``).
+    """
+    top, left, box_h, box_w = box
+    num, den = 1, 1
+    for n, d in scales:
+        if n >= d:
+            break
+        if -(-box_h * n // d) >= out_h and -(-box_w * n // d) >= out_w:
+            num, den = n, d
+            break
+    rows, cols = -(-height * num // den), -(-width * num // den)
+    y0, x0 = top * num // den, left * num // den
+    y1 = min(max(-(-(top + box_h) * num // den), y0 + 1), rows)
+    x1 = min(max(-(-(left + box_w) * num // den), x0 + 1), cols)
+    return (num, den), min(y0, y1 - 1), y1, min(x0, x1 - 1), x1
 
 
 def scaled_box(box: Box, scale: Scale, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
