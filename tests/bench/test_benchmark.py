@@ -327,3 +327,14 @@ def test_gpu_training_measures_idle_time():
     result = measure_gpu_training(batches, num_classes=3, batch_size=8, size=SIZE, warmup=2)
     assert result["steps"] == 10 and result["images_per_s"] > 0
     assert 0.0 <= result["gpu_idle_fraction"] <= 1.0
+
+
+def test_warmup_batches_leave_that_many_out(bench_run):
+    """--warmup-batches: over 2 passes of 4 batches, 4 left out is the whole first pass (the steady state)."""
+    results = run_benchmark(bench_run["data"], pipelines=["fastdata-uint8"], batch_size=4, workers=1, repeats=1,
+                            epochs=2, warmup=4, size=SIZE, breakdown_samples=0, isolate=False, progress=False)
+    run = results["pipelines"]["fastdata-uint8"]["runs"][0]
+    assert (run["batches"], run["warmup"], run["images"]) == (8, 4, 13)
+    assert results["config"]["warmup"] == 4 and "first 4 batch(es) not timed" in results["config"]["window"]
+    with pytest.raises(SystemExit):
+        cli.main(["bench", str(bench_run["data"]), "--warmup-batches", "-1"])
