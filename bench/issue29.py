@@ -199,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
               str(scales)])
         _run([sys.executable, str(BENCH / "per_sample.py"), "--images", "1000", "--repeats", "7", "--json",
               str(per_sample)])
+    if not steady.is_file():
+        print(f"{steady} is missing: run `python bench/issue29.py` without --report-only first", file=sys.stderr)
+        return 1
     report(steady, one_pass, before, scales, per_sample)
     return 0
 
