@@ -28,6 +28,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -131,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                         help="cpu: the process's CPU time (images per CPU-second, robust on a busy machine); wall")
     parser.add_argument("--core", type=int, default=None, help="the core to pin to (default: the last usable one)")
+    parser.add_argument("--json", type=Path, default=None, help="write the rates and the ratios here")
     args = parser.parse_args(argv)
     cores = sorted(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {cores[-1] if args.core is None else args.core})
@@ -142,12 +144,16 @@ def main(argv: list[str] | None = None) -> int:
           f"alternating per batch of {BATCH}, median img/s of {args.clock} time (range):")
     for name, r in rates.items():
         print(f"  {name:20s} {statistics.median(r):7.0f}  ({min(r):.0f}-{max(r):.0f})")
+    ratios = {}
     for a in ("transform(bytes)", "ds[i]", "getitems"):
         for b in ("getitems", "getitems-per-record", "batch-call"):
             if a == b:
                 continue
-            ratio = statistics.median(x / y for x, y in zip(rates[a], rates[b]))
+            ratios[f"{a} / {b}"] = ratio = statistics.median(x / y for x, y in zip(rates[a], rates[b]))
             print(f"  {a} / {b}: {ratio:.3f}" + ("  (goal >= 0.95)" if b == "getitems" else ""))
+    if args.json:
+        args.json.write_text(json.dumps({"images": n, "repeats": args.repeats, "clock": args.clock, "rates": rates,
+                                         "ratios": ratios}, indent=2) + "\n")
     return 0
 
 

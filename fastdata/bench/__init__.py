@@ -9,7 +9,9 @@ Never imported by the runtime (``import fastdata`` does not load it).
 - :mod:`~fastdata.bench.pack_cache`: the image folder packed once per format, reused while unchanged.
 - :mod:`~fastdata.bench.pipelines`: the pipelines measured: their names, builders and input files.
 - :mod:`~fastdata.bench.runner`: :func:`run_benchmark` and the round-robin schedule.
-- :mod:`~fastdata.bench.report`: summary statistics, targets, table, JSON and chart.
+- :mod:`~fastdata.bench.report`: summary statistics, flags of untrustworthy rows, table and JSON.
+- :mod:`~fastdata.bench.chart`: the PNG chart, with its legend.
+- :mod:`~fastdata.bench.loader_breakdown`: ``--breakdown``, each stage's time inside real loader runs.
 - :mod:`~fastdata.bench.cli`: the ``fastdata bench`` sub-command.
 """
 

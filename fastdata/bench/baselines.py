@@ -5,8 +5,10 @@ OpenCV and torch, step by step the way torchvision does it:
 
 * ``torch-pil``: ``ImageFolder`` + ``RandomResizedCrop(224)`` + ``RandomHorizontalFlip()`` +
   ``ToTensor()`` + ``Normalize(mean, std)`` in the workers, the default collate.
-* ``torch-cv2``: the same folder dataset with ``cv2.imdecode``, ``cv2.resize`` (``INTER_LINEAR``), a
-  numpy flip and a hand-written uint8 collate (what users write after reading the speed tips).
+* ``torch-cv2``: the same folder dataset written as a careful user writes it: ``cv2.imdecode`` (BGR, as OpenCV
+  decodes), crop, ``cv2.resize`` (``INTER_LINEAR``), then BGR → RGB of the 224x224 result only, a numpy flip, one
+  OpenCV thread per worker and a uint8 collate that stacks the batch once, straight into shared memory
+  (channels_last, like fastdata's batches).
 
 The crop parameters come from torchvision's ``get_params`` algorithm with torch's RNG (shared with
 :class:`fastdata.transforms.RandomResizedCrop`, which implements the same algorithm).
@@ -22,7 +24,7 @@ from typing import Any
 import cv2
 import numpy as np
 import torch
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, get_worker_info
 
 from fastdata.gpu_transforms import IMAGENET_MEAN, IMAGENET_STD  # re-exported: the one definition
 from fastdata.packing.scan import scan_image_folder
@@ -30,8 +32,8 @@ from fastdata.transforms import RandomResizedCrop as _DecodeRandomResizedCrop
 
 __all__ = [
     "IMAGENET_MEAN", "IMAGENET_STD", "CV2RandomResizedCropFlip", "FolderDataset", "PILRandomResizedCrop",
-    "PILRandomHorizontalFlip", "PILToNormalizedTensor", "cv2_loader", "cv2_worker_init", "pil_loader",
-    "pil_train_transform", "uint8_collate",
+    "PILRandomHorizontalFlip", "PILToNormalizedTensor", "cv2_bgr_loader", "cv2_decode_bgr", "cv2_loader",
+    "cv2_worker_init", "pil_loader", "pil_train_transform", "uint8_collate",
 ]
 
 _SCALE = (0.08, 1.0)
@@ -47,17 +49,23 @@ def pil_loader(path: str) -> Any:
         return img.convert("RGB")
 
 
-def cv2_loader_bytes(data: bytes) -> np.ndarray:
-    """``cv2.imdecode`` of encoded bytes to RGB (the whole image)."""
-    return cv2.cvtColor(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+def cv2_decode_bgr(data: bytes | np.ndarray, name: str = "the image") -> np.ndarray:
+    """``cv2.imdecode`` of encoded bytes: BGR uint8 HWC, as OpenCV decodes (:class:`CV2RandomResizedCropFlip` turns
+    its crop into RGB)."""
+    bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    if bgr is None:
+        raise ValueError(f"OpenCV cannot decode {name}; remove the file or convert it to JPEG/PNG")
+    return bgr
+
+
+def cv2_bgr_loader(path: str) -> np.ndarray:
+    """The file decoded by ``cv2.imdecode``: BGR, the torch-cv2 pipeline's loader."""
+    return cv2_decode_bgr(np.fromfile(path, dtype=np.uint8), repr(path))
 
 
 def cv2_loader(path: str) -> np.ndarray:
-    """``cv2.imdecode`` of the file's bytes, converted BGR → RGB (uint8 HWC)."""
-    bgr = cv2.imdecode(np.fromfile(path, dtype=np.uint8), cv2.IMREAD_COLOR)
-    if bgr is None:
-        raise ValueError(f"OpenCV cannot decode {path!r}; remove the file or convert it to JPEG/PNG")
-    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+    """``cv2.imdecode`` of the file's bytes, the whole image converted BGR → RGB (for writers that store RGB)."""
+    return cv2.cvtColor(cv2_bgr_loader(path), cv2.COLOR_BGR2RGB)
 
 
 class FolderDataset(Dataset):
@@ -163,23 +171,34 @@ def pil_train_transform(size: int = 224) -> Callable[[Any], torch.Tensor]:
 
 
 class CV2RandomResizedCropFlip:
-    """RandomResizedCrop (torchvision's parameters) + ``cv2.resize(INTER_LINEAR)`` + a 50 % numpy flip."""
+    """RandomResizedCrop (torchvision's parameters) of a BGR image, ``cv2.resize(INTER_LINEAR)``, BGR → RGB of the
+    resized crop only (the careful order: the colour conversion touches 224x224 pixels, not the whole image) and a
+    50 % numpy flip. Returns RGB uint8 HWC."""
 
     def __init__(self, size: int) -> None:
         self.size = int(size)
 
-    def __call__(self, image: np.ndarray) -> np.ndarray:
-        top, left, height, width = _crop_params(image.shape[0], image.shape[1])
-        crop = image[top:top + height, left:left + width]
-        out = cv2.resize(crop, (self.size, self.size), interpolation=cv2.INTER_LINEAR)
+    def __call__(self, bgr: np.ndarray) -> np.ndarray:
+        top, left, height, width = _crop_params(bgr.shape[0], bgr.shape[1])
+        crop = bgr[top:top + height, left:left + width]
+        out = cv2.cvtColor(cv2.resize(crop, (self.size, self.size), interpolation=cv2.INTER_LINEAR),
+                           cv2.COLOR_BGR2RGB)
         if torch.rand(1) < 0.5:
             out = out[:, ::-1]
         return out
 
 
 def uint8_collate(batch: Sequence[tuple[np.ndarray, int]]) -> tuple[torch.Tensor, torch.Tensor]:
-    """The collate users write: stack HWC uint8 arrays, permute to NCHW, int64 labels."""
-    images = torch.from_numpy(np.stack([image for image, _ in batch]))
+    """The careful collate: the HWC uint8 images stacked once, inside a DataLoader worker straight into shared
+    memory (as ``default_collate`` allocates), seen as NCHW (channels_last in memory); int64 labels."""
+    first = batch[0][0]
+    shape = (len(batch), *first.shape)
+    if get_worker_info() is not None:  # the batch goes to the main process through shared memory: put it there now
+        storage = torch.UntypedStorage._new_shared(int(np.prod(shape)))
+        images = torch.empty(0, dtype=torch.uint8).set_(storage, 0, shape)
+    else:
+        images = torch.empty(shape, dtype=torch.uint8)
+    np.stack([image for image, _ in batch], out=images.numpy())
     labels = torch.tensor([label for _, label in batch], dtype=torch.int64)
     return images.permute(0, 3, 1, 2), labels
 

@@ -56,6 +56,7 @@ class MemorySampler(threading.Thread):
         self.interval = interval
         self.peak_rss_mb: float | None = None
         self.peak_pss_mb: float | None = None
+        self.cpu_ns = 0  # this thread's CPU time so far (what sampling costs the run)
         self._stop_event = threading.Event()
 
     def sample(self) -> None:
@@ -82,6 +83,7 @@ class MemorySampler(threading.Thread):
     def run(self) -> None:  # noqa: D102
         while not self._stop_event.wait(self.interval):
             self.sample()
+            self.cpu_ns = time.thread_time_ns()
 
     def __enter__(self) -> MemorySampler:
         self.sample()
@@ -140,7 +142,7 @@ def _sync(device: torch.device) -> None:
 
 def measure_run(iterable: Iterable, *, check: BatchCheck, epochs: int = 1, batches: int | None = None,
                 warmup: int = 1, device: torch.device = torch.device("cpu"), desc: str = "",
-                progress: bool = True) -> dict[str, Any]:
+                progress: bool = True, on_window: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Time whole passes over ``iterable`` (or ``batches`` batches), the first ``warmup`` batches excluded.
 
     Args:
@@ -152,10 +154,13 @@ def measure_run(iterable: Iterable, *, check: BatchCheck, epochs: int = 1, batch
         device: synchronized before the clock is read when it is a CUDA device.
         desc: progress bar label.
         progress: show a tqdm bar.
+        on_window: called with ``"start"`` when the timed window opens and ``"end"`` when it closes (the
+            loader breakdown reads its counters then).
 
     Returns:
         ``images`` and ``seconds`` of the timed window, ``images_per_s``, ``first_batch_s`` (from
-        ``iter()`` to the first batch), ``batches`` and ``warmup_excluded``.
+        ``iter()`` to the first batch), ``batches`` (all of them), ``warmup`` (how many were left out of the
+        window) and ``warmup_excluded``.
 
     Raises:
         ValueError: the iterable yields nothing.
@@ -180,6 +185,8 @@ def measure_run(iterable: Iterable, *, check: BatchCheck, epochs: int = 1, batch
                 if seen == warmup:
                     _sync(device)
                     t_start = time.perf_counter()
+                    if on_window is not None:
+                        on_window("start")
                 elif seen > warmup:
                     timed_images += n
                 if batches and seen >= total:
@@ -192,6 +199,8 @@ def measure_run(iterable: Iterable, *, check: BatchCheck, epochs: int = 1, batch
                 break
         _sync(device)
         end = time.perf_counter()
+        if on_window is not None:
+            on_window("end")
     finally:
         bar.close()
     excluded = t_start is not None and timed_images > 0
@@ -199,7 +208,8 @@ def measure_run(iterable: Iterable, *, check: BatchCheck, epochs: int = 1, batch
         t_start, timed_images = begin, all_images
     seconds = end - t_start
     return {"images": timed_images, "seconds": seconds, "images_per_s": timed_images / seconds if seconds else 0.0,
-            "first_batch_s": first, "batches": seen, "passes": passes, "warmup_excluded": excluded}
+            "first_batch_s": first, "batches": seen, "warmup": warmup if excluded else 0, "passes": passes,
+            "warmup_excluded": excluded}
 
 
 # -- decode bound ----------------------------------------------------------------------------------
@@ -209,7 +219,7 @@ _WORKER: dict[str, Any] = {}
 def _decode_init(root: str, size: int, barrier: Any, method: str) -> None:
     import cv2
 
-    from fastdata.bench.baselines import CV2RandomResizedCropFlip, cv2_loader_bytes
+    from fastdata.bench.baselines import CV2RandomResizedCropFlip, cv2_decode_bgr
     from fastdata.datasets.shard_dataset import ShardDataset
     from fastdata.transforms import RandomResizedCrop
 
@@ -218,20 +228,20 @@ def _decode_init(root: str, size: int, barrier: Any, method: str) -> None:
     torch.manual_seed(os.getpid())
     if method == "cv2":  # what the torch-cv2 pipeline's workers do per image, without the loader around it
         crop = CV2RandomResizedCropFlip(size)
-        transform = lambda data: crop(cv2_loader_bytes(data))  # noqa: E731
+        transform = lambda data: crop(cv2_decode_bgr(data))  # noqa: E731
     else:
         transform = RandomResizedCrop(size)
     _WORKER.update(dataset=ShardDataset(root), transform=transform, barrier=barrier)
 
 
-def _decode_chunk(indices: list[int]) -> tuple[int, float, float]:
+def _decode_chunk(indices: list[int]) -> tuple[int, float, float, int]:
     dataset, transform = _WORKER["dataset"], _WORKER["transform"]
     payloads = [dataset.read(i)[0] for i in indices]  # read before the clock starts: decode only
     _WORKER["barrier"].wait(timeout=300)
-    start = time.monotonic()
+    start, cpu = time.monotonic(), time.process_time_ns()
     for data in payloads:
         transform(data)
-    return len(payloads), start, time.monotonic()
+    return len(payloads), start, time.monotonic(), time.process_time_ns() - cpu
 
 
 def measure_decode_bound(root: str | os.PathLike, *, size: int = 224, processes: int | None = None,
@@ -247,28 +257,30 @@ def measure_decode_bound(root: str | os.PathLike, *, size: int = 224, processes:
         root: a packed dataset (``fastdata pack`` output).
         size: crop size.
         processes: worker processes (default: the usable cores).
-        limit: use only the first ``limit`` records.
+        limit: use only the first ``limit`` records (all of them when there are fewer).
         method: ``"fastdata"`` or ``"cv2"``.
 
     Returns:
         ``images``, ``seconds`` (wall time of the slowest process), ``images_per_s`` (the sum of
-        the per-process rates), ``wall_images_per_s`` (images / wall time) and ``processes``.
+        the per-process rates), ``wall_images_per_s`` (images / wall time), ``processes`` and ``cpu_us_per_image``
+        (the processes' CPU time per image: what one image costs the kernel, whatever else runs on the machine).
     """
     from fastdata.datasets.shard_dataset import ShardDataset
 
     processes = processes or usable_cores()
-    count = len(ShardDataset(root)) if limit is None else limit
+    count = len(ShardDataset(root)) if limit is None else min(limit, len(ShardDataset(root)))
     chunks = [c.tolist() for c in np.array_split(np.arange(count), processes) if len(c)]
     ctx = multiprocessing.get_context()
     barrier = ctx.Barrier(len(chunks))
     with ctx.Pool(len(chunks), initializer=_decode_init, initargs=(str(root), size, barrier, method)) as pool:
         parts = pool.map(_decode_chunk, chunks, chunksize=1)
-    images = sum(n for n, _, _ in parts)
-    wall = max(end for _, _, end in parts) - min(start for _, start, _ in parts)
-    rate = sum(n / (end - start) for n, start, end in parts if end > start)
+    images = sum(n for n, _, _, _ in parts)
+    wall = max(end for _, _, end, _ in parts) - min(start for _, start, _, _ in parts)
+    rate = sum(n / (end - start) for n, start, end, _ in parts if end > start)
+    cpu_us = sum(cpu for _, _, _, cpu in parts) / images / 1e3 if images else None
     return {"images": images, "seconds": wall, "images_per_s": rate,
             "wall_images_per_s": images / wall if wall else 0.0, "processes": len(chunks),
-            "first_batch_s": None, "batches": None, "warmup_excluded": False}
+            "cpu_us_per_image": cpu_us, "first_batch_s": None, "batches": None, "warmup_excluded": False}
 
 
 def usable_cores() -> int:

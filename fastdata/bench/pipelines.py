@@ -18,12 +18,12 @@ from torch.utils.data import DataLoader
 
 from fastdata._util import optional as _optional
 from fastdata.bench.baselines import (
-    IMAGENET_MEAN, IMAGENET_STD, CV2RandomResizedCropFlip, FolderDataset, cv2_loader, cv2_worker_init,
+    IMAGENET_MEAN, IMAGENET_STD, CV2RandomResizedCropFlip, FolderDataset, cv2_bgr_loader, cv2_worker_init,
     pil_train_transform, uint8_collate,
 )
 from fastdata.bench.peers import harness
 
-__all__ = ["DESCRIPTIONS", "FLOAT_OUTPUT", "PIPELINES", "Context", "build", "inputs", "unavailable"]
+__all__ = ["BREAKDOWN_PIPELINES", "DESCRIPTIONS", "FLOAT_OUTPUT", "PIPELINES", "Context", "build", "inputs", "unavailable"]
 
 #: Every pipeline the benchmark knows, in the default order.
 PIPELINES: tuple[str, ...] = (
@@ -43,6 +43,8 @@ DESCRIPTIONS = {
     "decode-bound": "fastdata's RandomResizedCrop decode alone on pre-read bytes, one process per core (the limit)",
     "decode-bound-cv2": "cv2.imdecode + the same crop + cv2.resize alone on pre-read bytes, one process per core",
 }
+#: fastdata's loaders: the pipelines ``--breakdown`` counts stage by stage inside the run.
+BREAKDOWN_PIPELINES = ("fastdata-lmdb", "fastdata-tfrecord", "fastdata-uint8")
 #: The pipelines whose batches are normalized float (on the device with CUDA); the others give uint8.
 FLOAT_OUTPUT = {"torch-pil", "fastdata-lmdb", "fastdata-tfrecord", "dali"}
 
@@ -102,12 +104,13 @@ def build(name: str, ctx: Context) -> tuple[Iterable, Callable[[], None]]:
         return harness.build(name, ctx.peer_dirs[name], ctx.batch_size, ctx.workers, ctx.size)
     if name == "torch-pil":
         ds = FolderDataset(ctx.data, transform=pil_train_transform(ctx.size))
-        loader = DataLoader(ds, ctx.batch_size, shuffle=True, num_workers=ctx.workers, pin_memory=cuda)
+        loader = DataLoader(ds, ctx.batch_size, shuffle=True, num_workers=ctx.workers, pin_memory=cuda,
+                            persistent_workers=ctx.workers > 0)
         return (_ToDevice(loader, ctx.device) if cuda else loader), lambda: _shutdown(loader)
     if name == "torch-cv2":
-        ds = FolderDataset(ctx.data, transform=CV2RandomResizedCropFlip(ctx.size), loader=cv2_loader)
+        ds = FolderDataset(ctx.data, transform=CV2RandomResizedCropFlip(ctx.size), loader=cv2_bgr_loader)
         loader = DataLoader(ds, ctx.batch_size, shuffle=True, num_workers=ctx.workers, collate_fn=uint8_collate,
-                            worker_init_fn=cv2_worker_init)
+                            worker_init_fn=cv2_worker_init, persistent_workers=ctx.workers > 0)
         return loader, lambda: _shutdown(loader)
     if name == "dali":
         from fastdata.dali import DALILoader

@@ -1,4 +1,8 @@
-"""What the benchmark reports: statistics, the machine, the dataset, text tables, JSON and a PNG chart."""
+"""What the benchmark reports: statistics, the machine, the dataset, text tables and JSON (the chart: ``chart.py``).
+
+The user's table holds measurements only: no goals. A row whose numbers are not to be trusted says so: too few
+timed batches per run (:data:`MIN_TIMED_BATCHES`), or repeats that spread over :data:`MAX_SPREAD_PCT` of the median.
+"""
 
 from __future__ import annotations
 
@@ -17,15 +21,24 @@ from typing import Any
 import numpy as np
 
 from fastdata._util.cpus import available_cpus
+from fastdata.bench.chart import MATPLOTLIB_HINT, plot_results
+from fastdata.bench.loader_breakdown import combine, format_loader_breakdown
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "check_targets", "dataset_stats", "format_report", "machine_info", "plot_results", "summarize",
-    "summarize_pipelines", "write_json",
+    "MATPLOTLIB_HINT", "MAX_SPREAD_PCT", "MIN_TIMED_BATCHES", "OWN_BOUND", "dataset_stats", "format_report",
+    "machine_info", "plot_results", "summarize", "summarize_pipelines", "write_json",
 ]
 
-MATPLOTLIB_HINT = "matplotlib is not installed, so no chart was drawn: `pip install 'fastdata[plot]'` (or matplotlib)"
+#: Fewer timed batches per run than this and the run is mostly start-up and pass tail: its row is flagged.
+MIN_TIMED_BATCHES = 10
+#: Repeats spread wider than this (max - min, percent of the median) are flagged as noise.
+MAX_SPREAD_PCT = 25.0
+#: Each pipeline's kernel bound: its per-image work alone, one process per core.
+OWN_BOUND = {"fastdata-lmdb": "decode-bound", "fastdata-tfrecord": "decode-bound", "fastdata-uint8": "decode-bound",
+             "torch-cv2": "decode-bound-cv2"}
+
 
 
 def summarize(values: Sequence[float]) -> dict[str, float]:
@@ -52,11 +65,14 @@ def summarize(values: Sequence[float]) -> dict[str, float]:
     }
 
 
-def summarize_pipelines(entries: dict[str, dict[str, Any]]) -> None:
-    """Add statistics, ratios to ``torch-pil`` and ``decode-bound`` and the output check to each entry (in place).
+def summarize_pipelines(entries: dict[str, dict[str, Any]], batch_size: int | None = None) -> None:
+    """Add statistics, ratios to ``torch-pil``, each pipeline's fraction of its kernel bound, the output check and the
+    flags of untrustworthy rows to each entry (in place).
 
     Args:
         entries: ``{pipeline: {"status", "runs": [...]}}`` as built by the benchmark.
+        batch_size: the run's batch size (a kernel bound over fewer than ``MIN_TIMED_BATCHES`` batches' worth of
+            images is flagged).
     """
     for entry in entries.values():
         runs = entry.get("runs") or []
@@ -80,26 +96,37 @@ def summarize_pipelines(entries: dict[str, dict[str, Any]]) -> None:
             entry["output_summary"] = f"{kind} {'ok' if ok else 'MISMATCH'}"
         else:
             entry["output_summary"] = "decode only"
+        counted = combine([r.get("loader_breakdown") for r in runs])
+        if counted is not None:
+            entry["loader_breakdown"] = counted
     base = entries.get("torch-pil", {}).get("images_per_s", {}).get("median")
     bound = entries.get("decode-bound", {}).get("images_per_s", {}).get("median")
-    for entry in entries.values():
+    for name, entry in entries.items():
         median = entry.get("images_per_s", {}).get("median")
         entry["ratio_to_torch_pil"] = median / base if median is not None and base else None
         entry["fraction_of_decode_bound"] = median / bound if median is not None and bound else None
+        own = entries.get(OWN_BOUND.get(name, ""), {}).get("images_per_s", {}).get("median")
+        entry["fraction_of_own_bound"] = median / own if median is not None and own else None
+        if median is not None:
+            entry["flags"] = _flags(entry, batch_size)
 
 
-def check_targets(entries: dict[str, dict[str, Any]],
-                  targets: Sequence[tuple[str, str, float]]) -> list[dict[str, Any]]:
-    """``[{"name", "value", "goal", "met"}]`` per ``(pipeline, baseline, minimum ratio)``; None where unmeasured."""
-    out = []
-    for name, base, goal in targets:
-        a = entries.get(name, {}).get("images_per_s", {}).get("median")
-        b = entries.get(base, {}).get("images_per_s", {}).get("median")
-        value = a / b if a is not None and b else None
-        out.append({"name": f"{name} >= {goal}x {base}", "value": value, "goal": goal,
-                    "met": None if value is None else value >= goal})
-    return out
-
+def _flags(entry: dict[str, Any], batch_size: int | None) -> list[str]:
+    """Why a row's numbers are not to be trusted (empty when they are)."""
+    flags = []
+    runs = entry["runs"]
+    timed = [r["batches"] - (r.get("warmup") or 0) for r in runs if r.get("batches") is not None]
+    if timed and min(timed) < MIN_TIMED_BATCHES:
+        flags.append(f"too few timed batches ({min(timed)} < {MIN_TIMED_BATCHES} per run): start-up and the pass's "
+                     "tail weigh in; use a larger folder, --epochs or --batches")
+    images = [r["images"] for r in runs if r.get("batches") is None and r.get("images") is not None]
+    if images and batch_size and min(images) < MIN_TIMED_BATCHES * batch_size:
+        flags.append(f"a bound over {min(images)} images (< {MIN_TIMED_BATCHES} batches of {batch_size}): too short "
+                     "to be stable; use a larger folder")
+    spread = entry["images_per_s"]["spread_pct"]
+    if len(runs) > 1 and spread > MAX_SPREAD_PCT:
+        flags.append(f"repeats spread {spread:.0f}% of the median (> {MAX_SPREAD_PCT:.0f}%): a noisy measurement")
+    return flags
 
 
 def _version(module: str, attr: str = "__version__") -> str | None:
@@ -195,26 +222,31 @@ def _fmt(value: float | None, spec: str, missing: str = "-") -> str:
 
 
 def format_results_table(results: dict[str, Any]) -> str:
-    """The main table: one line per pipeline."""
+    """The main table: one line per pipeline; a flagged row is marked ``!`` and its reasons listed below."""
     header = (f"{'pipeline':<18} {'output':<22} {'images/s median [min-max]':<28} {'x torch-pil':>11} "
-              f"{'of decode-bound':>15} {'1st batch s':>11} {'peak mem MB':>12}")
-    lines = [header, "-" * len(header)]
+              f"{'of its bound':>12} {'1st batch s':>11} {'peak mem MB':>12}")
+    lines, notes = [header, "-" * len(header)], []
     for name, entry in results["pipelines"].items():
         if entry["status"] != "ok":
             lines.append(f"{name:<18} {entry['status'].upper()}: {entry.get('note', '')}")
             continue
         ips = entry["images_per_s"]
-        spread = f"{ips['median']:8.1f} [{ips['min']:.1f}-{ips['max']:.1f}]"
+        mark = "!" if entry.get("flags") else " "
+        spread = f"{ips['median']:8.1f} [{ips['min']:.1f}-{ips['max']:.1f}]{mark}"
         ratio = _fmt(entry.get("ratio_to_torch_pil"), ".2f") + ("x" if entry.get("ratio_to_torch_pil") else "")
-        frac = entry.get("fraction_of_decode_bound")
+        frac = entry.get("fraction_of_own_bound")
         frac_s = _fmt(None if frac is None else 100 * frac, ".0f") + ("%" if frac is not None else "")
         mem = entry.get("peak_mem_mb")
-        lines.append(f"{name:<18} {entry.get('output_summary', ''):<22} {spread:<28} {ratio:>11} {frac_s:>15} "
+        lines.append(f"{name:<18} {entry.get('output_summary', ''):<22} {spread:<28} {ratio:>11} {frac_s:>12} "
                      f"{_fmt(entry.get('first_batch_s'), '.2f'):>11} {_fmt(mem, '.0f'):>12}")
+        notes += [f"! {name}: {flag}" for flag in entry.get("flags", [])]
     kinds = {e.get("peak_mem_kind") for e in results["pipelines"].values() if e.get("peak_mem_kind")}
+    bounds = sorted({b for n, b in OWN_BOUND.items() if n in results["pipelines"]})
+    lines.append("of its bound: images/s over the same per-image work alone, one process per core ("
+                 + "; ".join(f"{b} for {', '.join(n for n, o in OWN_BOUND.items() if o == b)}" for b in bounds) + ")")
     lines.append(f"peak mem: {'/'.join(sorted(kinds)) or 'n/a (pip install psutil)'} summed over the main process "
                  "and its children, sampled every 0.25 s; 1st batch: from iter() to the first batch")
-    return "\n".join(lines)
+    return "\n".join(lines + notes)
 
 
 def format_breakdown(breakdown: dict[str, Any]) -> str:
@@ -233,7 +265,7 @@ def format_breakdown(breakdown: dict[str, Any]) -> str:
 
 
 def format_report(results: dict[str, Any]) -> str:
-    """Everything a person reads after a run: machine, dataset, table, breakdown, GPU, targets."""
+    """Everything a person reads after a run: machine, dataset, table (with its flags), breakdowns, GPU."""
     m, d, c = results["machine"], results["dataset"], results["config"]
     out = [
         f"machine: {m['cpu']}, {m['usable_cores']} usable cores, {m['ram_gb']} GB RAM, GPU: {m['gpu'] or 'none'}",
@@ -246,6 +278,11 @@ def format_report(results: dict[str, Any]) -> str:
         "", format_results_table(results), "", "breakdown (measured in-process, one thread):",
         format_breakdown(results.get("breakdown", {})),
     ]
+    counted = [(n, e["loader_breakdown"]) for n, e in results["pipelines"].items() if e.get("loader_breakdown")]
+    if counted:
+        out += ["", "loader breakdown (--breakdown: CPU time of each stage inside the runs above, in core-microseconds "
+                    "per image; the lines add up to cores / (images/s)):"]
+        out += [format_loader_breakdown(name, part) for name, part in counted]
     gpu = results.get("gpu_training")
     if gpu:
         out += ["", "GPU training with a dummy model (images/s, GPU idle fraction):"]
@@ -256,10 +293,6 @@ def format_report(results: dict[str, Any]) -> str:
                 out.append(f"  {name:<18} {g['images_per_s']:8.1f} img/s, "
                            f"model alone {g['model_only_images_per_s']:.1f}"
                            f" img/s, GPU idle {100 * g['gpu_idle_fraction']:.1f}%")
-    out += ["", "targets:"]
-    for t in results.get("targets", []):
-        verdict = "n/a" if t["met"] is None else ("MET" if t["met"] else "NOT MET")
-        out.append(f"  {t['name']:<40} measured {_fmt(t['value'], '.2f')}x  {verdict}")
     return "\n".join(out)
 
 
@@ -268,58 +301,4 @@ def write_json(results: dict[str, Any], path: str | os.PathLike) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=2, sort_keys=False, default=str) + "\n", encoding="utf-8")
-    return path
-
-
-_COLORS = {"torch": "#9e9e9e", "fastdata": "#1f77b4", "dali": "#2ca02c"}
-
-
-def plot_results(results: dict[str, Any], path: str | os.PathLike) -> Path | None:
-    """Horizontal bars of images/s (median, min-max whiskers, ratio labels, decode bound as a line).
-
-    Returns:
-        The PNG's path, or None (with a logged note) when matplotlib is not installed.
-    """
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        logger.warning(MATPLOTLIB_HINT)
-        return None
-    entries = [(n, e) for n, e in results["pipelines"].items() if e["status"] == "ok" and n != "decode-bound"]
-    fig, ax = plt.subplots(figsize=(9, 1.0 + 0.55 * max(len(entries), 1)))
-    names = [n for n, _ in entries][::-1]
-    med = np.array([e["images_per_s"]["median"] for _, e in entries][::-1])
-    low = med - np.array([e["images_per_s"]["min"] for _, e in entries][::-1])
-    high = np.array([e["images_per_s"]["max"] for _, e in entries][::-1]) - med
-    colors = [_COLORS.get(n.split("-")[0], "#ff7f0e") for n in names]
-    ax.barh(names, med, xerr=[low, high], color=colors, capsize=4, ecolor="black")
-    peak = max(med.max() if len(med) else 0.0, 1.0)
-    bound = results["pipelines"].get("decode-bound", {})
-    if bound.get("status") == "ok":
-        value = bound["images_per_s"]["median"]
-        ax.axvline(value, color="#d62728", linestyle="--", label=f"decode bound {value:.0f} img/s")
-        ax.legend(loc="upper right", framealpha=0.9)
-        peak = max(peak, value)
-    pipelines = results["pipelines"]
-    for y, (name, value) in enumerate(zip(names, med)):
-        uint8 = "uint8" in pipelines[name].get("output_summary", "")
-        base = pipelines.get("torch-cv2" if uint8 else "torch-pil", {}).get("images_per_s", {}).get("median")
-        ratio = f"  ({value / base:.2f}x {'torch-cv2' if uint8 else 'torch-pil'})" if base else ""
-        x = pipelines[name]["images_per_s"]["max"] + 0.01 * peak
-        ax.text(x, y, f"{value:.0f}{ratio}", va="center", fontsize=9)
-    ax.set_yticks(range(len(names)), [f"{n} [uint8]" if "uint8" in pipelines[n].get("output_summary", "") else n
-                                      for n in names])
-    ax.set_xlim(0, peak * 1.35)
-    m, c = results["machine"], results["config"]
-    ax.set_xlabel("images/s (median of round-robin repeats, whiskers: min-max; [uint8]: no float normalize)")
-    ax.set_title(f"{c['dataset_count']} images, batch {c['batch_size']}, {c['workers']} workers, "
-                 f"{c['mode']} cache - {m['usable_cores']} cores {m['cpu'][:40]}", fontsize=9)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
     return path

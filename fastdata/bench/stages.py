@@ -24,7 +24,7 @@ import torch
 from fastdata.decode import Decoder, choose_scale
 from fastdata.bench.baselines import (
     IMAGENET_MEAN, IMAGENET_STD, CV2RandomResizedCropFlip, PILRandomHorizontalFlip, PILRandomResizedCrop,
-    PILToNormalizedTensor, uint8_collate,
+    PILToNormalizedTensor, cv2_decode_bgr, uint8_collate,
 )
 
 logger = logging.getLogger(__name__)
@@ -230,10 +230,6 @@ def _pil_decode(data: bytes) -> Any:
     return Image.open(io.BytesIO(data)).convert("RGB")
 
 
-def _cv2_decode(data: bytes) -> np.ndarray:
-    return cv2.cvtColor(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
-
-
 def _baseline_parts(files: Sequence[str], size: int, batch_size: int) -> dict[str, dict[str, Any]]:
     from torch.utils.data import default_collate
 
@@ -243,9 +239,9 @@ def _baseline_parts(files: Sequence[str], size: int, batch_size: int) -> dict[st
                                      ("ToTensor + Normalize", PILToNormalizedTensor())])
     stages.append(_batched("default_collate (float)", default_collate, tensors, batch_size)[0])
     parts = {"torch-pil": _part(stages, len(files), "in the DataLoader workers")}
-    stages, crops = _chain(files, [("read file", _read_file), ("decode (cv2.imdecode + BGR2RGB)", _cv2_decode),
-                                   ("crop + resize + flip (cv2)", CV2RandomResizedCropFlip(size))])
-    stages.append(_batched("uint8 collate (stack + permute)", uint8_collate, crops, batch_size)[0])
+    stages, crops = _chain(files, [("read file", _read_file), ("decode (cv2.imdecode, BGR)", cv2_decode_bgr),
+                                   ("crop + resize + BGR2RGB + flip (cv2)", CV2RandomResizedCropFlip(size))])
+    stages.append(_batched("uint8 collate (one stack, channels_last)", uint8_collate, crops, batch_size)[0])
     parts["torch-cv2"] = _part(stages, len(files), "in the DataLoader workers")
     return parts
 

@@ -19,20 +19,24 @@ Example::
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
+import cv2
 import numpy as np
 
+from fastdata._util.stage_clock import marker
 from fastdata.decode import native
 from fastdata.decode.base import DecodeError
 from fastdata.decode.headers import is_jpeg
-from fastdata.decode.scaling import choose_scale, resize_into, scaled_box, scaled_size
+from fastdata.decode.scaling import interpolation, plan_region
+from fastdata.sampler.seeding import sample_generator
+from fastdata.transforms import crop_params
 from fastdata.transforms.compose import DecodeCompose
 from fastdata.transforms.crop import RandomResizedCrop
 
-__all__ = ["batch_capable", "decode_all_into", "decode_batch_into"]
+__all__ = ["SampleGenerators", "batch_capable", "decode_all_into", "decode_batch_into", "sample_generators"]
 
 _local = threading.local()
 
@@ -94,56 +98,129 @@ def decode_batch_into(transform: RandomResizedCrop, datas: Sequence[bytes], out:
     """
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
+    mark = marker()  # per-stage CPU time for `fastdata bench --breakdown`; a no-op otherwise
     decoder = transform.resolve_decoder()
     out_h, out_w = out.shape[1], out.shape[2]
+    mark("header")
+    sizes = [_jpeg_size(data) for data in datas]
+    mark("sample_rng")
+    uniforms = _uniforms(transform, rngs)  # every seeded sample's draws in one call, or None
+    mark("crop")
     jobs, plans = [], []
-    for i, data in enumerate(datas):
-        try:
-            height, width = native.read_header(data)[:2] if is_jpeg(data) else (None, None)
-        except DecodeError:
-            height = None
-        if height is None:  # the per-sample path, in order (it draws the crop itself)
+    for i, (data, size) in enumerate(zip(datas, sizes)):
+        if size is None:  # the per-sample path, in order (it draws the crop itself)
+            mark("fallback")
             transform.decode_into(data, out[i], rng=rngs[i])
+            mark("crop")
             continue
-        box = transform._params(height, width, rngs[i])
-        scale = choose_scale(native.NATIVE_SCALES, box[2], box[3], out_h, out_w)
-        y0, y1, x0, x1 = scaled_box(box, scale, scaled_size(height, width, scale))
-        jobs.append([data, scale[1], y0, y1, x0, x1, None])
-        plans.append((i, box))
+        if uniforms is None:
+            plans.append((i, transform._params(size[0], size[1], rngs[i])))
+        else:  # what the sample's generator would draw (transforms.crop_params.sample_crop with rng)
+            draws = uniforms[i].tolist()
+            plans.append((i, crop_params._params_from_uniforms(size[0], size[1], transform.scale, transform.ratio,
+                                                                draws)))
+    mark("setup")
+    jobs = [_job(datas[i], box, sizes[i], out_h, out_w) for i, box in plans]
     start = 0
     while start < len(jobs):  # chunks of regions up to CHUNK_BYTES of scratch: one kernel call each
-        end, total = start, 0
-        while end < len(jobs) and (end == start or total + _scratch_bytes(jobs[end], out_h, out_w) <= CHUNK_BYTES):
-            total += _scratch_bytes(jobs[end], out_h, out_w)
+        end, total = start + 1, jobs[start][7]
+        while end < len(jobs) and total + jobs[end][7] <= CHUNK_BYTES:
+            total += jobs[end][7]
             end += 1
-        _decode_chunk(transform, decoder, jobs[start:end], plans[start:end], out, threads)
+        _decode_chunk(transform, decoder, jobs[start:end], plans[start:end], out, threads, mark, total)
+        mark("setup")
         start = end
 
 
-def _scratch_bytes(job: list, out_h: int, out_w: int) -> int:
-    rows, cols = job[3] - job[2], job[5] - job[4]
-    return 0 if (rows, cols) == (out_h, out_w) else rows * cols * 3
+def _job(data, box: tuple[int, int, int, int], size: tuple[int, int], out_h: int, out_w: int) -> list:
+    """``[data, scale, y0, y1, x0, x1, region or None, scratch bytes]``: what ``native.decode_crop_into`` would decode
+    for ``box`` (the smallest of :data:`~fastdata.decode.native.NATIVE_SCALES` that keeps the box at least the
+    output's size, the box mapped into it: :func:`~fastdata.decode.scaling.plan_region`)."""
+    scale, y0, y1, x0, x1 = plan_region(box, size[0], size[1], out_h, out_w, native.NATIVE_SCALES)
+    rows, cols = y1 - y0, x1 - x0
+    return [data, scale, y0, y1, x0, x1, None, 0 if (rows, cols) == (out_h, out_w) else rows * cols * 3]
+
+
+class SampleGenerators(Sequence):
+    """The per-sample generators of a batch's indices (:func:`fastdata.sampler.seeding.sample_generator`), each made
+    only when asked for: the batch call draws the crops of all seeded samples in one native call instead
+    (:meth:`uniforms`), the same numbers, without a ``numpy.random.Generator`` per sample (9 us each)."""
+
+    def __init__(self, indices: Sequence[Any]) -> None:
+        self.indices = list(indices)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i: int) -> np.random.Generator | None:  # type: ignore[override]
+        return sample_generator(self.indices[i])
+
+    def uniforms(self, draws: int) -> np.ndarray | None:
+        """``[n, draws]``: row i is ``self[i].random(draws)``; None unless every index carries its pass (and its
+        position and index are below 2**63, as numpy takes them)."""
+        keys = [getattr(index, "pass_key", None) for index in self.indices]
+        if not self.indices or None in keys or native._jpegcrop is None:
+            return None
+        positions = [index.position for index in self.indices]
+        values = [int(index) for index in self.indices]
+        if min(positions + values) < 0 or max(positions + values) >= 1 << 63:
+            return None
+        out = np.empty((len(keys), draws), np.float64)
+        native._jpegcrop.philox_uniforms(np.array(keys, np.uint64), np.array(positions, np.uint64),
+                                         np.array(values, np.uint64), out)
+        return out
+
+
+def sample_generators(indices: Sequence[Any]) -> SampleGenerators:
+    """The generators of a batch's samples, made lazily (:class:`SampleGenerators`); what ``ShardDataset`` hands
+    :func:`decode_all_into`."""
+    return SampleGenerators(indices)
+
+
+def _uniforms(transform: RandomResizedCrop, rngs: Sequence[Any]) -> np.ndarray | None:
+    """The crop draws of every sample in one call, where the transform samples its crop the stock way."""
+    stock = (type(transform)._params is RandomResizedCrop._params
+             and type(transform).get_params is RandomResizedCrop.get_params)
+    return rngs.uniforms(4 * crop_params._TRIES) if stock and isinstance(rngs, SampleGenerators) else None
+
+
+def _jpeg_size(data) -> tuple[int, int] | None:
+    """A JPEG's ``(height, width)`` from its header; None for anything the kernel does not take."""
+    if not is_jpeg(data):
+        return None
+    try:
+        return native.read_header(data)[:2]
+    except DecodeError:
+        return None
 
 
 def _decode_chunk(transform: RandomResizedCrop, decoder, jobs: list[list], plans: list[tuple], out: np.ndarray,
-                  threads: int) -> None:
+                  threads: int, mark: Callable[[str], None], nbytes: int) -> None:
     out_h, out_w = out.shape[1], out.shape[2]
-    scratch = _scratch(sum(_scratch_bytes(job, out_h, out_w) for job in jobs))
-    direct, offset = [], 0
+    scratch = _scratch(nbytes)
+    offset = 0
     for job, (i, _) in zip(jobs, plans):
-        size = _scratch_bytes(job, out_h, out_w)
-        direct.append(size == 0)  # decoded straight into the slot
-        rows, cols = job[3] - job[2], job[5] - job[4]
-        job[6] = out[i] if size == 0 else scratch[offset:offset + size].reshape(rows, cols, 3)
+        size = job[7]
+        job[6] = out[i] if size == 0 else scratch[offset:offset + size].reshape(job[3] - job[2], job[5] - job[4], 3)
         offset += size
-    results = native._jpegcrop.decode_batch(_decompressors(threads), [tuple(job) for job in jobs])
+    calls = [tuple(job[:7]) for job in jobs]
+    mark("kernel")
+    results = native._jpegcrop.decode_batch(_decompressors(threads), calls)
+    mark("resize")
+    antialias = transform.antialias
 
     def finish(k: int) -> None:
-        (i, box), job, (status, warnings, _) = plans[k], jobs[k], results[k]
+        job, (status, warnings, _) = jobs[k], results[k]
+        i = plans[k][0]
         if status != 0 or warnings:  # errors and damage: the per-sample path decides, with the same crop
-            decoder.decode_crop_into(job[0], box, out[i], antialias=transform.antialias)
-        elif not direct[k]:
-            resize_into(job[6], out[i], transform.antialias)
+            decoder.decode_crop_into(job[0], plans[k][1], out[i], antialias=antialias)
+        elif job[7]:  # decoded into the scratch: resize into the slot, as resize_into does
+            region, slot = job[6], out[i]
+            rows, cols = region.shape[0], region.shape[1]
+            result = cv2.resize(region, (out_w, out_h), dst=slot,
+                                interpolation=interpolation(rows, cols, out_h, out_w, antialias))
+            if result is not slot:
+                np.copyto(slot, result)
 
     if threads == 1 or len(jobs) < 2:
         for k in range(len(jobs)):
@@ -170,6 +247,9 @@ def decode_all_into(transform: Any, datas: Sequence[bytes], slots: np.ndarray, r
         decode_batch_into(transform, datas, slots, rngs, threads=threads)
     elif (isinstance(transform, DecodeCompose) and batch_capable(transform.crop)
           and all(rng is not None for rng in rngs)):
+        # One generator per sample for crop and augmentations alike: the augmentations draw after the crop, from
+        # the same stream, as the per-sample path does (SampleGenerators would make a fresh one per access).
+        rngs = list(rngs)
         decode_batch_into(transform.crop, datas, slots, rngs, threads=threads)
         if threads == 1 or len(datas) < 2:
             for slot, rng in enumerate(rngs):
@@ -178,5 +258,6 @@ def decode_all_into(transform: Any, datas: Sequence[bytes], slots: np.ndarray, r
             for _ in _executor(threads).map(lambda k: transform.augment_into(slots[k], rngs[k]), range(len(rngs))):
                 pass
     else:
+        marker()("kernel")  # record by record: decode and crop are one call each
         for slot, (data, rng) in enumerate(zip(datas, rngs)):
             transform.decode_into(data, slots[slot], rng=rng)

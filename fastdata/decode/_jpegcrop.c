@@ -35,9 +35,10 @@ PyDoc_STRVAR(module_doc,
 "        Read only the header. jpeg_color_space is libjpeg's J_COLOR_SPACE number\n"
 "        (1 GRAYSCALE, 2 RGB, 3 YCbCr, 4 CMYK, 5 YCCK).\n"
 "\n"
-"    decode_region(data, scale_denom, y0, y1, x0, x1, out) -> (rows, cols, warnings)\n"
-"        Decode the image at DCT scale 1/scale_denom (1, 2, 4 or 8; the scaled size is\n"
-"        ceil(h / d) x ceil(w / d)) and write rows [y0, y1) and columns [x0, x1) of the\n"
+"    decode_region(data, scale, y0, y1, x0, x1, out) -> (rows, cols, warnings)\n"
+"        Decode the image at DCT scale M/8: scale is (num, denom) with num/denom = M/8,\n"
+"        M = 1..8 (libjpeg's scale_num/scale_denom), or an int d for 1/d (1, 2, 4 or 8).\n"
+"        The scaled size is ceil(h * M / 8) x ceil(w * M / 8). It writes rows [y0, y1) and columns [x0, x1) of the\n"
 "        scaled image (coordinates in scaled pixels) as packed RGB uint8, row stride\n"
 "        cols * 3, to the start of the writable C-contiguous buffer `out` (at least\n"
 "        rows * cols * 3 bytes). Columns are cropped with jpeg_crop_scanline, rows above\n"
@@ -154,7 +155,7 @@ typedef struct {
     /* in */
     const unsigned char *src;
     size_t len;
-    int denom;
+    int eighths; /* the DCT scale is eighths / 8 (1..8) */
     Py_ssize_t y0, y1, x0, x1;
     unsigned char *out;
     Py_ssize_t out_len;
@@ -350,7 +351,7 @@ splice(Decompressor *self, Job *job)
         return 0;
     const unsigned char *src = job->src;
     size_t len = job->len, width = cinfo->image_width, height = cinfo->image_height;
-    size_t d = (size_t)job->denom;
+    size_t m = (size_t)job->eighths; /* scaled pixels = ceil(pixels * m / 8); an MCU is a multiple of 8 */
     size_t mcu_w = 8, mcu_h = 8; /* a one-component scan codes single blocks */
     if (cinfo->comps_in_scan > 1) {
         mcu_w = 8 * (size_t)cinfo->max_h_samp_factor;
@@ -376,7 +377,7 @@ splice(Decompressor *self, Job *job)
     y0 = y0 > margin ? y0 - margin : 0;
     x1 = x1 + margin < out_w ? x1 + margin : out_w;
     y1 = y1 + margin < out_h ? y1 + margin : out_h;
-    size_t smw = mcu_w / d, smh = mcu_h / d; /* MCU size in scaled pixels (mcu_w >= 8 >= d) */
+    size_t smw = mcu_w * m / 8, smh = mcu_h * m / 8; /* MCU size in scaled pixels (exact: 8 divides mcu_w) */
     size_t col0 = 0, col1 = intervals_per_row; /* in intervals */
     if (group == 1) {
         col0 = x0 / smw / interval;
@@ -390,8 +391,8 @@ splice(Decompressor *self, Job *job)
     size_t min_w = 2 * (size_t)cinfo->max_h_samp_factor + 1;
     if (min_w > out_w)
         min_w = out_w;
-    while (div_up((col1 * interval * mcu_w < width ? col1 * interval * mcu_w : width) -
-                  col0 * interval * mcu_w, d) < min_w) {
+    while (div_up(((col1 * interval * mcu_w < width ? col1 * interval * mcu_w : width) -
+                   col0 * interval * mcu_w) * m, 8) < min_w) {
         if (col1 < intervals_per_row)
             col1++;
         else
@@ -513,7 +514,7 @@ splice(Decompressor *self, Job *job)
 
     job->src = dst;
     job->len = n;
-    size_t dy = row0 * group * mcu_h / d, dx = col0 * interval * mcu_w / d;
+    size_t dy = row0 * group * mcu_h * m / 8, dx = col0 * interval * mcu_w * m / 8;
     job->y0 -= (Py_ssize_t)dy;
     job->y1 -= (Py_ssize_t)dy;
     job->x0 -= (Py_ssize_t)dx;
@@ -528,8 +529,8 @@ setup_output(Decompressor *self, Job *job)
     j_decompress_ptr cinfo = &self->cinfo;
     int cmyk = cinfo->jpeg_color_space == JCS_CMYK || cinfo->jpeg_color_space == JCS_YCCK;
     cinfo->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-    cinfo->scale_num = 1;
-    cinfo->scale_denom = (unsigned int)job->denom;
+    cinfo->scale_num = (unsigned int)job->eighths; /* M/8: libjpeg-turbo's scaled IDCTs (1..16 over 8) */
+    cinfo->scale_denom = 8;
     /* jpeg_read_header reset the rest to the defaults Pillow uses too: JDCT_ISLOW IDCT,
      * fancy upsampling, no block smoothing change, no quantization. */
     jpeg_calc_output_dimensions(cinfo);
@@ -538,8 +539,8 @@ setup_output(Decompressor *self, Job *job)
         job->y0 >= job->y1 || job->x0 >= job->x1) {
         snprintf(job->message, sizeof(job->message),
                  "box rows [%zd, %zd) x columns [%zd, %zd) is empty or outside the "
-                 "%zd x %zd image at scale 1/%d", job->y0, job->y1, job->x0, job->x1,
-                 out_h, out_w, job->denom);
+                 "%zd x %zd image at scale %d/8", job->y0, job->y1, job->x0, job->x1,
+                 out_h, out_w, job->eighths);
         return JOB_VALUE_ERROR;
     }
     return JOB_OK;
@@ -705,24 +706,43 @@ Decompressor_header(Decompressor *self, PyObject *arg)
     return Py_BuildValue("iiii", job.height, job.width, job.components, job.color_space);
 }
 
+/* The scale argument: an int d (1/d, d = 1, 2, 4, 8) or a pair (num, denom) equal to M/8, M = 1..8. Sets
+ * *eighths to M; on a bad value sets ValueError/TypeError naming `what` and returns -1. */
+static int
+parse_scale(PyObject *value, int *eighths, const char *what)
+{
+    long num = 1, denom;
+    if (PyTuple_Check(value) && PyTuple_GET_SIZE(value) == 2) {
+        num = PyLong_AsLong(PyTuple_GET_ITEM(value, 0));
+        if (num == -1 && PyErr_Occurred())
+            return -1;
+        denom = PyLong_AsLong(PyTuple_GET_ITEM(value, 1));
+    } else {
+        denom = PyLong_AsLong(value);
+    }
+    if (denom == -1 && PyErr_Occurred())
+        return -1;
+    if (num >= 1 && denom >= 1 && denom <= 8 && 8 % denom == 0 && num * (8 / denom) <= 8) {
+        *eighths = (int)(num * (8 / denom));
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError, "%s: the scale must be M/8 with M = 1..8 (an int 1, 2, 4 or 8 for 1/d, or a "
+                 "(num, denom) pair), got %ld/%ld", what, num, denom);
+    return -1;
+}
+
 static PyObject *
 Decompressor_decode_region(Decompressor *self, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 7) {
         PyErr_Format(PyExc_TypeError,
-                     "decode_region(data, scale_denom, y0, y1, x0, x1, out) takes 7 arguments "
+                     "decode_region(data, scale, y0, y1, x0, x1, out) takes 7 arguments "
                      "(%zd given)", nargs);
         return NULL;
     }
     Job job = {0};
-    long denom = PyLong_AsLong(args[1]);
-    if (denom == -1 && PyErr_Occurred())
+    if (parse_scale(args[1], &job.eighths, "decode_region") < 0)
         return NULL;
-    if (denom != 1 && denom != 2 && denom != 4 && denom != 8) {
-        PyErr_Format(PyExc_ValueError, "scale_denom must be 1, 2, 4 or 8, got %ld", denom);
-        return NULL;
-    }
-    job.denom = (int)denom;
     Py_ssize_t *coords[4] = {&job.y0, &job.y1, &job.x0, &job.x1};
     for (int i = 0; i < 4; i++) {
         *coords[i] = PyNumber_AsSsize_t(args[2 + i], PyExc_OverflowError);
@@ -761,7 +781,7 @@ static PyMethodDef Decompressor_methods[] = {
     {"header", (PyCFunction)Decompressor_header, METH_O,
      "header(data) -> (height, width, num_components, jpeg_color_space)"},
     {"decode_region", (PyCFunction)(void (*)(void))Decompressor_decode_region, METH_FASTCALL,
-     "decode_region(data, scale_denom, y0, y1, x0, x1, out) -> (rows, cols, warnings)"},
+     "decode_region(data, scale, y0, y1, x0, x1, out) -> (rows, cols, warnings)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -866,7 +886,7 @@ batch_worker(void *arg)
 PyDoc_STRVAR(decode_batch_doc,
 "decode_batch(decompressors, jobs) -> list of (status, warnings, message)\n"
 "\n"
-"Run decode_region for every job (data, scale_denom, y0, y1, x0, x1, out) with the GIL\n"
+"Run decode_region for every job (data, scale, y0, y1, x0, x1, out) with the GIL\n"
 "released once, on len(decompressors) threads (the calling one and len - 1 started for\n"
 "the call), each with its own Decompressor. status: 0 decoded (warnings and the first\n"
 "warning's text in message, '' when none), 1 libjpeg refused the data (message is\n"
@@ -922,17 +942,11 @@ jpegcrop_decode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *tuple = PySequence_Fast_GET_ITEM(jobs_seq, i);
         if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != 7) {
-            PyErr_Format(PyExc_TypeError, "jobs[%zd] must be a tuple (data, scale_denom, y0, y1, x0, x1, out)", i);
+            PyErr_Format(PyExc_TypeError, "jobs[%zd] must be a tuple (data, scale, y0, y1, x0, x1, out)", i);
             goto cleanup;
         }
-        long denom = PyLong_AsLong(PyTuple_GET_ITEM(tuple, 1));
-        if (denom == -1 && PyErr_Occurred())
+        if (parse_scale(PyTuple_GET_ITEM(tuple, 1), &jobs[i].eighths, "decode_batch") < 0)
             goto cleanup;
-        if (denom != 1 && denom != 2 && denom != 4 && denom != 8) {
-            PyErr_Format(PyExc_ValueError, "jobs[%zd]: scale_denom must be 1, 2, 4 or 8, got %ld", i, denom);
-            goto cleanup;
-        }
-        jobs[i].denom = (int)denom;
         Py_ssize_t *coords[4] = {&jobs[i].y0, &jobs[i].y1, &jobs[i].x0, &jobs[i].x1};
         for (int c = 0; c < 4; c++) {
             *coords[c] = PyNumber_AsSsize_t(PyTuple_GET_ITEM(tuple, 2 + c), PyExc_OverflowError);
@@ -1001,8 +1015,114 @@ cleanup:
     return result;
 }
 
+/* ---- philox_uniforms: the per-sample generators' first draws for a whole batch ---------------
+ *
+ * numpy's Generator(Philox(key=k, counter=[0, 0, p, i])).random(n) for many (k, p, i) at once: the draws of
+ * RandomResizedCrop's crop sampling for a batch of seeded samples (fastdata.sampler.seeding), without making a
+ * Generator per sample. Philox4x64-10 as Random123 and numpy define it: the counter is incremented before each
+ * block of four 64-bit outputs, and a double is (x >> 11) * 2**-53. Bit for bit numpy's values. */
+
+static inline uint64_t
+mulhilo64(uint64_t a, uint64_t b, uint64_t *hi)
+{
+    __uint128_t product = (__uint128_t)a * b;
+    *hi = (uint64_t)(product >> 64);
+    return (uint64_t)product;
+}
+
+static void
+philox4x64_10(const uint64_t ctr_in[4], const uint64_t key_in[2], uint64_t out[4])
+{
+    uint64_t c0 = ctr_in[0], c1 = ctr_in[1], c2 = ctr_in[2], c3 = ctr_in[3];
+    uint64_t k0 = key_in[0], k1 = key_in[1];
+    for (int round = 0; round < 10; round++) {
+        if (round > 0) {
+            k0 += 0x9E3779B97F4A7C15ULL;
+            k1 += 0xBB67AE8584CAA73BULL;
+        }
+        uint64_t hi0, hi1;
+        uint64_t lo0 = mulhilo64(0xD2E7470EE14C6C93ULL, c0, &hi0);
+        uint64_t lo1 = mulhilo64(0xCA5A826395121157ULL, c2, &hi1);
+        uint64_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+        c0 = n0;
+        c1 = lo1;
+        c2 = n2;
+        c3 = lo0;
+    }
+    out[0] = c0;
+    out[1] = c1;
+    out[2] = c2;
+    out[3] = c3;
+}
+
+PyDoc_STRVAR(philox_uniforms_doc,
+"philox_uniforms(keys, positions, indices, out) -> None\n"
+"\n"
+"keys, positions, indices: uint64 buffers of n values each; out: a writable float64 buffer of n * d values.\n"
+"Row i of out (d values) becomes numpy's\n"
+"Generator(Philox(key=keys[i], counter=[0, 0, positions[i], indices[i]])).random(d). The GIL is released.");
+
+static PyObject *
+jpegcrop_philox_uniforms(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "philox_uniforms(keys, positions, indices, out) takes 4 arguments");
+        return NULL;
+    }
+    Py_buffer keys = {0}, positions = {0}, indices = {0}, out = {0};
+    PyObject *result = NULL;
+    if (PyObject_GetBuffer(args[0], &keys, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[1], &positions, PyBUF_SIMPLE) < 0)
+        goto done;
+    if (PyObject_GetBuffer(args[2], &indices, PyBUF_SIMPLE) < 0)
+        goto done;
+    if (PyObject_GetBuffer(args[3], &out, PyBUF_WRITABLE) < 0)
+        goto done;
+    Py_ssize_t n = keys.len / 8;
+    if (keys.len % 8 || positions.len != keys.len || indices.len != keys.len || out.len % 8 ||
+        (n > 0 && (out.len / 8) % n) || (n == 0 && out.len != 0)) {
+        PyErr_SetString(PyExc_ValueError, "philox_uniforms: keys, positions and indices must hold n uint64 values "
+                        "and out n * d float64 values");
+        goto done;
+    }
+    Py_ssize_t draws = n ? out.len / 8 / n : 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t key[2], ctr[4], block[4];
+        memcpy(&key[0], (const char *)keys.buf + 8 * i, 8);
+        key[1] = 0;
+        ctr[0] = 0;
+        ctr[1] = 0;
+        memcpy(&ctr[2], (const char *)positions.buf + 8 * i, 8);
+        memcpy(&ctr[3], (const char *)indices.buf + 8 * i, 8);
+        double *row = (double *)out.buf + i * draws;
+        for (Py_ssize_t k = 0; k < draws; k++) {
+            if (k % 4 == 0) { /* numpy increments the 256-bit counter, then makes four outputs */
+                if (++ctr[0] == 0 && ++ctr[1] == 0 && ++ctr[2] == 0)
+                    ++ctr[3];
+                philox4x64_10(ctr, key, block);
+            }
+            row[k] = (double)(block[k % 4] >> 11) * (1.0 / 9007199254740992.0);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+done:
+    if (out.obj)
+        PyBuffer_Release(&out);
+    if (indices.obj)
+        PyBuffer_Release(&indices);
+    if (positions.obj)
+        PyBuffer_Release(&positions);
+    PyBuffer_Release(&keys);
+    return result;
+}
+
 static PyMethodDef jpegcrop_functions[] = {
     {"decode_batch", (PyCFunction)(void (*)(void))jpegcrop_decode_batch, METH_FASTCALL, decode_batch_doc},
+    {"philox_uniforms", (PyCFunction)(void (*)(void))jpegcrop_philox_uniforms, METH_FASTCALL, philox_uniforms_doc},
     {NULL, NULL, 0, NULL},
 };
 

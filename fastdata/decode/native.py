@@ -28,6 +28,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 import threading
 import warnings
 
@@ -36,7 +37,9 @@ import numpy as np
 from fastdata._util.optional import native_disabled
 from fastdata.decode.base import DecodeError, DecodeWarning, Decoder, check_not_empty
 from fastdata.decode.headers import image_kind, is_jpeg
-from fastdata.decode.scaling import Box, check_out, choose_scale, resize_into, scaled_box, scaled_size
+from fastdata.decode.scaling import (
+    KERNEL_SCALES, TURBOJPEG_SCALES, Box, check_out, plan_region, resize_into, resize_to, scaled_size,
+)
 from fastdata.decode.limits import check_pixels
 
 try:
@@ -50,8 +53,10 @@ __all__ = ["BUILD_HINT", "NATIVE_SCALES", "NativeJpegDecoder", "RecoveredDamage"
 
 Scale = tuple[int, int]
 
-#: The DCT scales the kernel decodes at (libjpeg-turbo's SIMD ones).
-NATIVE_SCALES: tuple[Scale, ...] = ((1, 8), (1, 4), (1, 2), (1, 1))
+#: The DCT scales the kernel decodes a crop at (:data:`~fastdata.decode.scaling.KERNEL_SCALES`): libjpeg-turbo's
+#: SIMD ones and 5/8. The kernel decodes at any M/8; 3/8, 3/4 and 7/8 (plain C IDCTs) lost to the next power of
+#: two on one core, 5/8 won (``bench/dct_scales.py``).
+NATIVE_SCALES: tuple[Scale, ...] = KERNEL_SCALES
 
 _local = threading.local()
 
@@ -107,15 +112,16 @@ class RecoveredDamage(DecodeError):
     """libjpeg decoded the image but reported damage it worked around (raised only with ``strict=True``)."""
 
 
-def _region(data, denom: int, y0: int, y1: int, x0: int, x1: int, out, strict: bool = False) -> None:
-    """Run the kernel; libjpeg errors become DecodeError, its warnings a DecodeWarning (a UserWarning).
+def _region(data, scale: Scale | int, y0: int, y1: int, x0: int, x1: int, out, strict: bool = False) -> None:
+    """Run the kernel at DCT ``scale`` (``(num, denom)`` equal to M/8, or an int d for 1/d); libjpeg errors become
+    DecodeError, its warnings a DecodeWarning (a UserWarning).
 
     With ``strict``, a warning raises :class:`RecoveredDamage` instead, so that the caller can hand
     the (rare) damaged file to a decoder that reproduces PIL's recovery exactly.
     """
     decompressor = _decompressor()
     try:
-        _, _, warned = decompressor.decode_region(data, denom, y0, y1, x0, x1, out)
+        _, _, warned = decompressor.decode_region(data, scale, y0, y1, x0, x1, out)
     except _JpegError as exc:
         raise _decode_error(exc, data) from None
     if warned and strict:
@@ -157,8 +163,8 @@ def decode_crop_into(data, box: Box | None, out: np.ndarray, *, antialias: bool 
                      strict: bool = False) -> None:
     """Decode the ``box`` of a JPEG and resize it into ``out``.
 
-    The JPEG is decoded at the smallest DCT scale (1/8, 1/4, 1/2 or 1) that keeps the
-    crop at least ``out``'s size, only the crop's pixels (widened to whole scaled pixels
+    The JPEG is decoded at the smallest DCT scale of :data:`NATIVE_SCALES` (1/8, 1/4, 1/2, 5/8 or 1) that keeps
+    the crop at least ``out``'s size, only the crop's pixels (widened to whole scaled pixels
     by :func:`~fastdata.decode.scaling.scaled_box`) are decoded, and OpenCV resizes them
     straight into ``out`` (:func:`~fastdata.decode.scaling.resize_into`). A crop that
     already has the output size is decoded into ``out`` with no resize.
@@ -190,14 +196,13 @@ def decode_crop_into(data, box: Box | None, out: np.ndarray, *, antialias: bool 
     top, left, box_h, box_w = (int(v) for v in box)
     if box_h < 1 or box_w < 1 or top < 0 or left < 0 or top + box_h > height or left + box_w > width:
         raise ValueError(f"box {tuple(box)} (top, left, height, width) is empty or outside the {height}x{width} image")
-    scale = choose_scale(NATIVE_SCALES, box_h, box_w, out_h, out_w)
-    y0, y1, x0, x1 = scaled_box((top, left, box_h, box_w), scale, scaled_size(height, width, scale))
+    scale, y0, y1, x0, x1 = plan_region((top, left, box_h, box_w), height, width, out_h, out_w, NATIVE_SCALES)
     region_h, region_w = y1 - y0, x1 - x0
     if (region_h, region_w) == (out_h, out_w):
-        _region(data, scale[1], y0, y1, x0, x1, out, strict)
+        _region(data, scale, y0, y1, x0, x1, out, strict)
         return
     region = _scratch(region_h * region_w * 3)[: region_h * region_w * 3].reshape(region_h, region_w, 3)
-    _region(data, scale[1], y0, y1, x0, x1, region, strict)
+    _region(data, scale, y0, y1, x0, x1, region, strict)
     resize_into(region, out, antialias)  # cv2.resize with dst=out, GIL released
 
 
@@ -206,7 +211,8 @@ def decode_full(data, scale: Scale = (1, 1), *, strict: bool = False) -> np.ndar
 
     Args:
         data: the encoded JPEG (bytes-like).
-        scale: ``(1, d)`` with ``d`` in 1, 2, 4, 8; the output is ``scaled_size(h, w, scale)``.
+        scale: M/8 for M = 1..8, as ``(num, denom)`` (``(5, 8)``, ``(3, 4)``, ``(1, 2)``, ...); the output is
+            ``scaled_size(h, w, scale)``.
         strict: raise :class:`RecoveredDamage` where libjpeg only warns (recoverable damage).
 
     Returns:
@@ -216,12 +222,13 @@ def decode_full(data, scale: Scale = (1, 1), *, strict: bool = False) -> np.ndar
         DecodeError: as :func:`decode_crop_into`.
         ValueError: an unsupported scale.
     """
-    scale = (int(scale[0]), int(scale[1]))
-    if scale not in NATIVE_SCALES:
-        raise ValueError(f"scale must be one of {NATIVE_SCALES}, got {scale!r}")
+    divisor = math.gcd(int(scale[0]), int(scale[1])) or 1
+    scale = (int(scale[0]) // divisor, int(scale[1]) // divisor)  # (6, 8) is (3, 4)
+    if scale not in TURBOJPEG_SCALES:
+        raise ValueError(f"scale must be one of {TURBOJPEG_SCALES} (M/8, M = 1..8), got {scale!r}")
     height, width = scaled_size(*read_header(data)[:2], scale)
     image = np.empty((height, width, 3), np.uint8)
-    _region(data, scale[1], 0, height, 0, width, image, strict)
+    _region(data, scale, 0, height, 0, width, image, strict)
     return image
 
 
@@ -273,21 +280,28 @@ class NativeJpegDecoder(Decoder):
         scale = self._check_scale(scale)
         check_not_empty(data)
         if not is_jpeg(data):
-            return self.fallback.decode(data, scale=scale)
+            return self._fallback_decode(data, scale)
         try:
             return decode_full(data, scale, strict=True)
         except RecoveredDamage:  # a damaged file: the fallback reproduces PIL's verdict and pixels
+            return self._fallback_decode(data, scale)
+
+    def _fallback_decode(self, data: bytes, scale: Scale) -> np.ndarray:
+        """The fallback's decode; at a scale it lacks (5/8), its full decode resized to the scaled size."""
+        if tuple(scale) in tuple(self.fallback.scales):
             return self.fallback.decode(data, scale=scale)
+        image = self.fallback.decode(data)
+        return resize_to(image, *scaled_size(image.shape[0], image.shape[1], scale))
 
     def decode_crop_into(self, data: bytes, box: Box | None, out: np.ndarray, *,  # noqa: D102
                          antialias: bool | None = None) -> None:
         if not is_jpeg(data):
-            super().decode_crop_into(data, box, out, antialias=antialias)
+            self.fallback.decode_crop_into(data, box, out, antialias=antialias)
             return
         try:
             decode_crop_into(data, box, out, antialias=antialias, strict=True)
         except RecoveredDamage:  # a damaged file: decode it whole the fallback's way (PIL's pixels)
-            super().decode_crop_into(data, box, out, antialias=antialias)
+            self.fallback.decode_crop_into(data, box, out, antialias=antialias)
 
     def validate(self, data: bytes) -> tuple[int, int]:  # noqa: D102
         return self.fallback.validate(data)

@@ -9,8 +9,8 @@ import cv2
 import numpy as np
 
 __all__ = [
-    "SIMD_SCALES", "TURBOJPEG_SCALES", "Box", "check_out", "choose_scale", "resize_into", "resize_to", "scaled_box",
-    "scaled_size",
+    "KERNEL_SCALES", "SIMD_SCALES", "TURBOJPEG_SCALES", "Box", "check_out", "choose_scale", "interpolation",
+    "plan_region", "resize_into", "resize_to", "scaled_box", "scaled_size",
 ]
 
 Scale = tuple[int, int]
@@ -20,6 +20,10 @@ Scale = tuple[int, int]
 SIMD_SCALES: tuple[Scale, ...] = ((1, 8), (1, 4), (1, 2), (1, 1))
 #: Every factor <= 1 that libjpeg-turbo offers; 3/8, 5/8, 3/4 and 7/8 use plain C IDCTs.
 TURBOJPEG_SCALES: tuple[Scale, ...] = ((1, 8), (1, 4), (3, 8), (1, 2), (5, 8), (3, 4), (7, 8), (1, 1))
+#: The scales fastdata decodes a crop at: the SIMD ones and 5/8. With the crop-region kernel, 5/8 beat the next
+#: power of two (1.10x on the crops it applies to, one core) while 3/8, 3/4 and 7/8 lost to it (0.95x, 0.81x,
+#: 0.71x; ``bench/dct_scales.py``). The kernel's fallback decodes at the same scales, so its pixels are the kernel's.
+KERNEL_SCALES: tuple[Scale, ...] = ((1, 8), (1, 4), (1, 2), (5, 8), (1, 1))
 
 Box = tuple[int, int, int, int]
 
@@ -52,6 +56,35 @@ def choose_scale(
         if scaled_h >= min_height and scaled_w >= min_width:
             return scale
     return (1, 1)
+
+
+def plan_region(box: Box, height: int, width: int, out_h: int, out_w: int,
+                scales: tuple[Scale, ...]) -> tuple[Scale, int, int, int, int]:
+    """``(scale, y0, y1, x0, x1)``: :func:`choose_scale` of ``scales`` for ``box`` and an ``out_h x out_w`` output,
+    then :func:`scaled_box` of the ``height x width`` image at that scale, in one step (the per-image plan of the
+    crop kernel, computed once per image; the same numbers as the two functions).
+
+    Args:
+        box: ``(top, left, h, w)`` inside the image.
+        height: the full image's height.
+        width: the full image's width.
+        out_h: the output's height.
+        out_w: the output's width.
+        scales: candidate ``(num, den)`` factors, ascending (e.g. ``NATIVE_SCALES``).
+    """
+    top, left, box_h, box_w = box
+    num, den = 1, 1
+    for n, d in scales:
+        if n >= d:
+            break
+        if -(-box_h * n // d) >= out_h and -(-box_w * n // d) >= out_w:
+            num, den = n, d
+            break
+    rows, cols = -(-height * num // den), -(-width * num // den)
+    y0, x0 = top * num // den, left * num // den
+    y1 = min(max(-(-(top + box_h) * num // den), y0 + 1), rows)
+    x1 = min(max(-(-(left + box_w) * num // den), x0 + 1), cols)
+    return (num, den), min(y0, y1 - 1), y1, min(x0, x1 - 1), x1
 
 
 def scaled_box(box: Box, scale: Scale, shape: tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -90,13 +123,18 @@ def resize_into(image: np.ndarray, out: np.ndarray, antialias: bool | None) -> N
     if image.shape[:2] == (height, width):
         np.copyto(out, image)
         return
-    shrink = height <= image.shape[0] and width <= image.shape[1]
-    if antialias is None:
-        shrink = shrink and max(image.shape[0] / height, image.shape[1] / width) >= 2.0
-    interpolation = cv2.INTER_AREA if shrink and antialias is not False else cv2.INTER_LINEAR
-    result = cv2.resize(image, (width, height), dst=out, interpolation=interpolation)
+    rule = interpolation(image.shape[0], image.shape[1], height, width, antialias)
+    result = cv2.resize(image, (width, height), dst=out, interpolation=rule)
     if result is not out:  # OpenCV allocated instead (never for a matching uint8 dst): keep the contract
         np.copyto(out, result)
+
+
+def interpolation(rows: int, cols: int, height: int, width: int, antialias: bool | None) -> int:
+    """The OpenCV interpolation :func:`resize_into` uses for a ``rows x cols`` image into ``height x width``."""
+    shrink = height <= rows and width <= cols
+    if antialias is None:
+        shrink = shrink and max(rows / height, cols / width) >= 2.0
+    return cv2.INTER_AREA if shrink and antialias is not False else cv2.INTER_LINEAR
 
 
 def resize_to(image: np.ndarray, height: int, width: int) -> np.ndarray:

@@ -148,6 +148,25 @@ def decode_example(data: bytes, *, label_offset: int = 0) -> ImageRecord:
     )
 
 
+def decode_image_label(data: bytes, *, label_offset: int = 0) -> tuple[bytes, int]:
+    """``(image bytes, label)`` of a serialized ``tf.train.Example``: :func:`decode_example` without the fields a
+    reader does not return (class text, file name, format, size), the per-record read of ``ShardDataset``.
+
+    Raises:
+        ValueError: as :func:`decode_example`.
+    """
+    example = Example()
+    try:
+        example.ParseFromString(data)
+    except Exception as exc:  # protobuf raises its own DecodeError type per backend
+        raise ValueError(f"record is not a tf.train.Example ({exc})") from exc
+    feature = example.features.feature
+    if "image/encoded" not in feature or not feature["image/encoded"].bytes_list.value:
+        raise ValueError("record has no 'image/encoded' bytes feature")
+    label = _int(feature, "image/class/label", -label_offset) + label_offset
+    return feature["image/encoded"].bytes_list.value[0], label
+
+
 def _int(feature: Any, key: str, default: int) -> int:
     if key in feature and feature[key].int64_list.value:
         return int(feature[key].int64_list.value[0])

@@ -17,7 +17,9 @@ import numpy as np
 from fastdata._util.fs import publish, tmp_path
 from fastdata.formats.base import CorruptRecordError, ShardReaderBase, ShardWriterBase, StorageFormat
 from fastdata.formats.errors import DatasetChangedError
-from fastdata.formats.example import ImageRecord, decode_example, encode_example, parse_features
+from fastdata.formats.example import (
+    ImageRecord, decode_example, decode_image_label, encode_example, parse_features,
+)
 from fastdata.formats.files import FileIdentity, crc32c_hex, open_regular, resolve_inside
 from fastdata.formats.manifest_entries import ShardInfo
 from fastdata.formats.tfrecord_framing import FOOTER_SIZE, HEADER_SIZE, build_index, frame, unframe
@@ -115,10 +117,9 @@ class TFRecordShardReader(ShardReaderBase):
     def read(self, position: int, size: int) -> tuple[bytes, int | None]:
         payload = self.read_payload(position, size)
         try:
-            record = decode_example(payload, label_offset=self.label_offset)
+            return decode_image_label(payload, label_offset=self.label_offset)  # only what a read returns
         except ValueError as exc:
             raise CorruptRecordError(self.path, position, str(exc)) from exc
-        return record.image, record.label
 
     def read_fields(self, position: int, size: int) -> Any:
         try:

@@ -13,9 +13,10 @@ from typing import Any
 
 from prefetch_generator import BackgroundGenerator
 
+from fastdata._util.stage_clock import marker
+from fastdata.decode.shared_ring import Releaser
 from fastdata.loader.lost_batches import lost_batch
 from fastdata.loader.resume import PassState
-from fastdata.decode.shared_ring import Releaser
 
 __all__ = ["LoaderIter", "StoppableBackgroundGenerator", "close_all", "shutdown_persistent"]
 
@@ -53,9 +54,11 @@ class StoppableBackgroundGenerator(BackgroundGenerator):
 
     def run(self) -> None:
         source = self.generator
+        mark = marker()  # per-stage CPU time for `fastdata bench --breakdown`; a no-op otherwise
         try:
             while not self._stop_event.is_set():
                 before = _position(source)
+                mark("fetch")
                 try:
                     item = next(source)
                 except StopIteration:
@@ -69,8 +72,10 @@ class StoppableBackgroundGenerator(BackgroundGenerator):
                     if not self._put((_ERROR, exc, _position(source) - before if before is not None else 1)):
                         return
                     continue
+                mark("releaser")
                 if self._releaser is not None:
                     self._releaser.track(item)  # and hands back the workers' buffers no batch uses any more
+                mark("queue")
                 if not self._put((_BATCH, item, 1)):
                     return
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer, who re-raises it
@@ -168,8 +173,11 @@ class LoaderIter:
     def __next__(self) -> Any:
         if not self._finalizer.alive:
             raise StopIteration
+        mark = marker()  # per-stage CPU time for `fastdata bench --breakdown`; a no-op otherwise
+        mark("releaser")
         if self._releaser is not None:
             self._releaser.poll()
+        mark("take")
         try:
             kind, payload, positions = self._bg.take()
         except BaseException:  # a Ctrl-C while waiting
@@ -188,6 +196,7 @@ class LoaderIter:
         self._yielded += 1
         if self._reported_len is not None and self._pass.skip + self._yielded > self._reported_len:
             _warn_past_reported_len(self._torch_iter, self._reported_len, self._pass.skip + self._yielded)
+        mark("consumer")  # the training loop's own work until the next batch
         return payload
 
     def close(self) -> None:

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from fastdata._util.optional import native_disabled
+from fastdata._util.stage_clock import marker
 from fastdata.decode.batch import DecodedBatch, MultiDecodedBatch, empty_tensor
 from fastdata.gpu_transforms.colour import IMAGENET_MEAN, IMAGENET_STD
 from fastdata.decode.shared_ring import free_in_worker
@@ -61,12 +62,20 @@ def fast_collate(batch: Sequence[tuple[Any, ...]], *, pad_fields: bool = False) 
             2-D/3-D, or the images do not all have the same shape.
         TypeError: If an image is neither an array nor a tensor, or a label is not an integer.
     """
+    mark = marker()  # per-stage CPU time for `fastdata bench --breakdown`; a no-op otherwise
+    mark("collate")
+    out = _collate(batch, pad_fields)
+    mark("worker_loop")
+    return out
+
+
+def _collate(batch: Sequence[tuple[Any, ...]], pad_fields: bool) -> tuple[Any, ...]:
     if isinstance(batch, (DecodedBatch, MultiDecodedBatch)):  # decoded in place by ShardDataset.__getitems__: no copy
         return batch.nchw()
     if len(batch) == 0:
         raise ValueError("fast_collate got batch=[] (no samples); pass at least one (image, label) pair")
     if isinstance(batch[0], (tuple, list)) and len(batch[0]) == 3 and isinstance(batch[0][2], dict):
-        images, labels = fast_collate([sample[:2] for sample in batch])
+        images, labels = _collate([sample[:2] for sample in batch], False)
         return images, labels, collate_fields([sample[2] for sample in batch], pad=pad_fields)
     images = []
     labels = []
@@ -241,7 +250,9 @@ class NormalizeCollate:
         self._offset = tuple(-m / s for m, s in zip(mean_t, std_t))
 
     def __call__(self, batch: Sequence[tuple[Any, Any]]) -> tuple[torch.Tensor, torch.Tensor]:
-        images, labels = fast_collate(batch)
+        mark = marker()
+        mark("collate")
+        images, labels = _collate(batch, False)
         if images.shape[1] != 3:
             raise ValueError(f"NormalizeCollate needs RGB images, got {images.shape[1]} channels")
         nhwc = images.permute(0, 2, 3, 1).contiguous()  # no copy for a batch decoded in place
@@ -256,6 +267,7 @@ class NormalizeCollate:
             if bool(flips.any()):
                 out[flips] = out[flips].flip(2)
         free_in_worker(images)  # the uint8 batch stays in this worker: its ring segment can take the next one
+        mark("worker_loop")
         return out.permute(0, 3, 1, 2), labels
 
     def __repr__(self) -> str:

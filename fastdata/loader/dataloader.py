@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 
+from fastdata._util.stage_clock import charged
 from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.loader.background import LoaderIter, close_all, shutdown_persistent
 from fastdata.loader.lost_batches import watch_receives
@@ -73,7 +74,7 @@ class _PassIndexSampler:
             it = loader.dataset.plan(it, lag=in_flight)
             if pass_state is not None:
                 pass_state.track(it)
-        return it
+        return charged(it, "sampler", "fetch")  # `it` itself unless FASTDATA_BREAKDOWN is set (fastdata bench)
 
 
 class DataLoaderX(LoaderState, DataLoader[T_co]):

@@ -48,7 +48,7 @@ def decode_region(decoder: Decoder, data: bytes, scale: Scale, region: tuple[int
     if isinstance(decoder, native.NativeJpegDecoder) and native.available() and is_jpeg(data):
         out = np.empty((y1 - y0, x1 - x0, 3), np.uint8)
         try:
-            native._region(data, scale[1], y0, y1, x0, x1, out, True)
+            native._region(data, scale, y0, y1, x0, x1, out, True)
             return out
         except native.RecoveredDamage:  # a damaged file: the decoder's own fallback, as decode_crop_into does
             pass

@@ -51,7 +51,7 @@ def bench_run(clean_image_folder, tmp_path_factory):
     shutil.copytree(clean_image_folder.root, data)
     argv = ["bench", str(data), "--batch-size", "4", "--workers", "1", "--repeats", str(REPEATS), "--size", str(SIZE),
             "--breakdown-samples", "8", "--json", str(out / "r.json"), "--plot", str(out / "r.png"), "--no-progress",
-            "--no-isolate"]  # in-process keeps the file fast; test_bench_cold_reuses_cache covers the isolated path
+            "--no-isolate", "--breakdown"]  # in-process keeps the file fast; test_bench_cold_reuses_cache: isolated
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_optional, "has_dali", lambda: False)
         import io
@@ -66,7 +66,8 @@ def bench_run(clean_image_folder, tmp_path_factory):
 def test_bench_cli_end_to_end(bench_run):
     assert bench_run["rc"] == 0, bench_run["stdout"]
     results = json.loads(bench_run["json"].read_text())
-    assert {"config", "machine", "dataset", "pipelines", "breakdown", "gpu_training", "targets"} <= set(results)
+    assert {"config", "machine", "dataset", "pipelines", "breakdown", "gpu_training"} <= set(results)
+    assert "targets" not in results  # goals belong to the project's checks, not to the user's report
     assert list(results["pipelines"]) == list(PIPELINES)
     assert results["dataset"]["count"] == 13
     assert results["config"]["mode"] == "warm"
@@ -80,10 +81,53 @@ def test_bench_cli_end_to_end(bench_run):
         assert 0 < stats["min"] <= stats["median"] <= stats["max"]
     assert results["pipelines"]["torch-pil"]["ratio_to_torch_pil"] == pytest.approx(1.0)
     assert results["pipelines"]["decode-bound"]["fraction_of_decode_bound"] == pytest.approx(1.0)
-    assert [t["name"] for t in results["targets"]] == [
-        "fastdata-tfrecord >= 2.4x torch-pil", "fastdata-lmdb >= 2.4x torch-pil", "fastdata-uint8 >= 1.5x torch-cv2",
-        "fastdata-uint8 >= 0.9x decode-bound"]
-    assert "fastdata-tfrecord" in bench_run["stdout"] and "targets:" in bench_run["stdout"]
+    pipelines = results["pipelines"]
+    for name, bound in (("fastdata-uint8", "decode-bound"), ("torch-cv2", "decode-bound-cv2")):
+        fraction = pipelines[name]["images_per_s"]["median"] / pipelines[bound]["images_per_s"]["median"]
+        assert pipelines[name]["fraction_of_own_bound"] == pytest.approx(fraction)
+    assert "fastdata-tfrecord" in bench_run["stdout"] and "of its bound" in bench_run["stdout"]
+    for word in ("targets", "MET", "goal"):
+        assert word not in bench_run["stdout"]
+
+
+def test_bench_flags_too_few_timed_batches(bench_run):
+    """13 images in batches of 4, one left out as warm-up: 3 timed batches per run, which the table must flag."""
+    results = json.loads(bench_run["json"].read_text())
+    for name in FLOAT | UINT8:
+        flags = results["pipelines"][name]["flags"]
+        assert any(f.startswith("too few timed batches (3 < 10 per run)") for f in flags), (name, flags)
+    rows = {line.split()[0]: line for line in bench_run["stdout"].splitlines() if line.strip()}
+    assert "]!" in rows["fastdata-uint8"]
+    assert "! fastdata-uint8: too few timed batches (3 < 10 per run)" in bench_run["stdout"]
+    assert any(f.startswith("a bound over 13 images") for f in results["pipelines"]["decode-bound"]["flags"])
+
+
+def test_flags_need_enough_batches_and_a_narrow_spread():
+    def entry(rates, batches=12):
+        runs = [{"images_per_s": r, "first_batch_s": 0.1, "peak_pss_mb": 1.0, "peak_rss_mb": 1.0, "batches": batches,
+                 "warmup": 2, "images": 2560} for r in rates]
+        return {"status": "ok", "runs": runs}
+
+    entries = {"steady": entry([100, 110, 105]), "noisy": entry([100, 130, 90]), "short": entry([100, 101], 9),
+               "decode-bound": {"status": "ok", "runs": [{"images_per_s": 200.0, "first_batch_s": None,
+                                                          "peak_pss_mb": 1.0, "peak_rss_mb": 1.0, "batches": None,
+                                                          "images": 3000}]}}
+    bench_report.summarize_pipelines(entries, batch_size=256)
+    assert entries["steady"]["flags"] == [] and entries["decode-bound"]["flags"] == []
+    assert entries["noisy"]["flags"] == ["repeats spread 40% of the median (> 25%): a noisy measurement"]
+    assert entries["short"]["flags"][0].startswith("too few timed batches (7 < 10 per run)")
+
+
+def test_bench_loader_breakdown_adds_up(bench_run):
+    """--breakdown: fastdata's loader rows carry their counted stages, which add up to cores / (images/s)."""
+    results = json.loads(bench_run["json"].read_text())
+    for name in ("fastdata-uint8", "fastdata-tfrecord", "fastdata-lmdb"):
+        part = results["pipelines"][name]["loader_breakdown"]
+        assert part["runs"] == REPEATS and part["images"] == REPEATS * 9
+        assert sum(part["us_per_image"].values()) == pytest.approx(part["total_us"])
+        assert part["total_us"] == pytest.approx(part["cores"] * 1e6 / part["images_per_s"])
+        assert f"{name}: {part['images']} images in {REPEATS} run(s)" in bench_run["stdout"]
+    assert "loader_breakdown" not in results["pipelines"]["torch-cv2"]  # only fastdata's loaders are counted
 
 
 def test_bench_records_output_contract(bench_run):
@@ -283,3 +327,14 @@ def test_gpu_training_measures_idle_time():
     result = measure_gpu_training(batches, num_classes=3, batch_size=8, size=SIZE, warmup=2)
     assert result["steps"] == 10 and result["images_per_s"] > 0
     assert 0.0 <= result["gpu_idle_fraction"] <= 1.0
+
+
+def test_warmup_batches_leave_that_many_out(bench_run):
+    """--warmup-batches: over 2 passes of 4 batches, 4 left out is the whole first pass (the steady state)."""
+    results = run_benchmark(bench_run["data"], pipelines=["fastdata-uint8"], batch_size=4, workers=1, repeats=1,
+                            epochs=2, warmup=4, size=SIZE, breakdown_samples=0, isolate=False, progress=False)
+    run = results["pipelines"]["fastdata-uint8"]["runs"][0]
+    assert (run["batches"], run["warmup"], run["images"]) == (8, 4, 13)
+    assert results["config"]["warmup"] == 4 and "first 4 batch(es) not timed" in results["config"]["window"]
+    with pytest.raises(SystemExit):
+        cli.main(["bench", str(bench_run["data"]), "--warmup-batches", "-1"])

@@ -70,7 +70,8 @@ def test_peer_converts_and_loads(name, colour_folder, tmp_path):
     reason = unavailable(name)
     if reason is not None:  # not in the test set-up and not installed here: reported, with how to install it
         assert name not in IN_TEST_SETUP, f"{name} is part of the test set-up but cannot run: {reason}"
-        assert reason.startswith("not installed: ") and "install: " in reason and "\n" not in reason
+        assert reason.startswith(("not installed: ", "cannot run here: ")) and "install: " in reason
+        assert "\n" not in reason
         return
     images, labels = _files(colour_folder)
     out = tmp_path / name
@@ -128,3 +129,61 @@ def test_fastdata_row_says_what_its_pack_stores(keep_bytes, colour_folder, tmp_p
     expected = "of the original bytes" if keep_bytes else "re-coded losslessly"
     assert expected in stats["note"], stats["note"]
     assert stats["bytes"] > 0 and "convert_s" not in stats
+
+
+def _fake_torchcodec(monkeypatch, decoders) -> None:
+    """A ``torchcodec`` package whose ``decoders`` module is ``decoders`` (a module object)."""
+    import types
+
+    package = types.ModuleType("torchcodec")
+    package.__path__ = []  # a package, so that `torchcodec.decoders` is looked up in sys.modules
+    monkeypatch.setitem(sys.modules, "torchcodec", package)
+    monkeypatch.setitem(sys.modules, "torchcodec.decoders", decoders)
+
+
+def test_torchcodec_linked_against_cuda_torch_is_one_line(monkeypatch):
+    """torchcodec 0.17 beside a CPU-only torch: its image library fails to load on libnvrtc.so.13; the row says so."""
+    import types
+
+    decoders = types.ModuleType("torchcodec.decoders")
+
+    def load_fails(name):
+        try:
+            raise OSError("libnvrtc.so.13: cannot open shared object file: No such file or directory")
+        except OSError as exc:
+            raise OSError("Could not load this library: .../torchcodec/libtorchcodec_image.so") from exc
+
+    decoders.__getattr__ = load_fails
+    _fake_torchcodec(monkeypatch, decoders)
+    monkeypatch.setattr(torch.version, "cuda", None)
+    reason = unavailable("torchcodec")
+    assert reason.startswith("cannot run here: ImportError: torchcodec is installed but its image library links "
+                             "the CUDA build of torch (libc10_cuda.so, libnvrtc.so.13)"), reason
+    assert "OSError: libnvrtc.so.13: cannot open shared object file" in reason and "\n" not in reason
+
+
+def test_torchcodec_peer_loads(monkeypatch, colour_folder, tmp_path):
+    """The peer's own code (file list, decode, torchvision v2 crop and flip on tensors, default_collate), with a
+    stand-in for torchcodec's decode_image (uint8 CHW, as it returns) where torchcodec cannot run."""
+    if unavailable("torchcodec") is not None:
+        import io
+        import types
+
+        from PIL import Image
+
+        def decode_image(data: bytes) -> torch.Tensor:
+            image = Image.open(io.BytesIO(data))
+            return torch.from_numpy(np.array(image.convert("L" if image.mode == "L" else "RGB"))).reshape(
+                image.height, image.width, -1).permute(2, 0, 1)
+
+        decoders = types.ModuleType("torchcodec.decoders")
+        decoders.decode_image = decode_image
+        _fake_torchcodec(monkeypatch, decoders)
+    images, labels = _files(colour_folder)
+    peer = load_peer("torchcodec")
+    assert "file list" in peer.convert(images, labels, tmp_path)["note"]
+    iterable, close = harness.build("torchcodec", tmp_path, BATCH, 0, SIZE)
+    try:
+        assert _check_batches(iterable, len(images)) == 2 * -(-len(images) // BATCH)
+    finally:
+        close()

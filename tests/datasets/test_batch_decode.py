@@ -90,13 +90,35 @@ def test_kernel_decode_batch_arguments():
     assert kernel.decode_batch([one, kernel.Decompressor()], [(data, 2, 0, 10, 0, 10, out)] * 3) == [(0, 0, "")] * 3
     assert kernel.decode_batch([one], [(b"", 1, 0, 1, 0, 1, out), (data, 1, 0, 200, 0, 1, out)]) == [
         (1, 0, "empty file"), (2, 0, "box rows [0, 200) x columns [0, 1) is empty or outside the 150 x 203 image "
-                                     "at scale 1/1")]
+                                     "at scale 8/8")]
     with pytest.raises(ValueError, match="own Decompressor"):
         kernel.decode_batch([one, one], [])
     with pytest.raises(TypeError, match="jobs\\[0\\]"):
         kernel.decode_batch([one], [(data, 1)])
-    with pytest.raises(ValueError, match="scale_denom"):
+    with pytest.raises(ValueError, match="M/8"):
         kernel.decode_batch([one], [(data, 3, 0, 1, 0, 1, out)])
+    assert kernel.decode_batch([one], [(data, (5, 8), 0, 10, 0, 10, out)]) == [(0, 0, "")]
+
+
+def test_batch_equals_per_sample_at_every_native_scale():
+    """Crops of a 375x500 photo (and its restart transcode) decoded at 1/8, 1/4, 1/2, 5/8 and 1: the batch call and
+    the per-sample path give the same pixels at each."""
+    from fastdata.decode.scaling import choose_scale
+
+    photo = encode(natural_image(np.random.default_rng(21), 375, 500), "JPEG", quality=90)
+    datas = [photo] * 40
+    if shutil.which("jpegtran"):
+        datas += [subprocess.run(["jpegtran", "-restart", "1B"], input=photo, capture_output=True,
+                                 check=True).stdout] * 40
+    transform = RandomResizedCrop(40, scale=(0.01, 1.0), decoder="native")
+    seeds = [SampleIndex(i, 3, i) for i in range(len(datas))]
+    picked = {choose_scale(native.NATIVE_SCALES, *transform._params(375, 500, sample_generator(s))[2:], 40, 40)
+              for s in seeds}
+    assert picked == set(native.NATIVE_SCALES), picked  # every scale the kernel ships is exercised
+    expected = _per_sample(transform, datas, seeds)
+    out = np.zeros_like(expected)
+    batch_decode.decode_batch_into(transform, datas, out, [sample_generator(s) for s in seeds])
+    np.testing.assert_array_equal(out, expected)
 
 
 def test_dataset_decode_threads(tmp_path):
@@ -153,3 +175,60 @@ def test_the_batch_call_shares_the_per_sample_decompressor(monkeypatch):
         assert len(calls) == 1 and len(calls[0]) == threads and calls[0][0] is native._decompressor()
     with pytest.raises(ValueError, match="threads"):
         batch_decode.decode_all_into(transform, datas, out, [None] * len(datas), threads=0)
+
+
+def test_philox_uniforms_are_numpys_draws():
+    """The kernel's batched draws equal numpy's Generator(Philox(key, counter=[0, 0, position, index])).random(d)."""
+    rng = np.random.default_rng(5)
+    keys = [0, 1, 2**64 - 1, 2**63] + [int(k) for k in rng.integers(0, 2**62, 60)]
+    positions = [0, 2**63 - 1, 7, 2**40] + [int(k) for k in rng.integers(0, 2**40, 60)]
+    indices = [2**63 - 1, 0, 3, 1] + [int(k) for k in rng.integers(0, 2**31, 60)]
+    for draws in (40, 7, 1):
+        out = np.empty((len(keys), draws))
+        native._jpegcrop.philox_uniforms(np.array(keys, np.uint64), np.array(positions, np.uint64),
+                                         np.array(indices, np.uint64), out)
+        for k, p, i, row in zip(keys, positions, indices, out):
+            np.testing.assert_array_equal(row, np.random.Generator(np.random.Philox(key=k, counter=[0, 0, p, i]))
+                                          .random(draws))
+    with pytest.raises(ValueError, match="n uint64"):
+        native._jpegcrop.philox_uniforms(np.zeros(2, np.uint64), np.zeros(3, np.uint64), np.zeros(2, np.uint64),
+                                         np.empty(4))
+
+
+def test_seeded_batch_draws_its_crops_in_one_call(monkeypatch):
+    """sample_generators(indices): the batch call draws every seeded crop in one native call, makes no Generator for
+    the JPEGs, and gives the per-sample path's pixels (a PNG still gets its own generator, in order)."""
+    transform = RandomResizedCrop(48, decoder="native")
+    datas = _records()[:5] + _records()[6:]  # a PNG among them, no damaged file
+    seeds = [SampleIndex(i, 2**63 + 11, 1000 + i) for i in range(len(datas))]
+    expected = _per_sample(transform, datas, seeds)
+    calls, made = [], []
+    real_uniforms, real_generator = native._jpegcrop.philox_uniforms, batch_decode.sample_generator
+    monkeypatch.setattr(native._jpegcrop, "philox_uniforms", lambda *a: calls.append(len(a[0])) or real_uniforms(*a))
+    monkeypatch.setattr(batch_decode, "sample_generator", lambda i: made.append(int(i)) or real_generator(i))
+    out = np.zeros_like(expected)
+    batch_decode.decode_batch_into(transform, datas, out, batch_decode.sample_generators(seeds))
+    np.testing.assert_array_equal(out, expected)
+    assert calls == [len(datas)] and made == [4]  # the PNG (record 4) draws from its own generator
+    plain = batch_decode.sample_generators(list(range(len(datas))))  # plain ints: torch's RNG, as per sample
+    assert plain.uniforms(40) is None and plain[0] is None
+
+
+def test_job_is_choose_scale_and_scaled_box():
+    """The batch call's inline plan is exactly what decode_crop_into computes (choose_scale + scaled_box)."""
+    import random
+
+    from fastdata.decode.scaling import choose_scale, scaled_box, scaled_size
+
+    rng = random.Random(4)
+    for _ in range(3000):
+        height, width = rng.randint(1, 3000), rng.randint(1, 3000)
+        box_h, box_w = rng.randint(1, height), rng.randint(1, width)
+        box = (rng.randint(0, height - box_h), rng.randint(0, width - box_w), box_h, box_w)
+        out_h, out_w = rng.choice([(224, 224), (96, 96), (40, 64), (1, 1), (500, 300)])
+        scale = choose_scale(native.NATIVE_SCALES, box_h, box_w, out_h, out_w)
+        region = scaled_box(box, scale, scaled_size(height, width, scale))
+        job = batch_decode._job(b"", box, (height, width), out_h, out_w)
+        assert job[1] == scale and tuple(job[2:6]) == region, (height, width, box, out_h, out_w)
+        rows, cols = region[1] - region[0], region[3] - region[2]
+        assert job[7] == (0 if (rows, cols) == (out_h, out_w) else rows * cols * 3)

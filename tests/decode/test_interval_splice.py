@@ -21,6 +21,7 @@ _jpegcrop = pytest.importorskip(
 )
 
 from fastdata.decode import DecodeError, native  # noqa: E402 (after the skip)
+from fastdata.decode.scaling import scaled_size  # noqa: E402
 
 
 def _jpegtran(data: bytes, restart: str) -> bytes:
@@ -74,13 +75,14 @@ def _pil(data: bytes, denom: int) -> np.ndarray:
 
 
 def _check(data: bytes, label: str) -> int:
-    """Every scale, 20 boxes: the splice equals the ordinary region decode and PIL; returns how many spliced."""
+    """Every scale (M/8 too), 20 boxes: the splice equals the ordinary region decode (and PIL at the powers of two,
+    where PIL can scale); returns how many spliced."""
     spliced, plain = _jpegcrop.Decompressor(), _jpegcrop.Decompressor(splice=False)
     height, width = native.read_header(data)[:2]
     rng = random.Random(label)
-    for denom in (1, 2, 4, 8):
-        pil = _pil(data, denom)
-        sh, sw = -(-height // denom), -(-width // denom)
+    for denom in (1, 2, 4, 8, (3, 8), (5, 8), (3, 4), (7, 8)):
+        pil = _pil(data, denom) if isinstance(denom, int) else None
+        sh, sw = scaled_size(height, width, (1, denom) if isinstance(denom, int) else denom)
         full = np.empty((sh, sw, 3), np.uint8)
         plain.decode_region(data, denom, 0, sh, 0, sw, full)
         if pil is not None:

@@ -80,11 +80,13 @@ def kind(request) -> tuple[str, bytes]:
     return request.param, KINDS[request.param]()
 
 
-def _full(data: bytes, denom: int = 1) -> np.ndarray:
-    height, width = native.read_header(data)[:2]
-    height, width = -(-height // denom), -(-width // denom)
+def _full(data: bytes, scale=1) -> np.ndarray:
+    """The whole image at DCT ``scale``: an int d for 1/d, or ``(num, denom)`` = M/8."""
+    from fastdata.decode.scaling import scaled_size
+
+    height, width = scaled_size(*native.read_header(data)[:2], (1, scale) if isinstance(scale, int) else scale)
     out = np.empty((height, width, 3), np.uint8)
-    rows, cols, warned = _jpegcrop.Decompressor().decode_region(data, denom, 0, height, 0, width, out)
+    rows, cols, warned = _jpegcrop.Decompressor().decode_region(data, scale, 0, height, 0, width, out)
     assert (rows, cols, warned) == (height, width, 0)
     return out
 
@@ -112,7 +114,7 @@ def test_full_decode_equals_pillow(kind):
     assert np.abs(ours.astype(np.int16) - pillow).max() <= 1, name
 
 
-@pytest.mark.parametrize("denom", [1, 2, 4, 8])
+@pytest.mark.parametrize("denom", [1, 2, 4, 8, (3, 8), (5, 8), (3, 4), (7, 8)])
 def test_region_equals_full_decode_crop(kind, denom):
     name, data = kind
     full = _full(data, denom)
@@ -130,6 +132,34 @@ def test_region_equals_full_decode_crop(kind, denom):
         # In fact exact everywhere: the kernel asks jpeg_crop_scanline for one extra column on
         # each side, so fancy upsampling's treatment of the crop edge never reaches the box.
         assert not diff.any(), (name, denom, (y0, y1, x0, x1))
+
+
+def test_m8_decode_equals_libjpeg_turbo_scaled_decode():
+    """Between the powers of two there is no PIL reference (``draft`` offers 1/2, 1/4 and 1/8 only), so the M/8
+    decode of every kind TurboJPEG converts to RGB (all but CMYK/YCCK, whose M/8 decodes are checked against the
+    full decode above) is checked against libjpeg-turbo's own TurboJPEG API at the same scaling factor (PyTurboJPEG),
+    within the tolerance the full decode has against PIL."""
+    from fastdata.decode.scaling import scaled_size
+
+    turbojpeg = pytest.importorskip("turbojpeg")
+    try:
+        decoder = turbojpeg.TurboJPEG()
+    except (OSError, RuntimeError):
+        pytest.skip("libturbojpeg is not installed")
+    compared = 0
+    for name in sorted(set(KINDS) - {"cmyk", "ycck"}):
+        data = KINDS[name]()
+        full = native.read_header(data)[:2]
+        for scale in ((3, 8), (5, 8), (3, 4), (7, 8)):
+            size = scaled_size(*full, scale)
+            if any(scaled_size(*full, (m, 8)) == size for m in range(scale[0] * 8 // scale[1] + 1, 9)):
+                continue  # TurboJPEG takes the largest factor of an output size: here a larger one than asked for
+            ours = native.decode_full(data, scale)
+            theirs = decoder.decode(data, pixel_format=turbojpeg.TJPF_RGB, scaling_factor=scale)
+            assert ours.shape == theirs.shape
+            assert np.abs(ours.astype(np.int16) - theirs).max() <= 1, (name, scale)
+            compared += 1
+    assert compared >= 4 * (len(KINDS) - 3)  # every scale of every kind but the 3x5 image's collisions
 
 
 def test_header(kind):
@@ -156,7 +186,7 @@ def _reference_crop(data: bytes, box, size, antialias=None) -> np.ndarray:
 
     height, width = native.read_header(data)[:2]
     scale = choose_scale(native.NATIVE_SCALES, box[2], box[3], *size)
-    image = _full(data, scale[1])
+    image = _full(data, scale)
     assert image.shape[:2] == scaled_size(height, width, scale)
     y0, y1, x0, x1 = scaled_box(box, scale, image.shape[:2])
     region = image[y0:y1, x0:x1]
@@ -233,7 +263,9 @@ def test_decode_crop_into_rejects_bad_arguments():
     with pytest.raises(ValueError, match="uint8"):
         native.decode_crop_into(data, None, np.empty((8, 8, 3), np.float32))
     with pytest.raises(ValueError, match="scale"):
-        native.decode_full(data, (3, 8))
+        native.decode_full(data, (3, 7))
+    with pytest.raises(ValueError, match="scale"):
+        native.decode_full(data, (9, 8))
 
 
 def test_kernel_rejects_bad_boxes_and_buffers():
@@ -244,8 +276,10 @@ def test_kernel_rejects_bad_boxes_and_buffers():
             decompressor.decode_region(data, 2, *box, bytearray(49 * 66 * 3))
     with pytest.raises(ValueError, match="needs 18"):
         decompressor.decode_region(data, 2, 0, 2, 0, 3, bytearray(17))
-    with pytest.raises(ValueError, match="scale_denom"):
-        decompressor.decode_region(data, 3, 0, 1, 0, 1, bytearray(3))
+    for bad in (3, 16, 0, (9, 8), (1, 3), (0, 8)):
+        with pytest.raises(ValueError, match="M/8"):
+            decompressor.decode_region(data, bad, 0, 1, 0, 1, bytearray(3))
+    assert decompressor.decode_region(data, (5, 8), 0, 61, 0, 82, bytearray(61 * 82 * 3)) == (61, 82, 0)
     with pytest.raises((TypeError, BufferError)):
         decompressor.decode_region(data, 1, 0, 1, 0, 1, b"read-only")
     assert decompressor.decode_region(data, 2, 0, 49, 0, 66, bytearray(49 * 66 * 3)) == (49, 66, 0)

@@ -129,3 +129,21 @@ def test_a_size_no_longer_made_loses_its_ring(monkeypatch):
     assert old in shared_ring._rings  # still within the window (a float and a uint8 batch alternate)
     shared_ring.acquire(new)
     assert old not in shared_ring._rings and new in shared_ring._rings
+
+
+def test_a_fresh_segment_is_faulted_in_at_once():
+    """A new ring segment's pages are made resident by one madvise(MADV_POPULATE_WRITE) where the kernel has it."""
+    import resource
+
+    from fastdata.decode import shared_ring
+
+    def resident_kb() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize() // 1024
+
+    storage = torch.UntypedStorage._new_shared(16 << 20)
+    before = resident_kb()
+    assert shared_ring._populate(storage) is storage
+    if shared_ring._madvise:  # Linux >= 5.14
+        assert resident_kb() - before >= 15 << 10
+    torch.empty(0, dtype=torch.uint8).set_(storage, 0, (16 << 20,)).fill_(3)  # still an ordinary segment

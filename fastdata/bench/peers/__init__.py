@@ -16,6 +16,7 @@ Each module names its library (``LIBRARY``, the import name) and how to install 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from types import ModuleType
 
 __all__ = ["PEERS", "load_peer", "unavailable"]
@@ -23,7 +24,7 @@ __all__ = ["PEERS", "load_peer", "unavailable"]
 #: Peer name -> its module in this package.
 PEERS: dict[str, str] = {
     "ffcv": "ffcv", "dali-files": "dali", "spdl": "spdl", "streaming": "streaming", "litdata": "litdata",
-    "webdataset": "webdataset",
+    "webdataset": "webdataset", "torchcodec": "torchcodec",
 }
 
 
@@ -39,11 +40,26 @@ def load_peer(name: str) -> ModuleType:
 
 
 def unavailable(name: str) -> str | None:
-    """Why peer ``name`` cannot run here, in one line (None when its library imports)."""
+    """Why peer ``name`` cannot run here, in one line (None when its library imports).
+
+    ``not installed: ...`` when its package is missing; ``cannot run here: ...`` when the package is there but does
+    not load (e.g. a wheel built against another torch), with the reason.
+    """
     module = load_peer(name)
     try:
         getattr(module, "import_library", lambda: importlib.import_module(module.LIBRARY))()
     except Exception as exc:  # noqa: BLE001 - any import failure means "cannot run", with the reason
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return f"not installed: {type(exc).__name__}: {reason} (install: {module.INSTALL})"
+        what = "not installed" if _missing(module.LIBRARY, exc) else "cannot run here"
+        return f"{what}: {type(exc).__name__}: {reason} (install: {module.INSTALL})"
     return None
+
+
+def _missing(library: str, exc: Exception) -> bool:
+    """Whether the import failed because the package is not there (rather than there and broken)."""
+    if isinstance(exc, ModuleNotFoundError):
+        return True
+    try:
+        return importlib.util.find_spec(library.split(".")[0]) is None
+    except (ImportError, ValueError):  # a module object without a spec (already imported, or a stand-in)
+        return False

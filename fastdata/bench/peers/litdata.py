@@ -42,9 +42,9 @@ class _Transform:
         self.crop = CV2RandomResizedCropFlip(size)
 
     def __call__(self, sample: dict[str, Any]) -> tuple[Any, int]:
-        from fastdata.bench.baselines import cv2_loader_bytes
+        from fastdata.bench.baselines import cv2_decode_bgr
 
-        return self.crop(cv2_loader_bytes(sample["image"])), int(sample["label"])
+        return self.crop(cv2_decode_bgr(sample["image"])), int(sample["label"])
 
 
 def loader(out_dir: Path, batch_size: int, workers: int, size: int = 224) -> Any:

@@ -53,10 +53,10 @@ class _Decoded(torch.utils.data.IterableDataset):
         return len(self.dataset)
 
     def __iter__(self):
-        from fastdata.bench.baselines import cv2_loader_bytes
+        from fastdata.bench.baselines import cv2_decode_bgr
 
         for sample in self.dataset:
-            yield self.crop(cv2_loader_bytes(sample["image"])), int(sample["label"])
+            yield self.crop(cv2_decode_bgr(sample["image"])), int(sample["label"])
 
 
 def loader(out_dir: Path, batch_size: int, workers: int, size: int = 224) -> Any:

@@ -32,10 +32,10 @@ class _Decode:
         self.crop = CV2RandomResizedCropFlip(size)
 
     def __call__(self, sample: dict[str, Any]) -> tuple[Any, int]:
-        from fastdata.bench.baselines import cv2_loader_bytes
+        from fastdata.bench.baselines import cv2_decode_bgr
 
         data = sample.get("jpg", sample.get("png"))
-        return self.crop(cv2_loader_bytes(data)), int(sample["cls"])
+        return self.crop(cv2_decode_bgr(data)), int(sample["cls"])
 
 
 def loader(out_dir: Path, batch_size: int, workers: int, size: int = 224) -> Any:
