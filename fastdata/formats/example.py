@@ -129,14 +129,7 @@ def decode_example(data: bytes, *, label_offset: int = 0) -> ImageRecord:
     Raises:
         ValueError: the payload is not an Example or has no ``image/encoded`` bytes.
     """
-    example = Example()
-    try:
-        example.ParseFromString(data)
-    except Exception as exc:  # protobuf raises its own DecodeError type per backend
-        raise ValueError(f"record is not a tf.train.Example ({exc})") from exc
-    feature = example.features.feature
-    if "image/encoded" not in feature or not feature["image/encoded"].bytes_list.value:
-        raise ValueError("record has no 'image/encoded' bytes feature")
+    feature = _image_features(data)
     return ImageRecord(
         image=feature["image/encoded"].bytes_list.value[0],
         label=_int(feature, "image/class/label", -label_offset) + label_offset,
@@ -155,6 +148,13 @@ def decode_image_label(data: bytes, *, label_offset: int = 0) -> tuple[bytes, in
     Raises:
         ValueError: as :func:`decode_example`.
     """
+    feature = _image_features(data)
+    label = _int(feature, "image/class/label", -label_offset) + label_offset
+    return feature["image/encoded"].bytes_list.value[0], label
+
+
+def _image_features(data: bytes) -> Any:
+    """The feature map of a serialized ``tf.train.Example`` that holds ``image/encoded`` bytes (ValueError if not)."""
     example = Example()
     try:
         example.ParseFromString(data)
@@ -163,8 +163,7 @@ def decode_image_label(data: bytes, *, label_offset: int = 0) -> tuple[bytes, in
     feature = example.features.feature
     if "image/encoded" not in feature or not feature["image/encoded"].bytes_list.value:
         raise ValueError("record has no 'image/encoded' bytes feature")
-    label = _int(feature, "image/class/label", -label_offset) + label_offset
-    return feature["image/encoded"].bytes_list.value[0], label
+    return feature
 
 
 def _int(feature: Any, key: str, default: int) -> int:
