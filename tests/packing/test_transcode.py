@@ -362,8 +362,8 @@ def test_repack_round_trip(source, tmp_path, old_fmt, new_fmt):
     old = tmp_path / "old"
     kept = pack(source, old, format=old_fmt, samples_per_shard=4, workers=0, progress=False, keep_bytes=True,
                 shuffle_seed=2)
-    direct = pack(source, tmp_path / "direct", format=new_fmt or old_fmt, samples_per_shard=4, workers=0,
-                  progress=False, shuffle_seed=2)
+    pack(source, tmp_path / "direct", format=new_fmt or old_fmt, samples_per_shard=4, workers=0,
+         progress=False, shuffle_seed=2)
     before = {p.name: p.read_bytes() for p in old.iterdir()}
     manifest = repack(old, tmp_path / "new", format=new_fmt, workers=2, progress=False)
     assert {p.name: p.read_bytes() for p in old.iterdir()} == before  # OLD untouched
@@ -534,7 +534,8 @@ def test_append_adds_its_transcoded_records_after_the_old(source, tmp_path):
     first = pack(source, out, format="tfrecord", samples_per_shard=3, workers=0, progress=False)
     shutil.copytree(out, tmp_path / "first")
     n = first.num_samples
-    both = pack(source, out, format="tfrecord", samples_per_shard=3, workers=0, progress=False, append=True)
+    both = pack(source, out, format="tfrecord", samples_per_shard=3, workers=0, progress=False, append=True,
+                allow_duplicates=True)  # the same source again, on purpose
     ranges = _recoded(tmp_path / "first")
     assert first.transcoded_count and both.num_samples == 2 * n and both.transcoded_count == 2 * first.transcoded_count
     assert _recoded(out) == ranges + [[a + n, b + n] for a, b in ranges] and verify(out).ok
