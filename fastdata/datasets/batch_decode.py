@@ -246,10 +246,9 @@ def decode_all_into(transform: Any, datas: Sequence[bytes], slots: np.ndarray, r
     if batch_capable(transform):
         decode_batch_into(transform, datas, slots, rngs, threads=threads)
     elif (isinstance(transform, DecodeCompose) and batch_capable(transform.crop)
-          and all(rng is not None for rng in rngs)):
-        # One generator per sample for crop and augmentations alike: the augmentations draw after the crop, from
-        # the same stream, as the per-sample path does (SampleGenerators would make a fresh one per access).
-        rngs = list(rngs)
+          # One generator per sample, made once, for crop and augmentations alike: the augmentations draw after the
+          # crop from the same stream, as the per-sample path does (SampleGenerators makes a fresh one per access).
+          and None not in (rngs := list(rngs))):
         decode_batch_into(transform.crop, datas, slots, rngs, threads=threads)
         if threads == 1 or len(datas) < 2:
             for slot, rng in enumerate(rngs):
