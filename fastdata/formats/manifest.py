@@ -83,6 +83,11 @@ class Manifest:
         return [self.targets] + ([self.transcoded_file] if self.transcoded_file else [])
 
     @property
+    def unlabelled(self) -> bool:
+        """A pack made with ``--unlabelled``: no classes, every label -1."""
+        return not self.classes and bool((self.options or {}).get("unlabelled"))
+
+    @property
     def num_samples(self) -> int:
         """Total number of samples over all shards."""
         return sum(shard.num_samples for shard in self.shards)

@@ -152,7 +152,7 @@ def _onto_this(journal: PackJournal, header: dict) -> bool:
 
 def _check_labelled(out: Path, manifest: Manifest, options: PackOptions) -> None:
     """Refuse an unlabelled append to a labelled pack, and a labelled append to an unlabelled one."""
-    unlabelled = bool((manifest.options or {}).get("unlabelled"))
+    unlabelled = manifest.unlabelled
     if unlabelled != options.unlabelled:
         raise ValueError(f"--append refused: {out} is an unlabelled pack: append with --unlabelled" if unlabelled else
                          f"--append refused: {out} is a labelled pack: append labelled samples, without --unlabelled")

@@ -151,7 +151,7 @@ def _check_shard(task: tuple[_Context, int, int]) -> tuple[list[str], np.ndarray
             return problems, None
         decoder = get_decoder("auto") if context.decode else None
         mask = context.recoded.shard_mask(k) if context.recoded is not None else None
-        seen = _RecordCheck(shard.path, manifest.classes, decoder, mask, unlabelled=unlabelled(manifest))
+        seen = _RecordCheck(shard.path, manifest.classes, decoder, mask, unlabelled=manifest.unlabelled)
         with pixel_limit(manifest.options.get("max_pixels", DEFAULT_MAX_PIXELS)):  # the limit the pack applied
             found = get_format(manifest.format).verify(context.root, shard, seen)  # one read serves every check
         named = tuple(name for name in (shard.path, shard.index) if name)
@@ -238,8 +238,3 @@ def _compare(manifest: Manifest, targets: TargetsFile, shard: str, start: int, o
     if len(wrong) > _SHOWN:
         problems.append(f"{manifest.targets}: {len(wrong) - _SHOWN} more labels differ from {shard}'s records")
     return problems
-
-
-def unlabelled(manifest: Manifest) -> bool:
-    """A pack made with ``--unlabelled``: no classes, every label -1."""
-    return not manifest.classes and bool((manifest.options or {}).get("unlabelled"))

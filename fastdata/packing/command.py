@@ -155,7 +155,7 @@ def appending_to(args: argparse.Namespace) -> Manifest | None:
 def summary(args: argparse.Namespace, manifest: Manifest, before: Manifest | None) -> str:
     """The line ``fastdata pack`` prints once ``manifest`` is written (``before``: the manifest an append added to)."""
     size = sum(s.nbytes for s in manifest.shards)
-    classes = ("without labels (--unlabelled: every label -1)" if (manifest.options or {}).get("unlabelled")
+    classes = ("without labels (--unlabelled: every label -1)" if manifest.unlabelled
                else f"of {len(manifest.classes)} classes")
     if before is not None:
         return (f"added {manifest.num_samples - before.num_samples} (now {manifest.num_samples}) images {classes} in "
