@@ -44,6 +44,11 @@ def set_page_cache(files: Iterable[Path], *, warm: bool) -> float:
 class MemorySampler(threading.Thread):
     """Samples the RSS (and PSS where the OS reports it) of this process and all its children.
 
+    RSS is read every ``interval`` seconds from ``/proc/PID/statm`` (microseconds). PSS needs the kernel to walk
+    every mapping of the process (``smaps``: about 5 ms for a torch worker with its thousands of mappings), so it
+    is read every ``pss_every``-th sample and once more at the end: sampled as often as RSS, it cost the measured
+    loader about 4% of the machine (42 core-µs per image at 1,900 images/s, ``fastdata bench --breakdown``).
+
     Example::
 
         with MemorySampler() as mem:
@@ -51,38 +56,44 @@ class MemorySampler(threading.Thread):
         print(mem.peak_rss_mb, mem.peak_pss_mb)
     """
 
-    def __init__(self, interval: float = 0.25) -> None:
+    def __init__(self, interval: float = 0.25, pss_every: int = 8) -> None:
         super().__init__(daemon=True, name="fastdata-bench-memory")
         self.interval = interval
+        self.pss_every = max(1, int(pss_every))
         self.peak_rss_mb: float | None = None
         self.peak_pss_mb: float | None = None
         self.cpu_ns = 0  # this thread's CPU time so far (what sampling costs the run)
         self._stop_event = threading.Event()
+        self._ticks = 0
 
-    def sample(self) -> None:
-        """Take one sample now."""
+    def sample(self, *, pss: bool = True) -> None:
+        """Take one sample now (RSS always; PSS when ``pss``)."""
         try:
             import psutil
         except ImportError:
             return
         me = psutil.Process()
-        rss = pss = 0.0
-        has_pss = True
+        rss = pss_total = 0.0
+        has_pss = pss
         for proc in [me, *me.children(recursive=True)]:
             try:
-                info = proc.memory_full_info()
+                if pss:
+                    info = proc.memory_full_info()
+                    has_pss = has_pss and hasattr(info, "pss")
+                    pss_total += getattr(info, "pss", 0)
+                else:
+                    info = proc.memory_info()
             except (psutil.Error, OSError):
                 continue
             rss += info.rss
-            has_pss = has_pss and hasattr(info, "pss")
-            pss += getattr(info, "pss", 0)
         self.peak_rss_mb = max(self.peak_rss_mb or 0.0, rss / 2**20)
         if has_pss:
-            self.peak_pss_mb = max(self.peak_pss_mb or 0.0, pss / 2**20)
+            self.peak_pss_mb = max(self.peak_pss_mb or 0.0, pss_total / 2**20)
 
     def run(self) -> None:  # noqa: D102
         while not self._stop_event.wait(self.interval):
-            self.sample()
+            self._ticks += 1
+            self.sample(pss=self._ticks % self.pss_every == 0)
             self.cpu_ns = time.thread_time_ns()
 
     def __enter__(self) -> MemorySampler:
@@ -93,6 +104,7 @@ class MemorySampler(threading.Thread):
     def __exit__(self, *exc: object) -> None:
         self._stop_event.set()
         self.join()
+        self.sample()  # the end state, PSS included, in the caller's thread (not charged to the run)
 
 
 class BatchCheck:

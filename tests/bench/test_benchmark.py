@@ -338,3 +338,28 @@ def test_warmup_batches_leave_that_many_out(bench_run):
     assert results["config"]["warmup"] == 4 and "first 4 batch(es) not timed" in results["config"]["window"]
     with pytest.raises(SystemExit):
         cli.main(["bench", str(bench_run["data"]), "--warmup-batches", "-1"])
+
+
+def test_memory_sampler_reads_pss_only_every_few_samples(monkeypatch):
+    """PSS walks every mapping (milliseconds per torch process): read every ``pss_every``-th tick, RSS every tick."""
+    import psutil
+
+    calls = {"full": 0, "rss": 0}
+    full, plain = psutil.Process.memory_full_info, psutil.Process.memory_info
+
+    def counting_full(self):
+        calls["full"] += 1
+        return full(self)
+
+    def counting_plain(self):
+        calls["rss"] += 1
+        return plain(self)
+
+    monkeypatch.setattr(psutil.Process, "memory_full_info", counting_full)
+    monkeypatch.setattr(psutil.Process, "memory_info", counting_plain)
+    mem = MemorySampler(interval=0.01, pss_every=8)
+    for tick in range(1, 33):
+        mem._ticks = tick
+        mem.sample(pss=tick % mem.pss_every == 0)
+    assert calls["full"] == 4 and calls["rss"] >= 28
+    assert mem.peak_rss_mb > 10 and mem.peak_pss_mb is not None and mem.peak_pss_mb > 1
