@@ -11,7 +11,9 @@ measurement in a fresh process (``bench/scale_probe.py``):
 - ``open s``, ``open RSS +``: ``ShardDataset(root)``; ``pickled``: the dataset as a spawn/forkserver worker gets it;
   ``first batch s``: ``iter(loader)`` to the first batch of 256, 2 workers;
 - ``pass img/s``, ``worker PSS`` (max of 2), ``worker fds`` (max of 2): one shuffled pass with 2 workers, fork and
-  forkserver, measured at its end;
+  forkserver, measured at its end; with ``--pass-samples K`` only its first K samples (a full shuffle spreads them
+  over every shard, so every shard has been opened: what a reader holds per shard is what a whole pass leaves;
+  ``pass samples`` says how many were read);
 - ``sampler iter/first s``, ``tracemalloc``, ``RSS +``, ``state_dict``: ``DistributedSampler`` with
   ``shuffle=True`` and ``shuffle="index"``, and the pickled ``DataLoaderX.state_dict()`` after one batch;
 - ``verify s``: ``fastdata verify --no-decode`` (shards in a pool of all CPUs), and its peak RSS rise.
@@ -24,6 +26,7 @@ Usage::
 
     python bench/scale.py [--n 1000000 4000000 16000000] [--samples-per-shard 1000 10000]
                           [--formats tfrecord lmdb] [--out DIR] [--json bench/results-scale.json] [--keep]
+                          [--pass-samples K]
 """
 
 from __future__ import annotations
@@ -90,7 +93,8 @@ def sizes(root: Path, manifest: fastdata.Manifest) -> dict:
             "shard_bytes": sum(s.nbytes for s in manifest.shards), "shards": len(manifest.shards)}
 
 
-def measure(n: int, fmt: str, per_shard: int, out: Path, contexts: list[str], keep: bool, progress: bool) -> dict:
+def measure(n: int, fmt: str, per_shard: int, out: Path, contexts: list[str], keep: bool, progress: bool,
+            pass_samples: int = 0) -> dict:
     root = out / f"{fmt}-{n}-{per_shard}"
     print(f"--- N={n:,} {fmt} {per_shard}/shard: writing {root}", file=sys.stderr, flush=True)
     start = time.perf_counter()
@@ -101,7 +105,7 @@ def measure(n: int, fmt: str, per_shard: int, out: Path, contexts: list[str], ke
     try:
         row.update(probe("open", root))
         for context in contexts:
-            row[f"pass_{context}"] = probe("pass", root, "--context", context)
+            row[f"pass_{context}"] = probe("pass", root, "--context", context, "--samples", str(pass_samples))
         for shuffle in ("True", "index"):
             row[f"sampler_{shuffle}"] = probe("sampler", root, "--shuffle", shuffle)
         row.update(probe("verify", root))
@@ -127,6 +131,7 @@ METRICS = [  # (label, how a row gives it)
     ("open RSS +", lambda r: _mb(r["open_rss_bytes"])),
     ("pickled dataset", lambda r: _mb(r["pickled_bytes"])),
     ("first batch s", lambda r: f"{r['first_batch_s']:.2f}"),
+    *[(f"pass samples ({c})", lambda r, c=c: f"{r[f'pass_{c}']['images']:,}") for c in CONTEXTS],
     *[(f"pass img/s ({c})", lambda r, c=c: f"{r[f'pass_{c}']['images_per_s']:,.0f}") for c in CONTEXTS],
     *[(f"worker PSS ({c})", lambda r, c=c: _mb(max(r[f"pass_{c}"]["worker_pss_bytes"]))) for c in CONTEXTS],
     *[(f"worker fds ({c})", lambda r, c=c: str(max(r[f"pass_{c}"]["worker_open_files"]))) for c in CONTEXTS],
@@ -176,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="where the packs are written (default: a folder in the temporary directory)")
     parser.add_argument("--json", type=Path, default=Path(__file__).resolve().parent / "results-scale.json")
     parser.add_argument("--keep", action="store_true", help="keep each pack after measuring it")
+    parser.add_argument("--pass-samples", type=int, default=0,
+                        help="read only the first K samples of each shuffled pass (0: the whole pass)")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     largest = max(args.n) * BYTES_PER_SAMPLE
@@ -185,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     for n in sorted(args.n):
         for fmt in args.formats:
             for per_shard in args.samples_per_shard:
-                rows.append(measure(n, fmt, per_shard, args.out, args.contexts, args.keep, sys.stderr.isatty()))
+                rows.append(measure(n, fmt, per_shard, args.out, args.contexts, args.keep, sys.stderr.isatty(),
+                                    args.pass_samples))
                 args.json.write_text(json.dumps(rows, indent=2) + "\n")  # kept as it goes: a long sweep may stop
     print(table(rows))
     return 0

@@ -5,9 +5,10 @@
 
 - ``open``: ``ShardDataset(ROOT)``'s seconds and the RSS it adds, its pickled size (what each DataLoader worker
   receives under spawn/forkserver), and the seconds from ``iter(loader)`` to the first batch (2 workers);
-- ``pass --context fork|forkserver``: one full shuffled pass with 2 workers (``persistent_workers``, so they are
-  still there to measure): images/s, each worker's PSS (``/proc/PID/smaps_rollup``) and open files
-  (``/proc/PID/fd``) at the end of the pass;
+- ``pass --context fork|forkserver [--samples K]``: one shuffled pass with 2 workers (``persistent_workers``, so
+  they are still there to measure), whole or its first ``K`` samples (drawn from the whole set by the shuffle, so
+  every shard is opened once ``K`` is a few dozen times the shard count): images/s, each worker's PSS
+  (``/proc/PID/smaps_rollup``) and open files (``/proc/PID/fd``) at the end;
 - ``sampler --shuffle True|index``: ``DistributedSampler``'s ``iter()`` and first-index seconds, its
   tracemalloc peak and RSS rise, and the pickled size of a ``DataLoaderX.state_dict()`` taken after one batch;
 - ``verify``: ``fastdata.verify(ROOT, decode=False)``'s seconds (shards in a pool of all CPUs) and the rise of
@@ -87,7 +88,7 @@ def _pss(pid: int) -> int:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:"))
 
 
-def probe_pass(root: str, context: str) -> dict:
+def probe_pass(root: str, context: str, samples: int = 0) -> dict:
     ds = dataset(root)
     pids = tempfile.mkdtemp(prefix="fastdata-scale-pids-")
     sampler = DistributedSampler(ds, num_replicas=1, rank=0, shuffle=True, seed=0)
@@ -98,6 +99,8 @@ def probe_pass(root: str, context: str) -> dict:
     images = 0
     for batch in loader:
         images += len(batch[1])
+        if samples and images >= samples:
+            break
     seconds = time.perf_counter() - start
     workers = [int(p.name) for p in Path(pids).iterdir()]
     pss = [_pss(pid) for pid in workers]
@@ -107,6 +110,7 @@ def probe_pass(root: str, context: str) -> dict:
         p.unlink()
     os.rmdir(pids)
     return {"context": context, "pass_s": seconds, "images_per_s": images / seconds, "images": images,
+            "whole_pass": images == len(ds),
             "worker_pss_bytes": pss, "worker_open_files": fds, "main_rss_bytes": rss()}
 
 
@@ -151,11 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("root")
     parser.add_argument("--context", default="fork", choices=["fork", "forkserver", "spawn"])
     parser.add_argument("--shuffle", default="True")
+    parser.add_argument("--samples", type=int, default=0, help="pass: stop after this many samples (0: all)")
     args = parser.parse_args(argv)
     if args.kind == "open":
         result = probe_open(args.root)
     elif args.kind == "pass":
-        result = probe_pass(args.root, args.context)
+        result = probe_pass(args.root, args.context, args.samples)
     elif args.kind == "sampler":
         result = probe_sampler(args.root, {"True": True, "False": False}.get(args.shuffle, args.shuffle))
     else:
