@@ -2,9 +2,11 @@
 
 ``fastdata.decode._jpegcrop`` (crop-region JPEG decoding with libjpeg-turbo) and
 ``fastdata.loader._floatbatch`` (uint8 batches to normalized float in one pass) and
-``fastdata.packing._jpegtranscode`` (pack's lossless JPEG transcoding to restart intervals) are optional:
+``fastdata.packing._jpegtranscode`` (pack's lossless JPEG transcoding to restart intervals) and
+``fastdata.transforms._affine`` (PIL's affine bicubic warp for the decode-time rotate and shear) are optional:
 when there is no C compiler or no ``jpeglib.h``, the build prints one warning per kernel and the
-install goes on without it (fastdata then decodes through PyTurboJPEG/OpenCV, normalizes with torch, and pack stores JPEG bytes unchanged).
+install goes on without it (fastdata then decodes through PyTurboJPEG/OpenCV, normalizes with torch, pack stores JPEG bytes
+unchanged, and bicubic rotate and shear use OpenCV's cubic kernel).
 """
 
 import re
@@ -60,6 +62,10 @@ setup(
             extra_compile_args=["-O2"],
         ),
         Extension("fastdata.loader._floatbatch", ["fastdata/loader/_floatbatch.c"], extra_compile_args=["-O3"]),
+        # no contraction into fused multiply-adds: each sample point is PIL's own double arithmetic, bit for bit;
+        # no floating-point traps (never enabled by Python): gcc may then vectorize the loops with selects
+        Extension("fastdata.transforms._affine", ["fastdata/transforms/_affine.c"],
+                  extra_compile_args=["-O3", "-ffp-contract=off", "-fno-trapping-math"]),
     ],
     cmdclass={"build_ext": OptionalBuildExt},
 )

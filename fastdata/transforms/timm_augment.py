@@ -5,10 +5,11 @@ DataLoader workers. This is the same policy on uint8: timm's op set (``inc1``: t
 magnitude noise (``mstd``: normal, or uniform when above 100), its clip (``mmax``, else 10), the per-op probability
 (``p``, default 0.5), timm's magnitude-to-argument maps and sign coins, the fill (``img_mean``) and PIL's geometric
 conventions; the random interpolation of timm's default (bilinear or bicubic, drawn per geometric op). Ops use PIL's
-arithmetic (:mod:`fastdata.transforms.uint8_colour`, flavour ``"pil"``). Two deliberate differences from timm on
-Pillow >= 10: ``PosterizeIncreasing`` at magnitude 10 keeps 0 bits (black), which older Pillow gave and newer Pillow
-refuses with a ``ValueError``; and the bicubic ops use OpenCV's cubic kernel (see
-:mod:`fastdata.transforms.uint8_geometry`).
+arithmetic (:mod:`fastdata.transforms.uint8_colour`, flavour ``"pil"``) and, for the bicubic rotate and shear, PIL's
+affine bicubic (the C extension ``fastdata.transforms._affine``; without it OpenCV's cubic kernel, a few levels off
+at edges: see :mod:`fastdata.transforms.uint8_geometry`). One deliberate difference from timm on Pillow >= 10:
+``PosterizeIncreasing`` at magnitude 10 keeps 0 bits (black), which older Pillow gave and newer Pillow refuses with
+a ``ValueError``.
 """
 
 from __future__ import annotations

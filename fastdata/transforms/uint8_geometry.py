@@ -1,4 +1,4 @@
-"""Geometric ops on RGB ``uint8`` ``(H, W, 3)`` images with ``cv2.warpAffine``: shear, translate, rotate, flip.
+"""Geometric ops on RGB ``uint8`` ``(H, W, 3)`` images: shear, translate, rotate, flip.
 
 The convention is PIL's ``Image.transform(size, AFFINE, (a, b, c, d, e, f))``, which torchvision v2's ``affine`` and
 ``rotate`` on tensors share: the output pixel whose centre is at ``(x + 0.5, y + 0.5)`` takes the input's value at
@@ -7,14 +7,21 @@ The convention is PIL's ``Image.transform(size, AFFINE, (a, b, c, d, e, f))``, w
 center=[0, 0])``; ``translate(dx, dy)`` samples the input at ``+dx, +dy`` (torchvision's ``translate=[t, 0]`` is
 ``dx = -t``); ``rotate(deg)`` turns the image counter-clockwise about its centre, as both do.
 
-OpenCV computes coordinates in fixed point (1/32 pixel for bilinear and bicubic, 1/1024 for nearest) and rounds
-the result; PIL truncates. Inside the image a bilinear or nearest warp is within one level of PIL's and
-torchvision's. At the image's border OpenCV blends with the fill (as torchvision's bilinear does) where PIL
-decides per pixel, so up to a pixel-wide strip there differs. OpenCV's bicubic kernel is Keys' with ``a = -0.75``
-(torchvision's ``grid_sample`` kernel); PIL's affine bicubic uses ``a = -1`` (sharper): the two differ by a few
-levels at edges.
-"""
+Which code warps, by interpolation:
 
+- nearest and bilinear: ``cv2.warpAffine``. OpenCV computes coordinates in fixed point (1/32 pixel for bilinear,
+  1/1024 for nearest) and rounds the result; PIL truncates. Inside the image the warp is within one level of PIL's
+  and torchvision's. At the image's border OpenCV blends with the fill (as torchvision's bilinear does) where PIL
+  decides per pixel, so up to a pixel-wide strip there differs.
+- bicubic rotate, shear and any other affine map that is not a translation: PIL's own affine bicubic (Keys' kernel
+  with ``a = -1``, taps clamped at the edge, the fill decided per pixel, the result clipped and truncated) in the C
+  extension ``fastdata.transforms._affine``, within one level of PIL everywhere, the border included (0.01% of the
+  pixels one level off: float32 rounding where PIL's double lands next to an integer). Without the extension (not
+  built, or ``FASTDATA_NATIVE=0``) they fall back to ``cv2.warpAffine`` with ``INTER_CUBIC``: Keys' kernel with
+  ``a = -0.75`` (torchvision's ``grid_sample`` kernel), a few levels (up to 17) off PIL's at edges.
+- translations along one axis, every interpolation: :func:`translate` (a copy, or PIL's own 2- or 4-tap weights
+  along that axis with OpenCV's filters), within one level of PIL inside the image, with or without the extension.
+"""
 from __future__ import annotations
 
 import math
@@ -22,6 +29,13 @@ from collections.abc import Sequence
 
 import cv2
 import numpy as np
+
+from fastdata._util.optional import native_disabled
+
+try:
+    from fastdata.transforms import _affine
+except ImportError:  # the optional C kernel was not built: bicubic warps take OpenCV's cubic kernel
+    _affine = None
 
 __all__ = ["INTERPOLATIONS", "affine", "hflip", "rotate", "shear_x", "shear_y", "translate"]
 
@@ -39,8 +53,9 @@ def _border(fill: Sequence[float]) -> tuple[float, ...]:
 def affine(image: np.ndarray, coeffs: Sequence[float], interpolation: str, fill: Fill) -> np.ndarray:
     """The image warped by PIL's affine ``coeffs`` ``(a, b, c, d, e, f)`` (see the module docstring), as a new array.
 
-    A pure translation takes a faster path (:func:`translate`). Nearest and bilinear warps run on an RGBA copy
-    (OpenCV's vectorized 4-channel path: about twice as fast as 3 channels, the conversions included).
+    A pure translation takes a faster path (:func:`translate`). Bicubic warps are PIL's own, in the C extension
+    when it is built (else OpenCV's cubic kernel: see the module docstring). Nearest and bilinear warps run on an
+    RGBA copy (OpenCV's vectorized 4-channel path: about twice as fast as 3 channels, the conversions included).
 
     Args:
         image: uint8 ``(H, W, 3)``.
@@ -51,6 +66,11 @@ def affine(image: np.ndarray, coeffs: Sequence[float], interpolation: str, fill:
     a, b, c, d, e, f = (float(v) for v in coeffs)
     if (a, b, d, e) == (1.0, 0.0, 0.0, 1.0) and (c == 0.0 or f == 0.0):
         return translate(image, c, f, interpolation, fill)
+    if interpolation == "bicubic" and _affine is not None and not native_disabled():
+        source = np.ascontiguousarray(image)  # a no-op for the usual contiguous crop
+        out = np.empty_like(source)
+        _affine.bicubic(source, out, (a, b, c, d, e, f), tuple(int(v) for v in fill))
+        return out
     # PIL's map of pixel centres, in OpenCV's pixel-index coordinates: x_in = a x + b y + c + (a + b - 1) / 2
     matrix = np.array([[a, b, c + 0.5 * (a + b - 1.0)], [d, e, f + 0.5 * (d + e - 1.0)]], np.float64)
     height, width = image.shape[:2]
