@@ -28,9 +28,9 @@ import numpy as np
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import fastdata  # noqa: E402
-from fastdata.formats.lmdb_shards import LMDBShardReader  # noqa: E402
-from fastdata.formats.manifest import Manifest  # noqa: E402
+import fastdata
+from fastdata.formats.lmdb_shards import LMDBShardReader
+from fastdata.formats.manifest import Manifest
 
 
 def tiny_jpegs(count: int, seed: int = 0) -> list[bytes]:

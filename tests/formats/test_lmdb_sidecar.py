@@ -10,8 +10,8 @@ import google_crc32c
 import numpy as np
 import pytest
 
-import fastdata.formats.lmdb_pages as lmdb_pages
 from fastdata.datasets.shard_dataset import ShardDataset
+from fastdata.formats import lmdb_pages
 from fastdata.formats.base import CorruptRecordError
 from fastdata.formats.manifest import Manifest
 from fastdata.packing.check import verify
@@ -145,7 +145,7 @@ def test_a_pack_without_sidecars_keeps_the_walk(lmdb_pack, source, tmp_path):
 
 def test_parts_merge_repack_and_append_write_sidecars(source, tmp_path, monkeypatch):
     src, truth = source
-    opts = dict(format="lmdb", samples_per_shard=4, range_size=8, workers=0, progress=False, keep_bytes=True)
+    opts = {"format": "lmdb", "samples_per_shard": 4, "range_size": 8, "workers": 0, "progress": False, "keep_bytes": True}
     for i in (1, 0, 2, 3):
         pack(src, tmp_path / "parts", part=(i, 4), **opts)
     merged = merge(str(tmp_path / "parts"))

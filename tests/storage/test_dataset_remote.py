@@ -36,10 +36,10 @@ def test_pack_to_s3_uploads_shards_then_manifest_and_reads_back_identical(s3, ma
 
 
 def test_lmdb_shards_from_a_url_open_through_their_uploaded_sidecars(s3, many_images, tmp_path, monkeypatch):
-    import fastdata.formats.lmdb_pages as lmdb_pages
+    from fastdata.formats import lmdb_pages
 
     url = s3.url("lmdb-sidecars")
-    opts = dict(format="lmdb", samples_per_shard=8, workers=0, progress=False)
+    opts = {"format": "lmdb", "samples_per_shard": 8, "workers": 0, "progress": False}
     manifest = pack(many_images, url, **opts)
     puts = [path.rsplit("/", 1)[-1] for method, path in s3.proxy.log if method == "PUT" and "sidecars" in path]
     assert {s.index for s in manifest.shards} <= set(puts)  # each shard's .loc went up with it
