@@ -105,7 +105,7 @@ class ShardSource:
                     "(and DataLoader) to read the new files")
             return reader
         self._pack.check_current(shard)  # replaced since the dataset was opened: say so, before any size check
-        reader = self._storage.reader(path, expected=self.manifest.shards[shard])
+        reader = self._storage.reader(path, expected=self.manifest.shards[shard], index=self._pack.index_path(shard))
         try:
             self._pack.check_current(shard, reader.identity)  # the file opened is the file checked
         except DatasetChangedError:

@@ -51,7 +51,7 @@ def tfrecord_paths(root: str | os.PathLike | Sequence[str | os.PathLike]) -> lis
     return paths
 
 
-_NOT_RECORDS = (".idx", ".index", ".json", ".txt", ".npy", ".lmdb", ".tmp")
+_NOT_RECORDS = (".idx", ".index", ".json", ".txt", ".npy", ".lmdb", ".loc", ".tmp")
 
 
 def _looks_like_tfrecord(path: Path) -> bool:

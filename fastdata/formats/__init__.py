@@ -14,6 +14,8 @@
 - :mod:`~fastdata.formats.tfrecord_framing`: TFRecord framing, its masked crc32c, a file's framing scanned.
 - :mod:`~fastdata.formats.tfrecord_index`: DALI-compatible ``.idx`` files, written and read back bounded and checked.
 - :mod:`~fastdata.formats.lmdb_shards`: one single-file LMDB environment per shard, each record CRC-checked on read.
+- :mod:`~fastdata.formats.lmdb_sidecar`: an LMDB shard's ``.loc`` sidecar: every value's place, CRC32C and label in one read.
+- :mod:`~fastdata.formats.lmdb_meta`: a walked LMDB shard (no sidecar, or verify): its values located, ``__meta__`` parsed.
 """
 
 from __future__ import annotations

@@ -89,9 +89,12 @@ class StorageFormat(abc.ABC):
         """A writer for a new shard at ``path`` (the final name)."""
 
     @abc.abstractmethod
-    def reader(self, path: Path, *, expected: ShardInfo | None = None) -> ShardReaderBase:
+    def reader(self, path: Path, *, expected: ShardInfo | None = None, index: Path | None = None) -> ShardReaderBase:
         """A reader for the shard at ``path``; given its manifest entry, a file that does not match
-        it (size; what else the format can check cheaply on open) is refused with CorruptRecordError."""
+        it (size; what else the format can check cheaply on open) is refused with CorruptRecordError.
+
+        ``index`` is the shard's index file (the manifest's ``index``, resolved inside the pack) for a format whose
+        reader reads it when it opens (LMDB's ``.loc`` sidecar; a TFRecord reader is handed positions instead)."""
 
     @abc.abstractmethod
     def positions(self, root: Path, shard: ShardInfo) -> tuple[np.ndarray, np.ndarray]:

@@ -30,11 +30,13 @@ import numpy as np
 
 from fastdata.formats.errors import CorruptRecordError
 
-__all__ = ["LMDBIndex", "Located", "index_values"]
+__all__ = ["PAGE_HEADER", "PAGE_SIZES", "LMDBIndex", "Located", "index_values"]
 
 _MAGIC = 0xBEEFC0DE
 _VERSION = 1
 _PAGE_HEADER = 16
+PAGE_HEADER = _PAGE_HEADER  # an overflow value starts this many bytes into its first page
+PAGE_SIZES = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)  # the page sizes LMDB uses
 _NODE_HEADER = 8
 _P_BRANCH, _P_LEAF, _P_OVERFLOW, _P_META, _P_LEAF2 = 0x01, 0x02, 0x04, 0x08, 0x20
 _F_BIGDATA, _F_SUBDATA, _F_DUPDATA = 0x01, 0x02, 0x04
@@ -187,7 +189,7 @@ class _Walker:
         best = None
         first = self.read(0, _DB_OFFSET + 2 * _DB.size + _TAIL.size)
         page_size = _DB.unpack_from(first, _DB_OFFSET)[0]
-        if page_size not in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536) or 2 * page_size > self.file_size:
+        if page_size not in PAGE_SIZES or 2 * page_size > self.file_size:
             raise self.fail(f"page size {page_size} is not one LMDB uses (or the file is shorter than its meta pages)")
         self.page_size, self.pages = page_size, self.file_size // page_size
         for number in (0, 1):

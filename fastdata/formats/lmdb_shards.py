@@ -6,13 +6,19 @@ bytes as value. The key ``__meta__`` holds a UTF-8 JSON object with the shard's 
 ``class_names`` (packs written since it was added) and ``num_samples``, so a plain ``lmdb`` reader
 can get every image and label without fastdata and without pickle.
 
-Readers never hand the file to LMDB: they locate every value with a bounds-checked walk of the
-B-tree (:mod:`fastdata.formats.lmdb_pages`), so damaged pages raise :class:`CorruptRecordError`
-instead of killing the process, read each record with ``pread``, check it against its CRC32C and
-return the label ``__meta__`` holds for it. The CRC32Cs in ``__meta__`` are read when the shard is
-opened, so a record whose bytes change later (damage, or the shard rewritten in place) fails its check.
-An open reader keeps about 25 bytes a record in numpy arrays (offset, length, CRC32C, label), no
-Python object per record; its count is checked against the manifest's there, when the shard is first read.
+Beside each shard the writer puts its ``.loc`` location sidecar (:mod:`fastdata.formats.lmdb_sidecar`): where
+every value lies, each record's CRC32C and label, checked by the CRC32C the manifest records for it (the shard's
+``index``, as a TFRecord shard's ``.idx``). A reader given it opens the shard with one read of the sidecar instead
+of a walk of the B-tree and a parse of ``__meta__`` (what a shard re-opened after eviction from a process's open
+readers costs); packs without sidecars (older ones) keep the walk, and ``fastdata verify`` walks and compares.
+
+Readers never hand the file to LMDB: they locate every value from the sidecar (every place checked against the
+file) or with a bounds-checked walk of the B-tree (:mod:`fastdata.formats.lmdb_pages`), so damaged pages raise
+:class:`CorruptRecordError` instead of killing the process, read each record with ``pread``, check it against its
+CRC32C and return the label recorded for it. The CRC32Cs are read when the shard is opened, so a record whose bytes
+change later (damage, or the shard rewritten in place) fails its check. An open reader keeps about 25 bytes a
+record in numpy arrays (offset, length, CRC32C, label), no Python object per record; its count is checked against
+the manifest's there, when the shard is first read.
 """
 
 from __future__ import annotations
@@ -27,12 +33,14 @@ import google_crc32c
 import lmdb
 import numpy as np
 
-from fastdata._util.fs import file_crc32c, publish, tmp_path
+from fastdata._util.fs import atomic_write_bytes, file_crc32c, publish, tmp_path
 from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase, ShardWriterBase, StorageFormat
 from fastdata.formats.example import ImageRecord, encode_fields, parse_features
 from fastdata.formats.files import FileIdentity, crc32c_hex, open_regular, resolve_inside
-from fastdata.formats.lmdb_keys import FIELDS, FIELDS_SUFFIX, META, META_KEY, RECORD, classify, sample_key
-from fastdata.formats.lmdb_pages import LMDBIndex, index_values
+from fastdata.formats.lmdb_keys import FIELDS, FIELDS_SUFFIX, META_KEY, RECORD, sample_key
+from fastdata.formats.lmdb_meta import PER_RECORD, int_array, locate_values, meta_from, parse_meta
+from fastdata.formats.lmdb_pages import LMDBIndex
+from fastdata.formats.lmdb_sidecar import read_sidecar, sidecar_bytes, sidecar_path_for, sidecar_problems
 from fastdata.formats.manifest_entries import ShardInfo
 
 __all__ = ["LMDBFormat", "LMDBShardReader", "LMDBShardWriter", "META_KEY", "parse_meta", "sample_key"]
@@ -43,7 +51,6 @@ __all__ = ["LMDBFormat", "LMDBShardReader", "LMDBShardWriter", "META_KEY", "pars
 # would no longer fit.
 _INITIAL_MAP_SIZE = 16 << 20
 _MAP_SLACK = 1 << 20
-_PER_RECORD = ("labels", "filenames", "heights", "widths", "formats", "crc32c", "class_names")
 
 
 class LMDBShardWriter(ShardWriterBase):
@@ -59,7 +66,7 @@ class LMDBShardWriter(ShardWriterBase):
         self._page = self._env.stat()["psize"]
         self._worst_case = 4 * self._page  # meta pages and the root
         self._txn = self._env.begin(write=True)
-        self._meta: dict[str, list] = {k: [] for k in _PER_RECORD}
+        self._meta: dict[str, list] = {k: [] for k in PER_RECORD}
 
     def _make_room(self, key: bytes, value: bytes) -> None:
         """Grow the map (commit, double, reopen the transaction) unless it surely holds ``key: value`` too."""
@@ -107,14 +114,30 @@ class LMDBShardWriter(ShardWriterBase):
         self._txn.commit()
         self._env.sync(True)
         self._env.close()
+        sidecar, located = sidecar_path_for(self.path), self._sidecar()
+        atomic_write_bytes(sidecar, located)  # the sidecar first: a reader never finds a shard without it
         publish(self._tmp, self.path)
         return ShardInfo(
             path=self.path.relative_to(root).as_posix(),
             num_samples=self.num_samples,
             nbytes=self.path.stat().st_size,
             crc32c=file_crc32c(self.path),
+            index=sidecar.relative_to(root).as_posix(),
+            index_nbytes=len(located),
+            index_crc32c=crc32c_hex(located),
             meta_crc32c=crc32c_hex(raw),
         )
+
+    def _sidecar(self) -> bytes:
+        """The finished shard walked once, as its ``.loc`` sidecar (what each reader would otherwise walk)."""
+        fd, st = open_regular(self._tmp)
+        try:
+            index = locate_values(fd, st.st_size, self._tmp)
+        finally:
+            os.close(fd)
+        fields = self._meta.get("fields_crc32c")
+        return sidecar_bytes(index, np.asarray(self._meta["crc32c"], np.uint32), np.asarray(self._meta["labels"],
+                             np.int64), None if fields is None else np.asarray(fields, np.uint32))
 
     def abort(self) -> None:
         try:
@@ -122,65 +145,46 @@ class LMDBShardWriter(ShardWriterBase):
             self._env.close()
         finally:
             self._tmp.unlink(missing_ok=True)
-
-
-def parse_meta(raw: bytes, path: str | os.PathLike) -> dict:
-    """Parse a ``__meta__`` record: ``num_samples`` a count, each per-record list of that length.
-
-    Raises:
-        CorruptRecordError: not such a JSON object (the message never quotes it).
-    """
-    try:
-        meta = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise CorruptRecordError(path, None, "its __meta__ record is not a JSON object") from None
-    n = meta.get("num_samples") if isinstance(meta, dict) else None
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise CorruptRecordError(path, None, "its __meta__ record has no valid num_samples")
-    for key in ("labels", "crc32c") + tuple(k for k in _PER_RECORD + ("fields_crc32c",) if k in meta):
-        if not isinstance(meta.get(key), list) or len(meta[key]) != n:
-            raise CorruptRecordError(path, None, f"its __meta__ record's {key} is not a list of {n} entries")
-    return meta
-
-
-def _int_array(values: list, dtype: type, path: str | os.PathLike, key: str) -> np.ndarray:
-    """The integers of a ``__meta__`` list as a numpy array; each must be an int that fits ``dtype``."""
-    if not set(map(type, values)) <= {int}:  # bool is an int too, but not a label or a checksum
-        raise CorruptRecordError(path, None, f"its __meta__ record's {key} are not all integers")
-    info = np.iinfo(dtype)
-    if values and (min(values) < info.min or max(values) > info.max):
-        raise CorruptRecordError(path, None, f"its __meta__ record's {key} are out of range")
-    return np.asarray(values, dtype=dtype)
+            tmp_path(sidecar_path_for(self.path)).unlink(missing_ok=True)
 
 
 class LMDBShardReader(ShardReaderBase):
     """Reads of one shard by record number, without trusting its page structure.
 
-    Opening walks the shard's B-tree with every page number and length checked (see
-    :mod:`fastdata.formats.lmdb_pages`) and reads ``__meta__``; given the manifest's entry, it also
-    checks the file's size, ``__meta__``'s checksum and the record count, so a truncated, damaged
-    or foreign shard is refused. Every read is checked against the CRC32C ``__meta__`` records for
-    it and returns the label recorded with it.
+    Given the manifest's entry and the sidecar it names, opening reads the sidecar (checked by the manifest's
+    CRC32C and count, every place checked against the file's size: :mod:`fastdata.formats.lmdb_sidecar`); else it
+    walks the shard's B-tree with every page number and length checked (see :mod:`fastdata.formats.lmdb_pages`)
+    and reads ``__meta__``, checked by the manifest's checksum. Either way the file's size and the record count
+    are the manifest's, so a truncated, damaged or foreign shard is refused. Every read is checked against the
+    CRC32C recorded for it and returns the label recorded with it.
 
     Args:
         path: the shard file.
         expected: its manifest entry, or None (no size, checksum or count check).
         check_crc: check each record's CRC32C on read (on by default; a few microseconds per
             ~100 KB image with a hardware CRC32C).
+        index: the shard's sidecar (the manifest's ``index``, resolved inside the pack), read instead of walking
+            the shard when ``expected`` records its CRC32C; None: the walk.
 
     Raises:
         FileNotFoundError: no shard at ``path``.
         CorruptRecordError: the file is not a sound shard, or not the one the manifest describes.
     """
 
-    def __init__(self, path: Path, *, expected: ShardInfo | None = None, check_crc: bool = True) -> None:
+    def __init__(self, path: Path, *, expected: ShardInfo | None = None, check_crc: bool = True,
+                 index: Path | None = None) -> None:
         self._fd = -1  # set first: __del__ runs even when opening fails
         self.path = Path(path)
         self.check_crc = check_crc
         self._fd, st = open_regular(self.path, nbytes=None if expected is None else expected.nbytes)
         self.identity = FileIdentity.of(st)
+        if index is not None and expected is not None and expected.index_crc32c is not None:
+            found = read_sidecar(index, expected, st.st_size)  # one read: no walk, no JSON
+            self._index, self._crc, self._labels = found.index, found.crc32c, found.labels
+            self._fields_crc = found.fields_crc32c
+            return
         self._index = locate_values(self._fd, st.st_size, self.path)
-        raw = _meta_from(self._index, self._fd, self.path)
+        raw = meta_from(self._index, self._fd, self.path)
         if expected is not None and expected.meta_crc32c is not None and crc32c_hex(raw) != expected.meta_crc32c:
             raise CorruptRecordError(
                 self.path, None, "its __meta__ record does not match the manifest (a shard of another pack, or damaged)"
@@ -190,10 +194,10 @@ class LMDBShardReader(ShardReaderBase):
             raise CorruptRecordError(
                 self.path, None, f"holds {meta['num_samples']} records, the manifest says {expected.num_samples}"
             )
-        self._crc = _int_array(meta["crc32c"], np.uint32, self.path, "crc32c")
-        self._labels = _int_array(meta["labels"], np.int64, self.path, "labels")
+        self._crc = int_array(meta["crc32c"], np.uint32, self.path, "crc32c")
+        self._labels = int_array(meta["labels"], np.int64, self.path, "labels")
         fields_crc = meta.get("fields_crc32c")
-        self._fields_crc = _int_array(fields_crc, np.uint32, self.path, "fields_crc32c") if fields_crc else None
+        self._fields_crc = int_array(fields_crc, np.uint32, self.path, "fields_crc32c") if fields_crc else None
 
     def read(self, position: int, size: int) -> tuple[bytes, int | None]:
         if not 0 <= position < len(self._crc):
@@ -215,19 +219,6 @@ class LMDBShardReader(ShardReaderBase):
             return parse_features(value)
         except ValueError as exc:
             raise CorruptRecordError(self.path, position, str(exc)) from None
-
-
-def locate_values(fd: int, file_size: int, path: str | os.PathLike) -> LMDBIndex:
-    """Where each record, fields record and ``__meta__`` lies: compact arrays by record number, from the checked walk
-    of :mod:`~fastdata.formats.lmdb_pages` (which raises CorruptRecordError for a damaged or foreign file)."""
-    return index_values(fd, file_size, path, classify, 3)
-
-
-def _meta_from(index: LMDBIndex, fd: int, path: Path) -> bytes:
-    raw = index.value(fd, META, 0, path)
-    if raw is None:
-        raise CorruptRecordError(path, None, "no __meta__ entry (not a fastdata LMDB shard, or an unfinished one)")
-    return raw
 
 
 def _check_records(
@@ -270,8 +261,8 @@ class LMDBFormat(StorageFormat):
     def writer(self, path: Path) -> LMDBShardWriter:
         return LMDBShardWriter(path)
 
-    def reader(self, path: Path, *, expected: ShardInfo | None = None) -> LMDBShardReader:
-        return LMDBShardReader(path, expected=expected)
+    def reader(self, path: Path, *, expected: ShardInfo | None = None, index: Path | None = None) -> LMDBShardReader:
+        return LMDBShardReader(path, expected=expected, index=index)
 
     def positions(self, root: Path, shard: ShardInfo) -> tuple[np.ndarray, np.ndarray]:
         n = shard.num_samples
@@ -285,7 +276,7 @@ class LMDBFormat(StorageFormat):
             path = resolve_inside(root, shard.path)
             fd, st = open_regular(path, nbytes=shard.nbytes)
             index = locate_values(fd, st.st_size, path)  # the structure is checked before any pointer is followed
-            raw = _meta_from(index, fd, path)
+            raw = meta_from(index, fd, path)
             meta = parse_meta(raw, path)
             problems: list[str] = []
             if shard.meta_crc32c is not None and crc32c_hex(raw) != shard.meta_crc32c:
@@ -293,12 +284,24 @@ class LMDBFormat(StorageFormat):
             count = len(index.located[RECORD])
             if meta["num_samples"] != shard.num_samples or count != shard.num_samples:
                 problems.append(f"{shard.path}: holds {count} records, the manifest says {shard.num_samples}")
+            problems += _sidecar_check(root, shard, index, meta, st.st_size)  # the walk against the sidecar
             return problems + [f"{shard.path}: {p}" for p in _check_records(index, fd, path, meta, on_record)]
         except (OSError, CorruptRecordError, DatasetChangedError) as exc:
             return [f"{shard.path}: {_short_error(exc)}"]
         finally:
             if fd >= 0:
                 os.close(fd)
+
+
+def _sidecar_check(root: Path, shard: ShardInfo, walked: LMDBIndex, meta: dict, file_size: int) -> list[str]:
+    """What is wrong with the shard's sidecar: missing, damaged, or not what the walk and ``__meta__`` say."""
+    try:
+        crc, labels = (int_array(meta[k], t, shard.path, k) for k, t in (("crc32c", np.uint32), ("labels", np.int64)))
+        fields = meta.get("fields_crc32c")
+        fields = int_array(fields, np.uint32, shard.path, "fields_crc32c") if fields else None
+    except CorruptRecordError:
+        return []  # a __meta__ with entries of no type is the records' problem, reported with them
+    return sidecar_problems(root, shard, walked, crc, labels, fields, file_size)
 
 
 def _short_error(exc: BaseException) -> str:

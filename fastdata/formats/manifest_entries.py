@@ -16,9 +16,12 @@ class ShardInfo:
         num_samples: records in the shard.
         nbytes: size of the shard file in bytes.
         crc32c: CRC32C of the whole shard file, 8 hex digits.
-        index: for TFRecord, the DALI-compatible index file relative to the root; else None.
+        index: the shard's index file relative to the root: for TFRecord the DALI-compatible ``.idx``, for LMDB the
+            ``.loc`` location sidecar (:mod:`fastdata.formats.lmdb_sidecar`; None in packs written before it, which
+            are read by walking each shard); it travels with the shard wherever the shard goes.
         index_nbytes: size of the index file in bytes (None in manifests written before it was recorded).
-        index_crc32c: CRC32C of the index file, 8 hex digits (likewise optional).
+        index_crc32c: CRC32C of the index file, 8 hex digits (likewise optional; an LMDB sidecar is read only
+            where it is recorded).
         meta_crc32c: for LMDB, CRC32C of the shard's ``__meta__`` record (every record's label and
             checksum), checked whenever a reader opens the shard; else None.
         transcoded: how many of the shard's records pack re-coded losslessly (None in manifests written

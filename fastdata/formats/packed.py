@@ -8,7 +8,7 @@ one ``lstat`` each:
 1. the manifest: a regular file inside the folder, bounded, strict JSON, every field typed;
 2. every shard: inside the folder once symlinks are resolved, a regular file of the manifest's size
    that can hold the records the manifest claims (and, for TFRecord, an index of the recorded size
-   that can list them). Nothing else of a shard is read here: its own count (an LMDB meta page and
+   that can list them). Nothing else of a shard is read here: its own count (an LMDB ``.loc`` sidecar, or meta page and
    ``__meta__``, a TFRecord ``.idx`` read with a bound and checked against the manifest and the
    shard) is checked when a process first reads the shard (:meth:`OpenedPack.locate`, the format's
    reader), and a mismatch is a :class:`CorruptRecordError` naming the file then;
@@ -41,7 +41,7 @@ import numpy as np
 
 from fastdata.formats import get_format
 from fastdata.formats.errors import CorruptRecordError, DatasetChangedError
-from fastdata.formats.files import FileIdentity, resolve_inside, stat_regular
+from fastdata.formats.files import FileIdentity, inside, resolve_inside, stat_regular
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.formats.manifest_entries import ShardInfo
 from fastdata.formats.targets import MappedTargets, map_targets
@@ -136,6 +136,16 @@ class OpenedPack:
         if self.shards_here:
             self.check_current(shard)  # the index read belongs to the shard this pack opened
         return located
+
+    def index_path(self, shard: int) -> Path | None:
+        """Shard ``shard``'s index file (a TFRecord ``.idx``, an LMDB ``.loc`` sidecar) inside the folder, or None
+        when the manifest names none (:func:`~fastdata.formats.files.inside`: one ``lstat`` for a plain name).
+
+        Raises:
+            CorruptRecordError: the manifest's name leads outside the folder.
+        """
+        rel = self.manifest.shards[shard].index
+        return inside(self.root, rel) if rel else None
 
     def check_current(self, shard: int, identity: FileIdentity | None = None) -> None:
         """Raise unless the manifest and shard ``shard`` are still the files this pack was opened from.

@@ -137,7 +137,7 @@ class TFRecordFormat(StorageFormat):
     def writer(self, path: Path) -> TFRecordShardWriter:
         return TFRecordShardWriter(path)
 
-    def reader(self, path: Path, *, expected: ShardInfo | None = None) -> TFRecordShardReader:
+    def reader(self, path: Path, *, expected: ShardInfo | None = None, index: Path | None = None) -> TFRecordShardReader:
         return TFRecordShardReader(path, nbytes=None if expected is None else expected.nbytes)
 
     def check_declared(self, root: Path, shard: ShardInfo) -> None:

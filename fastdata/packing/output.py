@@ -3,7 +3,7 @@
 fastdata never deletes or replaces a file it did not write. Its own files are recognised by
 name, and only in a folder that holds a ``manifest.json`` fastdata wrote (:func:`is_fastdata_manifest`:
 its ``created_by``, ``format``, ``version`` and ``shards``) or a resume journal:
-``shard-NNNNN.tfrecord``, ``shard-NNNNN.idx``, ``shard-NNNNN.lmdb``, ``targets.npy``, ``transcoded.bits``,
+``shard-NNNNN.tfrecord``, ``shard-NNNNN.idx``, ``shard-NNNNN.lmdb``, ``shard-NNNNN.loc``, ``targets.npy``, ``transcoded.bits``,
 ``manifest.json``, ``.pack-journal.jsonl``, a range plan's ``shard-RRRRR-JJJJJ.*``, range records
 ``.range-RRRRR.json`` and part manifests ``part-IIIII-of-NNNNN.json``, the ``.tmp`` pieces of each, and
 a range task's staging folder ``.range-RRRRR.tmp/`` (plus the lock files ``.fastdata.lock`` and
@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 RANGE_STAGING = re.compile(r"\.range-\d{5,}\.tmp")  # a range task's unpublished shards (a folder)
 RANGE_LOCK = re.compile(r"\.range-\d{5,}\.lock")
 OWN_NAME = re.compile(
-    r"(?:shard-\d{5,}(?:-\d{5,})?\.(?:tfrecord|idx|lmdb)|targets(?:-\d+)?\.npy|transcoded(?:-\d+)?\.bits"
+    r"(?:shard-\d{5,}(?:-\d{5,})?\.(?:tfrecord|idx|lmdb|loc)|targets(?:-\d+)?\.npy|transcoded(?:-\d+)?\.bits"
     r"|manifest\.json|\.pack-journal\.jsonl|\.range-\d{5,}\.json|part-\d{5,}-of-\d{5,}\.json)(?:\.tmp)?"
 )
 

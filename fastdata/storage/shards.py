@@ -1,7 +1,7 @@
 """``RemoteShards``: what ``ShardDataset`` uses to read a dataset at a URL through the node's cache.
 
-Construction mirrors the small files (manifest, labels, index files) into the cache folder, so
-``ShardDataset`` builds its index exactly as for a local pack. A read then:
+Construction mirrors the small files (manifest, labels, index files: TFRecord ``.idx``, LMDB ``.loc``) into the
+cache folder, so ``ShardDataset`` builds its index exactly as for a local pack. A read then:
 
 1. uses a shard this process already holds (a shared lock; up to :data:`MAX_HELD` shards, fewer
    under a tight budget or a lower ``max_open_shards``; idle ones and those no plan needs any more are
@@ -30,6 +30,7 @@ from fastdata._util.fs import atomic_write_bytes
 from fastdata._util.sizes import parse_size
 from fastdata.formats import get_format
 from fastdata.formats.base import CorruptRecordError, ShardReaderBase
+from fastdata.formats.files import inside
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.formats.open_readers import check_max_open_shards, default_max_open_shards
 from fastdata.storage import trace
@@ -193,7 +194,9 @@ class RemoteShards:
             while len(self._held) >= self._max_held:  # the least recently used goes first: never more readers open
                 self._release(next(iter(self._held)))
             try:
-                entry = (got, self.format.reader(got.path), now)
+                info = self.manifest.shards[shard]  # an LMDB shard's .loc sidecar lies in the mirrored metadata
+                index = inside(self.meta_root, info.index) if info.index else None
+                entry = (got, self.format.reader(got.path, expected=info, index=index), now)
             except BaseException:
                 got.release()
                 raise

@@ -35,6 +35,25 @@ def test_pack_to_s3_uploads_shards_then_manifest_and_reads_back_identical(s3, ma
         pack(many_images, url, format="tfrecord", samples_per_shard=10, workers=0, progress=False)
 
 
+def test_lmdb_shards_from_a_url_open_through_their_uploaded_sidecars(s3, many_images, tmp_path, monkeypatch):
+    from fastdata.formats import lmdb_pages
+
+    url = s3.url("lmdb-sidecars")
+    opts = {"format": "lmdb", "samples_per_shard": 8, "workers": 0, "progress": False}
+    manifest = pack(many_images, url, **opts)
+    puts = [path.rsplit("/", 1)[-1] for method, path in s3.proxy.log if method == "PUT" and "sidecars" in path]
+    assert {s.index for s in manifest.shards} <= set(puts)  # each shard's .loc went up with it
+    reference = ShardDataset(pack(many_images, tmp_path / "local", **opts) and tmp_path / "local")
+    expected = [reference.read(i) for i in range(len(reference))]
+
+    def walk(*args, **kwargs):
+        raise AssertionError("an LMDB shard's B-tree was walked")
+    monkeypatch.setattr(lmdb_pages._Walker, "run", walk)
+    remote = ShardDataset(url, cache_dir=tmp_path / "cache", max_open_shards=1)  # nearly every read re-opens
+    order = np.random.default_rng(0).permutation(len(remote)).tolist()
+    assert [remote.read(i) for i in order] == [expected[i] for i in order]
+
+
 def test_cli_pack_inspect_verify_on_a_url(s3, many_images, tmp_path, capsys):
     url = s3.url("cli-lmdb")
     args = ["--format", "lmdb", "--samples-per-shard", "16", "--workers", "0", "--no-progress"]

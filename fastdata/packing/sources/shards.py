@@ -77,8 +77,8 @@ class PackSource(Source):
 
         if shard not in self._readers:
             info = self.pack.manifest.shards[shard]
-            self._readers[shard] = get_format(self.pack.manifest.format).reader(Path(self.pack.shard_paths[shard]),
-                                                                                expected=info)
+            self._readers[shard] = get_format(self.pack.manifest.format).reader(
+                Path(self.pack.shard_paths[shard]), expected=info, index=self.pack.index_path(shard))
         return self._readers[shard]
 
     def open(self, locator: str) -> bytes:
@@ -103,7 +103,7 @@ def tfrecord_files(src: str | os.PathLike) -> list[Path]:
         files = sorted(Path(p) for p in glob.glob(text))
     elif Path(text).is_dir():
         files = sorted(p for p in Path(text).iterdir() if p.is_file() and not p.name.startswith(".")
-                       and p.suffix not in (".idx", ".json", ".npy", ".txt", ".lock"))
+                       and p.suffix not in (".idx", ".loc", ".json", ".npy", ".txt", ".lock"))
     else:
         files = [Path(text)] if Path(text).is_file() else []
     if not files:
