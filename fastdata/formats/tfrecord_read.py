@@ -19,17 +19,12 @@ import google_crc32c
 from fastdata.formats.errors import CorruptRecordError
 from fastdata.formats.example import decode_image_label
 from fastdata.formats.example_wire import NotPlain, walk
-from fastdata.formats.tfrecord_framing import FOOTER_SIZE, HEADER_SIZE, masked_crc32c, unframe
+from fastdata.formats.tfrecord_framing import FOOTER_SIZE, HEADER_SIZE, mask, masked_crc32c, unframe
 
 __all__ = ["PREFIX", "read_image_record"]
 
 #: Payload bytes read with the framing header: where a plain record's image starts (ours: about 100 bytes in).
 PREFIX = 1024
-_MASK_DELTA = 0xA282EAD8
-
-
-def _masked(crc: int) -> int:
-    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
 class _Short(Exception):
@@ -68,7 +63,7 @@ def read_image_record(fd: int, position: int, size: int, *, shard: os.PathLike |
     before, after = head[HEADER_SIZE:HEADER_SIZE + start], rest[:-FOOTER_SIZE]
     if check_crc:
         crc = google_crc32c.extend(google_crc32c.extend(google_crc32c.value(before), image), after)
-        if int.from_bytes(rest[-FOOTER_SIZE:], "little") != _masked(crc):
+        if int.from_bytes(rest[-FOOTER_SIZE:], "little") != mask(crc):
             raise CorruptRecordError(shard, position, "data CRC mismatch")
     try:
         steps.send(before + after)
