@@ -188,10 +188,7 @@ class ShardDataset(ShardSource, Dataset):
         labels = empty_tensor((len(indices),), torch.int64)
         slots, label_view = images.numpy(), labels.numpy()
         mark("read")
-        datas = []
-        for slot, index in enumerate(indices):
-            data, label_view[slot] = self.read(index)
-            datas.append(data)
+        datas, label_view[:] = self.read_batch(indices)
         mark("sample_rng")
         rngs = sample_generators(indices) if transform.uses_rng else [None] * len(indices)  # made lazily
         decode_all_into(transform, datas, slots, rngs, threads=self.decode_threads)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,14 @@ class ShardReaderBase(abc.ABC):
         Raises:
             CorruptRecordError: the record fails its checksum, framing or parse.
         """
+
+    def read_many(self, positions: Sequence[int], sizes: Sequence[int]) -> list[tuple[bytes, int | None]]:
+        """:meth:`read` of each ``(position, size)`` in turn (a format may read a batch faster).
+
+        Raises:
+            CorruptRecordError: as :meth:`read`, for the first record that fails (the error names it).
+        """
+        return [self.read(position, size) for position, size in zip(positions, sizes)]
 
     def read_fields(self, position: int, size: int) -> Any:
         """The feature map (``tf.train.Example`` features) holding the record's fields, CRC-checked.

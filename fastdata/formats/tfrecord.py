@@ -7,7 +7,7 @@ each shard with a DALI-compatible ``.idx`` index beside it (:mod:`~fastdata.form
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +17,12 @@ import numpy as np
 from fastdata._util.fs import publish, tmp_path
 from fastdata.formats.base import CorruptRecordError, ShardReaderBase, ShardWriterBase, StorageFormat
 from fastdata.formats.errors import DatasetChangedError
-from fastdata.formats.example import (
-    ImageRecord, decode_example, decode_image_label, encode_example, parse_features,
-)
+from fastdata.formats.example import ImageRecord, decode_example, encode_example, parse_features
 from fastdata.formats.files import FileIdentity, crc32c_hex, open_regular, resolve_inside
 from fastdata.formats.manifest_entries import ShardInfo
 from fastdata.formats.tfrecord_framing import FOOTER_SIZE, HEADER_SIZE, build_index, frame, unframe
 from fastdata.formats.tfrecord_index import MIN_INDEX_LINE, index_bytes, index_path_for, max_index_bytes, read_index
+from fastdata.formats.tfrecord_read import read_image_record
 
 
 class TFRecordShardWriter(ShardWriterBase):
@@ -106,20 +105,34 @@ class TFRecordShardReader(ShardReaderBase):
         if len(buf) != size:
             raise CorruptRecordError(self.path, position, f"short read ({len(buf)} of {size} bytes): truncated shard")
         payload = unframe(buf, shard=self.path, offset=position, check_crc=self.check_crc)
-        st = os.fstat(self._fd)  # a record's own CRCs cannot tell a record of another image: the file's times can
+        self._check_stamp()
+        return payload
+
+    def _check_stamp(self) -> None:
+        """Raise if the file was rewritten in place since the open: a record's own CRCs cannot tell a record of
+        another image, the file's size and times can (checked after the reads it vouches for)."""
+        st = os.fstat(self._fd)
         if (st.st_size, st.st_mtime_ns) != self._stamp:
             raise DatasetChangedError(
                 f"{self.path} was rewritten in place after this reader opened it (same file, new contents); "
                 "create a new ShardDataset (and DataLoader) to read the new files"
             )
-        return payload
 
     def read(self, position: int, size: int) -> tuple[bytes, int | None]:
-        payload = self.read_payload(position, size)
-        try:
-            return decode_image_label(payload, label_offset=self.label_offset)  # only what a read returns
-        except ValueError as exc:
-            raise CorruptRecordError(self.path, position, str(exc)) from exc
+        """The image bytes (a ``bytes`` of their own, read straight from the file) and the label of a record,
+        every byte checked (:mod:`~fastdata.formats.tfrecord_read`)."""
+        record = read_image_record(self._fd, position, size, shard=self.path, check_crc=self.check_crc,
+                                   label_offset=self.label_offset)
+        self._check_stamp()
+        return record
+
+    def read_many(self, positions: Sequence[int], sizes: Sequence[int]) -> list[tuple[bytes, int | None]]:
+        """:meth:`read` of each record in turn, the file's stamp checked once after the last read."""
+        fd, path, check, offset = self._fd, self.path, self.check_crc, self.label_offset
+        records = [read_image_record(fd, position, size, shard=path, check_crc=check, label_offset=offset)
+                   for position, size in zip(positions, sizes)]
+        self._check_stamp()
+        return records
 
     def read_fields(self, position: int, size: int) -> Any:
         try:

@@ -22,10 +22,14 @@ FOOTER_SIZE = 4
 _MASK_DELTA = 0xA282EAD8
 
 
-def masked_crc32c(data: bytes | memoryview) -> int:
-    """TFRecord's masked CRC32C: rotate right by 15 and add a constant."""
-    crc = google_crc32c.value(bytes(data)) if isinstance(data, memoryview) else google_crc32c.value(data)
+def mask(crc: int) -> int:
+    """TFRecord's mask of a CRC32C: rotate right by 15 and add a constant."""
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def masked_crc32c(data: bytes | memoryview) -> int:
+    """TFRecord's masked CRC32C of ``data``."""
+    return mask(google_crc32c.value(bytes(data)) if isinstance(data, memoryview) else google_crc32c.value(data))
 
 
 def frame(payload: bytes) -> tuple[bytes, bytes]:

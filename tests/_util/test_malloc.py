@@ -1,4 +1,6 @@
 import platform
+import subprocess
+import sys
 
 import pytest
 
@@ -22,7 +24,8 @@ def test_pins_the_mmap_threshold_once_per_process(monkeypatch):
     monkeypatch.setattr(_malloc.ctypes, "CDLL", Spy)
     assert _malloc.pin_mmap_threshold() is True
     assert _malloc.pin_mmap_threshold() is True
-    assert calls == [(_malloc.M_MMAP_THRESHOLD, _malloc.MMAP_THRESHOLD_BYTES)]
+    assert calls == [(_malloc.M_MMAP_THRESHOLD, _malloc.MMAP_THRESHOLD_BYTES),
+                     (_malloc.M_TRIM_THRESHOLD, _malloc.TRIM_THRESHOLD_BYTES)]
 
 
 def test_dataset_pins_it_on_first_read(packed, monkeypatch):
@@ -35,3 +38,28 @@ def test_dataset_pins_it_on_first_read(packed, monkeypatch):
     ds[0]
     ds[1]
     assert calls == [1]
+
+
+SCRIPT = """
+import resource, sys
+from fastdata._util.malloc import pin_mmap_threshold
+assert pin_mmap_threshold()
+def batch():
+    records = [b"x" * 100_000 for _ in range(80)]  # 8 MB of records below the mmap threshold: heap
+    del records
+batch()
+start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(5):
+    batch()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - start)
+"""
+
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
+def test_freed_batch_heap_is_kept_for_the_next_batch():
+    """The mmap threshold pinned alone pins glibc's trim threshold at 128 KB: a batch's freed records went back to
+    the system and the next batch faulted them in again (about 5 faults per 100 KB record); the trim threshold is
+    pinned high enough to keep a batch's worth."""
+    faults = int(subprocess.run([sys.executable, "-c", SCRIPT], check=True, capture_output=True, text=True).stdout)
+    assert faults < 200, f"{faults} page faults re-reading 5 batches of 8 MB: the heap was trimmed between batches"
