@@ -44,16 +44,8 @@ def set_page_cache(files: Iterable[Path], *, warm: bool) -> float:
 class MemorySampler(threading.Thread):
     """Samples the RSS (and PSS where the OS reports it) of this process and all its children.
 
-    RSS is read every ``interval`` seconds from ``/proc/PID/statm`` (microseconds). PSS needs the kernel to walk
-    every mapping of the process (``smaps``: about 5 ms for a torch worker with its thousands of mappings), so it
-    is read every ``pss_every``-th sample and once more at the end: sampled as often as RSS, it cost the measured
-    loader about 4% of the machine (42 core-µs per image at 1,900 images/s, ``fastdata bench --breakdown``).
-
-    Example::
-
-        with MemorySampler() as mem:
-            run()
-        print(mem.peak_rss_mb, mem.peak_pss_mb)
+    RSS every ``interval`` s (``statm``: µs); PSS, a walk of every mapping (~5 ms a torch worker), every
+    ``pss_every``-th sample and at the end: as often as RSS it took ~4% of the machine from the loader measured.
     """
 
     def __init__(self, interval: float = 0.25, pss_every: int = 8) -> None:
@@ -65,7 +57,6 @@ class MemorySampler(threading.Thread):
         self.cpu_ns = 0  # this thread's CPU time so far (what sampling costs the run)
         self._stop_event = threading.Event()
         self._ticks = 0
-
     def sample(self, *, pss: bool = True) -> None:
         """Take one sample now (RSS always; PSS when ``pss``)."""
         try:
