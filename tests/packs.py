@@ -54,6 +54,23 @@ def edit_manifest(root: Path, change) -> None:
     path.write_text(json.dumps(data))
 
 
+def copy_with_wrong_target(src: Path, dst: Path, sample: int, classes: int = 3) -> np.ndarray:
+    """A copy of the pack ``src`` at ``dst`` whose ``targets.npy`` gives ``sample`` another label, its checksum updated
+    with it (so the file check passes and only the records' own labels disagree); returns the new labels."""
+    import shutil
+
+    from fastdata.formats.files import crc32c_hex
+    from fastdata.formats.targets import encode_targets
+
+    shutil.copytree(src, dst)
+    labels = np.load(dst / "targets.npy")
+    labels[sample] = (labels[sample] + 1) % classes
+    data = encode_targets(labels)
+    (dst / "targets.npy").write_bytes(data)
+    edit_manifest(dst, lambda m: m.update(targets_crc32c=crc32c_hex(data)))
+    return labels
+
+
 def write_tiny_shards(root: Path, shards: int, *, fmt: str = "tfrecord", per_shard: int = 1, classes: int = 10,
                       seed: int = 0) -> Path:
     """A pack of ``shards`` shards of ``per_shard`` distinct tiny JPEGs each, written with ``ShardWriter``.

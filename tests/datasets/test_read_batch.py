@@ -87,17 +87,10 @@ def test_damage_in_one_record_names_that_record(tfrecord_pack, tmp_path, where):
 
 
 def test_label_that_disagrees_with_targets_is_refused(packed, tmp_path):
-    from fastdata.formats.files import crc32c_hex
-    from fastdata.formats.targets import encode_targets
-    from tests.packs import edit_manifest
+    from tests.packs import copy_with_wrong_target
 
     root = tmp_path / "copy"
-    shutil.copytree(packed[0], root)
-    labels = np.load(root / "targets.npy")
-    labels[4] = (labels[4] + 1) % 3
-    data = encode_targets(labels)
-    (root / "targets.npy").write_bytes(data)
-    edit_manifest(root, lambda m: m.update(targets_crc32c=crc32c_hex(data)))
+    labels = copy_with_wrong_target(packed[0], root, 4)
     ds = ShardDataset(root)
     assert ds.read_batch([3, 5])[1].tolist() == [labels[3], labels[5]]
     with pytest.raises(CorruptRecordError, match="own label") as info:

@@ -221,20 +221,11 @@ def test_repack_under_live_workers_never_gives_a_wrong_label(distinct_source, tm
 def test_record_label_must_agree_with_targets(packed, tmp_path):
     """A targets.npy whose checksum was updated with it (so it passes the file check) but whose labels
     differ from the records' own: the read is refused, not served with the wrong label."""
-    import shutil
-
     from fastdata.formats.base import CorruptRecordError
-    from fastdata.formats.files import crc32c_hex
-    from fastdata.formats.targets import encode_targets
-    from tests.packs import edit_manifest
+    from tests.packs import copy_with_wrong_target
 
     root = tmp_path / "copy"
-    shutil.copytree(packed[0], root)
-    labels = np.load(root / "targets.npy")
-    labels[4] = (labels[4] + 1) % 3
-    data = encode_targets(labels)
-    (root / "targets.npy").write_bytes(data)
-    edit_manifest(root, lambda m: m.update(targets_crc32c=crc32c_hex(data)))
+    labels = copy_with_wrong_target(packed[0], root, 4)
     ds = ShardDataset(root)
     assert ds.read(3)[1] == labels[3]
     with pytest.raises(CorruptRecordError, match="own label") as info:
