@@ -3,7 +3,7 @@
 A TFRecord shard's records are found through its ``.idx`` (``(position, size)`` of each record); reading and checking
 every index when a dataset opens would cost time in the number of shards on every rank, and keeping them all would
 cost 16 bytes a sample in every process. :class:`RecordIndex` holds the arrays of the shards a process is reading
-now (at most :data:`MAX_SHARDS` shards and :data:`MAX_RECORDS` records, the least recently used dropped first; a
+now (at most :data:`MAX_SHARDS` shards, as many as it keeps open, and :data:`MAX_RECORDS` records, the least recently used dropped first; a
 dropped shard's index is read again if it is needed again). It pickles empty, so a worker starts with nothing and
 loads what it reads; a forked worker keeps what its parent had loaded (numpy arrays, shared until written).
 """
@@ -18,9 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from fastdata.formats.open_readers import CEILING
+
 __all__ = ["MAX_RECORDS", "MAX_SHARDS", "RecordIndex"]
 
-MAX_SHARDS = 64  # shard indexes one process keeps
+MAX_SHARDS = CEILING  # shard indexes one process keeps: as many as it keeps shards open (a full shuffle over more
+# shards than this re-reads an index on most reads: a 1,000-line .idx costs ~70 us to read, check and parse)
 MAX_RECORDS = 1 << 21  # records they may hold together (32 MB of int64 pairs); the newest shard is always kept
 
 Located = tuple[np.ndarray, np.ndarray]

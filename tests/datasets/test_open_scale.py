@@ -131,3 +131,42 @@ def test_a_pack_written_before_checksums_were_recorded_still_reads(tmp_path, fmt
     assert [ds.read(i) for i in range(len(ds))] == [(images[n % 7], n % 10) for n in range(21)]
     assert ds.targets.tolist() == [n % 10 for n in range(21)]
     assert pickle.loads(pickle.dumps(ds)).read(20) == (images[20 % 7], 0)
+
+
+def test_a_shuffle_over_hundreds_of_shards_reads_each_index_once(tmp_path, monkeypatch):
+    """A process keeps as many shard indexes as it keeps shards open (1,024 by default): a full shuffle over 300
+    shards reads each ``.idx`` once, not on nearly every read (64 were kept before: ImageNet's ~500-1,300 shards
+    re-read and re-parsed an index on most reads)."""
+    import random
+
+    import fastdata.formats.tfrecord as tfrecord
+    from tests.packs import write_tiny_shards
+
+    root = write_tiny_shards(tmp_path / "tf", 300, per_shard=2)
+    reads = []
+    real = tfrecord.read_index
+    monkeypatch.setattr(tfrecord, "read_index", lambda path, **kw: (reads.append(path.name), real(path, **kw))[1])
+    ds = ShardDataset(root)
+    order = list(range(len(ds))) * 2
+    random.Random(0).shuffle(order)
+    for start in range(0, len(order), 64):
+        ds.read_batch(order[start:start + 64])
+    assert len(reads) == 300 and len(set(reads)) == 300
+
+
+def test_an_index_parses_the_same_on_the_fast_path_and_the_strict_one():
+    """numpy's C text parse for plain ``offset size`` lines; the strict ``split`` parse (and its errors) otherwise."""
+    import numpy as np
+
+    from fastdata.formats.tfrecord_index import _parse_index
+
+    rng = np.random.default_rng(0)
+    numbers = rng.integers(0, 1 << 40, size=(500, 2))
+    text = "".join(f"{a} {b}\n" for a, b in numbers).encode()
+    assert np.array_equal(_parse_index(text), numbers.ravel())
+    assert np.array_equal(_parse_index(text, chunk=100), numbers.ravel())  # cut into chunks of whole lines
+    for odd in (b"1 2", b"\n", b"1  2\n\n3 4\n", b" 1 2\n", b"1 2 3\n4\n"):
+        assert np.array_equal(_parse_index(odd), np.array(odd.split(), dtype=np.int64)), odd
+    for bad, error in ((b"99999999999999999999 1\n", OverflowError), (b"1.5 2\n", ValueError), (b"1 x\n", ValueError)):
+        with pytest.raises(error):
+            _parse_index(bad)
