@@ -357,6 +357,7 @@ def test_memory_sampler_reads_pss_only_every_few_samples(monkeypatch):
 
     monkeypatch.setattr(psutil.Process, "memory_full_info", counting_full)
     monkeypatch.setattr(psutil.Process, "memory_info", counting_plain)
+    monkeypatch.setattr(psutil.Process, "children", lambda self, recursive=False: [])  # this process alone
     mem = MemorySampler(interval=0.01, pss_every=8)
     for tick in range(1, 33):
         mem._ticks = tick
