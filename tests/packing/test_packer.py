@@ -206,7 +206,9 @@ def many_images(tmp_path_factory):
 def _run_pack(src, out, fmt, *extra):
     cmd = [sys.executable, "-c", SLOW_PACK, "pack", str(src), str(out), "--format", fmt,
            "--samples-per-shard", "7", "--workers", "0", "--no-progress", *extra]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    from tests.packing.slow_pack import terminal_signals
+
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=terminal_signals)
 
 
 @pytest.mark.slow

@@ -60,8 +60,10 @@ def reference(src, tmp_path_factory):
 
 def _cli(*args: str, slow: bool = False) -> subprocess.Popen:
     code = SLOW_CLI if slow else "import sys; from fastdata.cli import main; sys.exit(main(sys.argv[1:]))"
+    from tests.packing.slow_pack import terminal_signals
+
     return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=terminal_signals)
 
 
 @pytest.mark.slow
