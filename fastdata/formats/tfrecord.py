@@ -20,9 +20,9 @@ from fastdata.formats.errors import DatasetChangedError
 from fastdata.formats.example import ImageRecord, decode_example, encode_example, parse_features
 from fastdata.formats.files import FileIdentity, crc32c_hex, open_regular, resolve_inside
 from fastdata.formats.manifest_entries import ShardInfo
-from fastdata.formats.tfrecord_framing import FOOTER_SIZE, HEADER_SIZE, build_index, frame, unframe
+from fastdata.formats.tfrecord_framing import FOOTER_SIZE, HEADER_SIZE, build_index, frame
 from fastdata.formats.tfrecord_index import MIN_INDEX_LINE, index_bytes, index_path_for, max_index_bytes, read_index
-from fastdata.formats.tfrecord_read import read_image_record
+from fastdata.formats.tfrecord_read import read_image_record, read_payload
 
 
 class TFRecordShardWriter(ShardWriterBase):
@@ -101,10 +101,7 @@ class TFRecordShardReader(ShardReaderBase):
 
     def read_payload(self, position: int, size: int) -> bytes:
         """The raw Example bytes of the record at ``position`` (CRC-checked)."""
-        buf = os.pread(self._fd, size, position)
-        if len(buf) != size:
-            raise CorruptRecordError(self.path, position, f"short read ({len(buf)} of {size} bytes): truncated shard")
-        payload = unframe(buf, shard=self.path, offset=position, check_crc=self.check_crc)
+        payload = read_payload(self._fd, position, size, shard=self.path, check_crc=self.check_crc)
         self._check_stamp()
         return payload
 
@@ -121,10 +118,7 @@ class TFRecordShardReader(ShardReaderBase):
     def read(self, position: int, size: int) -> tuple[bytes, int | None]:
         """The image bytes (a ``bytes`` of their own, read straight from the file) and the label of a record,
         every byte checked (:mod:`~fastdata.formats.tfrecord_read`)."""
-        record = read_image_record(self._fd, position, size, shard=self.path, check_crc=self.check_crc,
-                                   label_offset=self.label_offset)
-        self._check_stamp()
-        return record
+        return self.read_many((position,), (size,))[0]
 
     def read_many(self, positions: Sequence[int], sizes: Sequence[int]) -> list[tuple[bytes, int | None]]:
         """:meth:`read` of each record in turn, the file's stamp checked once after the last read."""

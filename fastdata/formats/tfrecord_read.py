@@ -21,7 +21,7 @@ from fastdata.formats.example import decode_image_label
 from fastdata.formats.example_wire import NotPlain, walk
 from fastdata.formats.tfrecord_framing import FOOTER_SIZE, HEADER_SIZE, mask, masked_crc32c, unframe
 
-__all__ = ["PREFIX", "read_image_record"]
+__all__ = ["PREFIX", "read_image_record", "read_payload"]
 
 #: Payload bytes read with the framing header: where a plain record's image starts (ours: about 100 bytes in).
 PREFIX = 1024
@@ -76,13 +76,22 @@ def read_image_record(fd: int, position: int, size: int, *, shard: os.PathLike |
     return image, (0 if label is None else label + label_offset)
 
 
-def _plain(fd: int, position: int, size: int, shard: os.PathLike | str, check_crc: bool,
-           label_offset: int) -> tuple[bytes, int]:
-    """The plain read: the whole record, :func:`unframe`, then protobuf."""
+def read_payload(fd: int, position: int, size: int, *, shard: os.PathLike | str, check_crc: bool = True) -> bytes:
+    """The Example bytes of the record of ``size`` bytes at ``position``: one ``pread``, :func:`unframe` (CRC-checked).
+
+    Raises:
+        CorruptRecordError: a short read (a truncated shard) or bad framing, naming ``shard`` and ``position``.
+    """
     buf = os.pread(fd, size, position)
     if len(buf) != size:
         raise CorruptRecordError(shard, position, f"short read ({len(buf)} of {size} bytes): truncated shard")
-    payload = unframe(buf, shard=shard, offset=position, check_crc=check_crc)
+    return unframe(buf, shard=shard, offset=position, check_crc=check_crc)
+
+
+def _plain(fd: int, position: int, size: int, shard: os.PathLike | str, check_crc: bool,
+           label_offset: int) -> tuple[bytes, int]:
+    """The plain read: the whole record, :func:`unframe`, then protobuf."""
+    payload = read_payload(fd, position, size, shard=shard, check_crc=check_crc)
     try:
         return decode_image_label(payload, label_offset=label_offset)
     except ValueError as exc:
