@@ -54,12 +54,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import tests.torchvision_shim  # noqa: E402,F401 - lets torchvision import beside a torch it was not built for
 from fastdata import transforms as T  # noqa: E402
+from fastdata._util.cpus import pin_to_one_core  # noqa: E402
 
 CONFIG = "rand-m9-mstd0.5-inc1"
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -319,9 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     folder, packed = prepare(args.data_dir, args.images, args.folder, args.pack)
     cores = sorted(os.sched_getaffinity(0))
     if args.part in ("ops", "both"):
-        os.sched_setaffinity(0, {cores[-1] if args.core is None else args.core})
-        cv2.setNumThreads(1)
-        torch.set_num_threads(1)
+        pin_to_one_core(args.core)
         images = crops(packed, args.images)
         clock = time.process_time if args.clock == "cpu" else time.perf_counter
         print_ops(measure_ops(images, args.repeats, args.policies, clock), len(images), args.repeats, args.clock)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -36,7 +35,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
@@ -45,6 +43,7 @@ from fastdata.datasets.shard_dataset import ShardDataset  # noqa: E402
 from fastdata.decode import native  # noqa: E402
 from fastdata.decode.scaling import TURBOJPEG_SCALES, choose_scale, resize_into, scaled_box, scaled_size  # noqa: E402
 from fastdata.transforms import RandomResizedCrop  # noqa: E402
+from fastdata._util.cpus import pin_to_one_core  # noqa: E402
 
 SIZE = 224
 POLICIES = {"pow2": ((1, 8), (1, 4), (1, 2), (1, 1)), "m8": TURBOJPEG_SCALES, "shipped": native.NATIVE_SCALES}
@@ -123,10 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--core", type=int, default=None, help="the core to pin to (default: the last usable one)")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args(argv)
-    cores = sorted(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {cores[-1] if args.core is None else args.core})
-    cv2.setNumThreads(1)
-    torch.set_num_threads(1)
+    pin_to_one_core(args.core)
     records = plan(_prepare(args.data_dir, args.images))
     result = measure(records, args.repeats, time.process_time if args.clock == "cpu" else time.perf_counter)
     counts: dict[int, int] = {}

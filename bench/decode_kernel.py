@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,7 @@ import torch  # noqa: E402
 from fastdata.decode import get_decoder, is_jpeg  # noqa: E402
 from fastdata.decode.scaling import resize_into  # noqa: E402
 from fastdata.transforms import RandomResizedCrop  # noqa: E402
+from fastdata._util.cpus import pin_to_one_core  # noqa: E402
 
 SIZE = 224
 DATASETS = {"imagenet-like": ("imagenet", 3000), "photos": ("photos", 300)}
@@ -99,10 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--core", type=int, default=None, help="the core to pin to (default: the last usable one)")
     parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results-kernel.json")
     args = parser.parse_args(argv)
-    cores = sorted(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {cores[-1] if args.core is None else args.core})
-    cv2.setNumThreads(1)
-    torch.set_num_threads(1)
+    pin_to_one_core(args.core)
     results = {}
     for name, (profile, count) in DATASETS.items():
         folder = args.data_dir / f"{name}-{count}"

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -49,6 +48,7 @@ from fastdata.decode import is_jpeg, native  # noqa: E402
 from fastdata.decode.scaling import resize_into  # noqa: E402
 from fastdata.packing.transcode import transcode_jpeg  # noqa: E402
 from fastdata.transforms import RandomResizedCrop  # noqa: E402
+from fastdata._util.cpus import pin_to_one_core  # noqa: E402
 
 SIZE = 224
 RESTARTS = {"1B": "1B", "2B": "2B", "row": "1"}
@@ -171,10 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if shutil.which("jpegtran") is None:
         sys.exit("jpegtran is missing: apt-get install libjpeg-turbo-progs")
-    cores = sorted(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {cores[-1] if args.core is None else args.core})
-    cv2.setNumThreads(1)
-    torch.set_num_threads(1)
+    pin_to_one_core(args.core)
     r = measure(load_jpegs(args.data_dir / f"imagenet-like-{args.images}", args.images), args.repeats)
     print(f"{r['images']} ImageNet-like JPEGs, RandomResizedCrop({SIZE}), one core, {r['repeats']} alternating rounds:")
     for name, m in r["methods"].items():

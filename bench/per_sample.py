@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -39,7 +38,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
@@ -48,6 +46,7 @@ from fastdata.datasets.batch_decode import decode_batch_into  # noqa: E402
 from fastdata.datasets.shard_dataset import ShardDataset  # noqa: E402
 from fastdata.packing.packer import pack  # noqa: E402
 from fastdata.transforms import RandomResizedCrop  # noqa: E402
+from fastdata._util.cpus import pin_to_one_core  # noqa: E402
 
 BATCH = 256
 
@@ -134,10 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--core", type=int, default=None, help="the core to pin to (default: the last usable one)")
     parser.add_argument("--json", type=Path, default=None, help="write the rates and the ratios here")
     args = parser.parse_args(argv)
-    cores = sorted(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {cores[-1] if args.core is None else args.core})
-    cv2.setNumThreads(1)
-    torch.set_num_threads(1)
+    pin_to_one_core(args.core)
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     rates, n = measure(_prepare(args.data_dir, args.images), args.repeats, clock)
     print(f"{n} ImageNet-like records (default pack), RandomResizedCrop(224), one core, {args.repeats} rounds "

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -35,13 +34,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import cv2  # noqa: E402
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
 
 from fastdata.decode import is_jpeg  # noqa: E402
 from fastdata.transforms.multicrop import MultiCrop  # noqa: E402
 from fastdata.transforms import RandomResizedCrop  # noqa: E402
+from fastdata._util.cpus import pin_to_one_core  # noqa: E402
 
 _CHUNK = 25
 DATASETS = {"imagenet-like": ("imagenet", 1000), "photos": ("photos", 150)}
@@ -113,10 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--core", type=int, default=None, help="the core to pin to (default: the last usable one)")
     parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results-resolution-multicrop.json")
     args = parser.parse_args(argv)
-    cores = sorted(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {cores[-1] if args.core is None else args.core})
-    cv2.setNumThreads(1)
-    torch.set_num_threads(1)
+    pin_to_one_core(args.core)
     results = {}
     for name, (profile, count) in DATASETS.items():
         folder = args.data_dir / f"{name}-{count}"

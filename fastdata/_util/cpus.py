@@ -24,7 +24,7 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CGROUP_ROOT", "available_cpus", "cgroup_cpu_limit"]
+__all__ = ["CGROUP_ROOT", "available_cpus", "cgroup_cpu_limit", "pin_to_one_core"]
 
 #: Where the cgroup file system is mounted (``cgroup_root=`` overrides it, for tests).
 CGROUP_ROOT = "/sys/fs/cgroup"
@@ -155,3 +155,16 @@ def available_cpus(*, cgroup_root: str | os.PathLike | None = None) -> int:
                       "cgroup quota, SLURM): worker and thread counts will oversubscribe them", RuntimeWarning,
                       stacklevel=2)
     return override
+
+
+def pin_to_one_core(core: int | None = None) -> list[int]:
+    """Pin this process to one core (``core``, or the last it may use) and OpenCV and torch to one thread each, as
+    the one-core benchmarks measure; return the cores it could use before (``os.sched_setaffinity`` restores them)."""
+    import cv2
+    import torch
+
+    cores = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cores[-1] if core is None else core})
+    cv2.setNumThreads(1)
+    torch.set_num_threads(1)
+    return cores
