@@ -26,7 +26,7 @@ Usage::
 
     python bench/scale.py [--n 1000000 4000000 16000000] [--samples-per-shard 1000 10000]
                           [--formats tfrecord lmdb] [--out DIR] [--json bench/results-scale.json] [--keep]
-                          [--pass-samples K]
+                          [--pass-samples K] [--reuse]
 """
 
 from __future__ import annotations
@@ -94,14 +94,20 @@ def sizes(root: Path, manifest: fastdata.Manifest) -> dict:
 
 
 def measure(n: int, fmt: str, per_shard: int, out: Path, contexts: list[str], keep: bool, progress: bool,
-            pass_samples: int = 0) -> dict:
+            pass_samples: int = 0, reuse: bool = False) -> dict:
     root = out / f"{fmt}-{n}-{per_shard}"
-    print(f"--- N={n:,} {fmt} {per_shard}/shard: writing {root}", file=sys.stderr, flush=True)
+    manifest = _finished(root, n, fmt, per_shard) if reuse else None
     start = time.perf_counter()
-    manifest = fastdata.write(Synthetic(n), root, format=fmt, samples_per_shard=per_shard, overwrite=True,
-                              progress=progress)
-    row: dict = {"n": n, "format": fmt, "samples_per_shard": per_shard,
-                 "pack_s_per_100k": (time.perf_counter() - start) / n * 1e5, **sizes(root, manifest)}
+    if manifest is None:
+        print(f"--- N={n:,} {fmt} {per_shard}/shard: writing {root}", file=sys.stderr, flush=True)
+        manifest = fastdata.write(Synthetic(n), root, format=fmt, samples_per_shard=per_shard, overwrite=True,
+                                  progress=progress)
+        pack_s = (time.perf_counter() - start) / n * 1e5
+    else:
+        print(f"--- N={n:,} {fmt} {per_shard}/shard: measuring the pack already in {root}", file=sys.stderr, flush=True)
+        pack_s = None  # not written by this run
+    row: dict = {"n": n, "format": fmt, "samples_per_shard": per_shard, "pack_s_per_100k": pack_s,
+                 **sizes(root, manifest)}
     try:
         row.update(probe("open", root))
         for context in contexts:
@@ -116,13 +122,23 @@ def measure(n: int, fmt: str, per_shard: int, out: Path, contexts: list[str], ke
     return row
 
 
+def _finished(root: Path, n: int, fmt: str, per_shard: int) -> fastdata.Manifest | None:
+    """The manifest of a finished pack of this shape already in ``root`` (``--reuse``), else None."""
+    try:
+        manifest = fastdata.Manifest.load(root)
+    except (OSError, ValueError):
+        return None
+    same = (manifest.format == fmt and manifest.num_samples == n and manifest.shards[0].num_samples == per_shard)
+    return manifest if same else None
+
+
 def _mb(value: float) -> str:
     return f"{value / 2**20:.2f} MB" if value >= 2**20 else f"{value / 1024:.1f} KB"
 
 
 METRICS = [  # (label, how a row gives it)
     ("shards", lambda r: f"{r['shards']:,}"),
-    ("pack s/100k", lambda r: f"{r['pack_s_per_100k']:.1f}"),
+    ("pack s/100k", lambda r: "(reused)" if r["pack_s_per_100k"] is None else f"{r['pack_s_per_100k']:.1f}"),
     ("manifest.json", lambda r: _mb(r["manifest_bytes"])),
     ("transcoded.bits", lambda r: _mb(r["transcoded_bits_bytes"])),
     ("targets.npy", lambda r: _mb(r["targets_bytes"])),
@@ -181,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="where the packs are written (default: a folder in the temporary directory)")
     parser.add_argument("--json", type=Path, default=Path(__file__).resolve().parent / "results-scale.json")
     parser.add_argument("--keep", action="store_true", help="keep each pack after measuring it")
+    parser.add_argument("--reuse", action="store_true",
+                        help="measure a finished pack of the same shape already in --out instead of writing it again "
+                             "(its pack time is not measured); implies --keep")
     parser.add_argument("--pass-samples", type=int, default=0,
                         help="read only the first K samples of each shuffled pass (0: the whole pass)")
     args = parser.parse_args(argv)
@@ -192,8 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     for n in sorted(args.n):
         for fmt in args.formats:
             for per_shard in args.samples_per_shard:
-                rows.append(measure(n, fmt, per_shard, args.out, args.contexts, args.keep, sys.stderr.isatty(),
-                                    args.pass_samples))
+                rows.append(measure(n, fmt, per_shard, args.out, args.contexts, args.keep or args.reuse,
+                                    sys.stderr.isatty(), args.pass_samples, args.reuse))
                 args.json.write_text(json.dumps(rows, indent=2) + "\n")  # kept as it goes: a long sweep may stop
     print(table(rows))
     return 0

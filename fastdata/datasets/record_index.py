@@ -26,11 +26,12 @@ MAX_SHARDS = CEILING  # shard indexes one process keeps: as many as it keeps sha
 # shards than this re-reads an index on most reads: a 1,000-line .idx costs ~70 us to read, check and parse)
 MAX_RECORDS = 1 << 21  # records they may hold together (32 MB of int64 pairs); the newest shard is always kept
 
-Located = tuple[np.ndarray, np.ndarray]
+Located = tuple[np.ndarray, ...]  # per record of the shard: (positions, sizes), or a pack's (labels,)
 
 
 class RecordIndex:
-    """A per-process LRU of shard → ``(positions, sizes)`` int64 arrays.
+    """A per-process LRU of shard → a tuple of per-record int64 arrays (``(positions, sizes)``, or a pack's
+    ``(labels,)``: :class:`~fastdata.datasets.shard_source.ShardSource` keeps one of each).
 
     Args:
         max_shards: shards kept at most.
@@ -64,8 +65,8 @@ class RecordIndex:
                 self._entries[shard] = entry
                 self._records += len(entry[0])
             while len(self._entries) > 1 and (len(self._entries) > self.max_shards or self._records > self.max_records):
-                _, (positions, _) = self._entries.popitem(last=False)
-                self._records -= len(positions)
+                _, dropped = self._entries.popitem(last=False)
+                self._records -= len(dropped[0])
         return entry
 
     def __len__(self) -> int:

@@ -38,8 +38,9 @@ class ShardDataset(ShardSource, Dataset):
     transform, say) gets the decoded array. Shard readers are opened lazily in each process,
     so the dataset pickles and works with fork, spawn and forkserver DataLoader workers, and any number of
     instances over the same files work side by side in any process. Nothing per sample is copied into a
-    process: ``targets.npy`` is mapped read-only (shared pages), a record's place comes from its shard
-    where a process first reads it, and the pickled dataset's size depends on the shards, not the samples.
+    process: a pack's labels and a record's place come from ``targets.npy`` and its shard where a process first
+    reads that shard (one read each, kept for the shards in use), and the pickled dataset is a few KB whatever the
+    number of shards or samples (an unpickled copy reads the manifest again and checks it is the same pack).
 
     Nothing is served unchecked (packed datasets): opening checks every shard the manifest names
     (inside the folder, regular, of the recorded size; one ``lstat`` each) and ``targets.npy`` (checksum,
@@ -223,7 +224,8 @@ class ShardDataset(ShardSource, Dataset):
                 position, size = self._locate(shard, position)
                 data, label = reader.read(position, size)
             if self._pack is not None:
-                label = self._checked_label(index, shard, position, label)
+                label = self._checked_label(shard, position, label,
+                                            int(self._shard_labels(shard)[index - int(self._starts[shard])]))
         except CorruptRecordError as exc:
             raise exc.with_hint(self._verify_hint(index)) from None
         return data, int(label)
@@ -236,9 +238,9 @@ class ShardDataset(ShardSource, Dataset):
         feature = reader.read_fields(*self._locate(shard, index - int(self._starts[shard])))
         return decode_values(self._field_types, self.fields, feature)
 
-    def _checked_label(self, index: int, shard: int, position: int, label: int | None) -> int:
-        """The label of a packed sample: ``targets.npy``'s, which must equal the record's own (when it has one)."""
-        packed = int(self._pack.targets[index])
+    def _checked_label(self, shard: int, position: int, label: int | None, packed: int) -> int:
+        """The label of a packed sample: ``packed`` (``targets.npy``'s), which must equal the record's own (when it
+        has one)."""
         if label is not None and label != packed:
             raise CorruptRecordError(
                 self._shard_paths[shard], position,
@@ -277,8 +279,8 @@ class ShardDataset(ShardSource, Dataset):
     def targets(self) -> np.ndarray:
         """int64 label of every sample.
 
-        For a pack, a read-only view of its mapped ``targets.npy`` (shared by every process, never copied; a new
-        array when ``label_offset`` is set). For third-party TFRecords this reads every record once.
+        For a pack, a read-only view of its ``targets.npy``, mapped on first use (shared by every process, never
+        copied; a new array when ``label_offset`` is set). For third-party TFRecords this reads every record once.
         """
         if self._pack is not None:
             stored = self._pack.targets

@@ -1,9 +1,11 @@
 """Where a ``ShardDataset``'s records come from: a pack (its manifest and labels checked, every shard's size) or
 third-party TFRecord files (counted by their indexes, built where missing) opened at construction; each shard's
-record positions (a TFRecord ``.idx``) where a process first reads the shard (:mod:`~fastdata.datasets.record_index`);
-and the shard readers each process opens lazily (never a parent's after a fork, none pickled, at most
-``max_open_shards`` at once, the least recently used closed first; a pack's shard only while it is the file the pack
-was opened with, on every re-open). Nothing per sample is held or pickled but the mapped ``targets.npy``."""
+record positions (a TFRecord ``.idx``) where a process first reads the shard, and a pack's labels of that shard (one ``pread`` of ``targets.npy``), both in a
+bounded per-process LRU (:mod:`~fastdata.datasets.record_index`); and the shard readers each process opens lazily
+(never a parent's after a fork, none pickled, at most ``max_open_shards`` at once, the least recently used closed
+first; a pack's shard only while it is the file the pack was opened with, on every re-open). Nothing per sample is
+held beyond the shards being read, and nothing per shard is pickled: an unpickled pack reads its manifest again
+(:mod:`fastdata.formats.packed`)."""
 
 from __future__ import annotations
 
@@ -37,19 +39,43 @@ class ShardSource:
     # -- construction -------------------------------------------------------------------------
     def _init_packed(self, root: Path, *, shards_here: bool = True) -> None:
         try:
-            pack = open_pack(root, shards_here=shards_here)
+            pack = open_pack(root, shards_here=shards_here, compact=True)
         except CorruptRecordError as exc:
             raise exc.with_hint(f"run `fastdata verify {root}`") from None
-        self._pack: OpenedPack | None = pack  # labels mapped, not copied; nothing per sample besides
+        self._pack: OpenedPack | None = pack  # nothing per sample: labels are read a shard at a time
+        self._root = pack.root
+        self._targets: np.ndarray | None = None  # third-party TFRecords only
+        self._adopt(pack)
+
+    def _adopt(self, pack: OpenedPack) -> None:
+        """Take what a pack says (on opening, and again in an unpickled copy: see :meth:`__setstate__`)."""
+        self._located = RecordIndex()  # TFRecord: each shard's .idx, read where the shard is first read
+        self._labels = RecordIndex()  # a pack's labels of each shard being read
+        if pack.error is not None:  # unpickled after the pack changed: every read raises DatasetChangedError
+            self._starts = np.array([0, self._length], dtype=np.int64)
+            self.manifest, self.classes = None, []
+            return
         self.manifest: Manifest | None = pack.manifest
         self.format = pack.manifest.format
         self._storage = get_format(self.format)
-        self._root = pack.root
         self._shard_paths = pack.shard_paths
         self._starts = pack.starts
-        self._located = RecordIndex()  # TFRecord: each shard's .idx, read where the shard is first read
-        self._targets: np.ndarray | None = None  # third-party TFRecords only (packs: the mapped targets.npy)
         self.classes: list[str] = list(pack.manifest.classes)
+
+    def __getstate__(self) -> dict:
+        """A pack's dataset pickles without its shard list (the pack reads it again), so a spawn or forkserver worker
+        gets a few KB whatever the number of shards."""
+        state = dict(self.__dict__)
+        if self._pack is not None:
+            state["_length"] = int(self._starts[-1])
+            for name in ("manifest", "_shard_paths", "_starts", "classes", "_located", "_labels"):
+                state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self._pack is not None:
+            self._adopt(self._pack)
 
     def _init_tfrecords(self, paths: list[Path]) -> None:
         self._pack = None
@@ -65,6 +91,7 @@ class ShardSource:
     def _set_index(self, counts: Sequence[int]) -> None:
         self._starts = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
         self._located = RecordIndex()
+        self._labels = RecordIndex()
 
     def _locate(self, shard: int, record: int) -> tuple[int, int]:
         """The (position, size) that shard ``shard``'s reader reads record ``record`` of the shard with."""
@@ -83,6 +110,13 @@ class ShardSource:
             raise CorruptRecordError(path, None, f"lists {len(index)} records by its index, {expected} when this "
                                                  "dataset opened it (changed since?)")
         return index[:, 0].copy(), index[:, 1].copy()
+
+    def _shard_labels(self, shard: int) -> np.ndarray:
+        """A pack's labels (``targets.npy``) of shard ``shard``'s samples: read once where a process reads the shard."""
+        return self._labels.get(shard, self._load_labels)[0]
+
+    def _load_labels(self, shard: int) -> tuple[np.ndarray]:
+        return (self._pack.shard_labels(shard, int(self._starts[shard]), int(self._starts[shard + 1])),)
 
     def read_batch(self, indices: Sequence[int]) -> tuple[list[bytes], np.ndarray]:
         """The encoded images and int64 labels of samples ``indices``: ``read(i)`` of each, in order, located in
@@ -124,20 +158,21 @@ class ShardSource:
                 raise exc.with_hint(self._verify_hint(index)) from None
             for k, (data, label) in zip(where.tolist(), records):
                 datas[k], own[k] = data, label
+            if self._pack is not None:
+                labels[where] = self._shard_labels(shard)[numbers[where]]
         if self._pack is None:
             labels[:] = own
             return datas, labels
-        packed = np.asarray(self._pack.targets[wanted], dtype=np.int64)
         for k, label in enumerate(own):
-            if label is not None and label != packed[k]:
+            if label is not None and label != labels[k]:
                 index, shard = int(wanted[k]), int(shards[k])
                 position = int(self._located.get(shard, self._load_positions)[0][numbers[k]]) \
                     if self._storage.indexed else int(numbers[k])
                 try:
-                    self._checked_label(index, shard, position, label)
+                    self._checked_label(shard, position, label, int(labels[k]))
                 except CorruptRecordError as exc:
                     raise exc.with_hint(self._verify_hint(index)) from None
-        labels[:] = packed + self.label_offset
+        labels += self.label_offset
         return datas, labels
 
     # -- per-process readers ----------------------------------------------------------------------
@@ -150,6 +185,8 @@ class ShardSource:
     def _open_reader(self, shard: int) -> ShardReaderBase:
         """Open shard ``shard`` in this process, checked on every (re-)open: for a pack, only if it is still the
         file the pack was opened with; for third-party TFRecords, only if it is the file this dataset first opened."""
+        if self._pack is not None:
+            self._pack.check_current(shard)  # replaced since the dataset was opened: say so, before any size check
         path = Path(self._shard_paths[shard])
         if self._pack is None:
             reader = TFRecordShardReader(path, label_offset=self.label_offset)
@@ -160,7 +197,6 @@ class ShardSource:
                     f"{path} was replaced or rewritten since this dataset first read it; create a new ShardDataset "
                     "(and DataLoader) to read the new files")
             return reader
-        self._pack.check_current(shard)  # replaced since the dataset was opened: say so, before any size check
         reader = self._storage.reader(path, expected=self.manifest.shards[shard], index=self._pack.index_path(shard))
         try:
             self._pack.check_current(shard, reader.identity)  # the file opened is the file checked

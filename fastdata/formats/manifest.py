@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from fastdata._util.fs import atomic_write_bytes
 from fastdata.formats.files import read_regular, resolve_inside
 from fastdata.formats.manifest_entries import FileWarnings, ShardInfo, SkippedFile
 from fastdata.formats.manifest_validation import _Fields, parse_json
+from fastdata.formats.shard_table import ShardTable
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
@@ -90,11 +91,13 @@ class Manifest:
     @property
     def num_samples(self) -> int:
         """Total number of samples over all shards."""
-        return sum(shard.num_samples for shard in self.shards)
+        total = getattr(self.shards, "total_samples", None)  # a ShardTable (a reader's manifest) sums its column
+        return int(total) if total is not None else sum(shard.num_samples for shard in self.shards)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (with ``num_samples`` spelled out for plain readers)."""
-        data = asdict(self)
+        data = asdict(replace(self, shards=[]))
+        data["shards"] = [asdict(shard) for shard in self.shards]  # a list or a ShardTable
         data["num_samples"] = self.num_samples
         for entry in [data] + data["shards"]:  # optional fields are left out rather than written as null
             for key in [k for k in _OPTIONAL if entry.get(k, 0) is None]:
@@ -109,7 +112,7 @@ class Manifest:
         return path
 
     @classmethod
-    def from_dict(cls, data: Any, *, source: str = "manifest") -> Manifest:
+    def from_dict(cls, data: Any, *, source: str = "manifest", compact: bool = False) -> Manifest:
         """Build and validate a manifest from its JSON dict.
 
         Every field is checked for its type and range (integers must be JSON integers in
@@ -118,6 +121,8 @@ class Manifest:
         Raises:
             ValueError: one line naming ``source`` and the field that is missing, of the wrong type,
                 out of range, or a path that is not relative to the dataset folder.
+
+        ``compact=True`` keeps the shards as a :class:`~fastdata.formats.shard_table.ShardTable` (what readers hold).
         """
         f = _Fields(source)
         root = f.mapping(data, "manifest")
@@ -127,7 +132,8 @@ class Manifest:
                 f"{source} has version {version}, which this fastdata does not read (it reads 1..{MANIFEST_VERSION}): "
                 "upgrade fastdata, or re-create the dataset with `fastdata pack`"
             )
-        shards = [f.shard(entry, f"shards[{i}]") for i, entry in enumerate(f.array(root, "shards", required=True))]
+        entries = (f.shard(entry, f"shards[{i}]") for i, entry in enumerate(f.array(root, "shards", required=True)))
+        shards = ShardTable(entries) if compact else list(entries)
         manifest = cls(
             format=f.string(root, "format", required=True),
             classes=[f.check(c, f"classes[{i}]", str, "a string") for i, c in enumerate(f.array(root, "classes", required=True))],
@@ -155,8 +161,8 @@ class Manifest:
         return manifest
 
     @classmethod
-    def load(cls, root: str | os.PathLike) -> Manifest:
-        """Read ``root/manifest.json`` (``root`` may also be the manifest file itself).
+    def load(cls, root: str | os.PathLike, *, compact: bool = False) -> Manifest:
+        """Read ``root/manifest.json`` (``root`` may also be the manifest file itself); ``compact`` as :meth:`from_dict`.
 
         The file must be a regular file inside ``root`` (no symlink out of it) of at most
         ``MAX_MANIFEST_BYTES``; it is parsed as plain JSON (no NaN, no infinity) and validated.
@@ -177,7 +183,7 @@ class Manifest:
                 "(run `fastdata pack SRC OUT`, or `--resume` an interrupted one)"
             )
         data = read_regular(resolve_inside(path.parent, path.name), max_bytes=MAX_MANIFEST_BYTES)
-        return cls.from_dict(parse_json(data, str(path)), source=str(path))
+        return cls.from_dict(parse_json(data, str(path)), source=str(path), compact=compact)
 
 
 MAX_MANIFEST_BYTES = 256 << 20

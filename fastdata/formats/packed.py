@@ -18,9 +18,14 @@ one ``lstat`` each:
    so every process shares its pages;
 4. the manifest again: unchanged while all this was read.
 
-Nothing per sample is kept beyond the mapped labels: a record's place in its shard comes from the
-shard itself when it is first read (LMDB: its number; TFRecord: its ``.idx``), so an ``OpenedPack``
-pickles in a size that depends on the shards, never on the samples.
+Nothing per sample is kept: the labels file stays open (a reader takes one shard's labels at a time), and a
+record's place in its shard comes from the shard itself when it is first read (LMDB: its number or ``.loc``
+sidecar; TFRecord: its ``.idx``). A reader's pack (``compact=True``) keeps the shard list as columns
+(:class:`~fastdata.formats.shard_table.ShardTable`) and pickles in a few hundred bytes whatever the number of
+shards: the manifest's identity, a digest of every shard's identity, and the labels file's. Unpickling (a spawn or
+forkserver worker) reads the manifest again and ``lstat``s every shard again, as opening did, and uses them only if
+they are the files the parent checked; otherwise every use raises :class:`DatasetChangedError` (unpickling never
+raises: a worker would die unpickling its dataset).
 
 The identity of the manifest (device, inode, size, mtime) and of every shard (device, inode,
 mtime) is kept; a process that later opens a shard (a DataLoader worker, say) checks both with
@@ -31,9 +36,8 @@ Shards already open keep reading the files they opened (consistent with the labe
 
 from __future__ import annotations
 
+import hashlib
 import os
-import stat
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,33 +45,18 @@ import numpy as np
 
 from fastdata.formats import get_format
 from fastdata.formats.errors import CorruptRecordError, DatasetChangedError
-from fastdata.formats.files import FileIdentity, inside, resolve_inside, stat_regular
+from fastdata.formats.files import FileIdentity, inside
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
-from fastdata.formats.manifest_entries import ShardInfo
+from fastdata.formats.pack_shards import (
+    MIN_RECORD_BYTES,
+    ShardPaths,
+    check_shards,
+    existing,
+)
+from fastdata.formats.shard_table import ShardTable
 from fastdata.formats.targets import MappedTargets, map_targets
 
 __all__ = ["MIN_RECORD_BYTES", "OpenedPack", "ShardPaths", "open_pack"]
-
-MIN_RECORD_BYTES = 16  # the smallest record either format can store (TFRecord framing alone is 16 bytes)
-
-
-class ShardPaths(Sequence[str]):
-    """Every shard's resolved path, as ``str``: the folder and the manifest's own names (the same ``str`` objects,
-    so pickled once with the manifest), and whole paths only for the few shards that resolve elsewhere inside the
-    folder (a symlink, a sub-folder). A numpy array of the paths would pickle 4 bytes a character a shard.
-    """
-
-    def __init__(self, root: Path, names: list[str], elsewhere: dict[int, str]) -> None:
-        self.root, self.names, self.elsewhere = str(root), names, elsewhere
-
-    def __len__(self) -> int:
-        return len(self.names)
-
-    def __getitem__(self, shard):  # type: ignore[override]
-        if isinstance(shard, slice):
-            return [self[k] for k in range(*shard.indices(len(self)))]
-        shard = range(len(self.names))[shard]  # an IndexError for a shard that is not there
-        return self.elsewhere.get(shard) or f"{self.root}/{self.names[shard]}"
 
 
 @dataclass
@@ -94,20 +83,47 @@ class OpenedPack:
     manifest_identity: FileIdentity
     shard_identities: np.ndarray
     shards_here: bool = True
+    error: str | None = None  # unpickled after the pack changed: what changed (every use raises DatasetChangedError)
 
     @property
     def targets(self) -> np.ndarray:
         """Every sample's label, read-only (mapped: shared by every process; the stored dtype, int64 as packed).
 
         Raises:
-            DatasetChangedError: this pack was unpickled after its ``targets.npy`` was replaced.
+            DatasetChangedError: this pack was unpickled after it (or its ``targets.npy``) was replaced.
         """
+        self._raise_if_changed()
         return self.labels.array
 
     @property
     def starts(self) -> np.ndarray:
         """int64 ``num_shards + 1`` entries: the first sample of each shard, then the number of samples."""
         return np.concatenate([[0], np.cumsum(self.counts, dtype=np.int64)]).astype(np.int64)
+
+    def shard_labels(self, shard: int, start: int, stop: int) -> np.ndarray:
+        """Labels ``start`` to ``stop - 1`` (shard ``shard``'s samples) from ``targets.npy``: one ``pread``, a new
+        int64 array.
+
+        Raises:
+            DatasetChangedError: the pack changed before this copy of it was unpickled, or ``targets.npy`` did.
+        """
+        self._raise_if_changed()
+        return self.labels.read(start, stop)
+
+    def _raise_if_changed(self) -> None:
+        if self.error is not None:
+            raise DatasetChangedError(_changed(self.root, self.error))
+
+    def __getstate__(self) -> dict:
+        if not isinstance(self.manifest.shards, ShardTable):  # a writer's pack: whole
+            return dict(self.__dict__)
+        return {"root": self.root, "manifest_identity": self.manifest_identity, "labels": self.labels,
+                "shards_here": self.shards_here, "shards_digest": _digest(self.shard_identities), "error": self.error}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if "shards_digest" in state:
+            _reopen(self, state.pop("shards_digest"))
 
     def locate(self, shard: int) -> tuple[np.ndarray, np.ndarray]:
         """The (position, size) int64 arrays of the records of shard ``shard`` (:meth:`StorageFormat.positions`:
@@ -120,6 +136,7 @@ class OpenedPack:
             CorruptRecordError: the index is not the manifest's or lists records outside the shard (names it).
             DatasetChangedError: the pack was replaced since it was opened (the index read may be the new one's).
         """
+        self._raise_if_changed()
         info = self.manifest.shards[shard]
         try:
             located = get_format(self.manifest.format).positions(self.root, info)
@@ -163,6 +180,7 @@ class OpenedPack:
         Raises:
             DatasetChangedError: the manifest or the shard was replaced, changed or removed.
         """
+        self._raise_if_changed()
         try:
             now = FileIdentity.of(os.stat(self.root / MANIFEST_NAME))
         except FileNotFoundError:
@@ -181,7 +199,7 @@ class OpenedPack:
             raise DatasetChangedError(_changed(self.root, f"{self.manifest.shards[shard].path} was rewritten in place"))
 
 
-def open_pack(root: str | os.PathLike, *, shards_here: bool = True) -> OpenedPack:
+def open_pack(root: str | os.PathLike, *, shards_here: bool = True, compact: bool = False) -> OpenedPack:
     """Open and check the packed dataset in ``root`` (see the module docstring for the checks).
 
     Args:
@@ -189,6 +207,8 @@ def open_pack(root: str | os.PathLike, *, shards_here: bool = True) -> OpenedPac
         shards_here: False for the local mirror of a remote dataset (:mod:`fastdata.storage`), whose
             folder holds the manifest, labels and index files but not the shards: the node's shard
             cache checks each shard's size and CRC32C when it downloads it.
+        compact: keep the shard list as a :class:`~fastdata.formats.shard_table.ShardTable` and pickle small (what
+            a reader does; see the module docstring).
 
     Returns:
         The opened pack.
@@ -202,62 +222,46 @@ def open_pack(root: str | os.PathLike, *, shards_here: bool = True) -> OpenedPac
     """
     base = Path(root).resolve()
     before = _identity(base / MANIFEST_NAME)
-    manifest = Manifest.load(base)
-    storage = get_format(manifest.format)
-    elsewhere, identities = {}, []
-    for number, shard in enumerate(manifest.shards):  # one lstat each, no read: a shard's count is proven at first use
-        path, st = _shard_here(base, shard.path) if shards_here else (resolve_inside(base, shard.path), None)
-        if shard.num_samples > shard.nbytes // MIN_RECORD_BYTES:
-            raise CorruptRecordError(path, None, f"cannot hold the {shard.num_samples} records the manifest claims")
-        storage.check_declared(base, shard)
-        if st is not None:
-            st = stat_regular(path, nbytes=shard.nbytes) if stat.S_ISLNK(st.st_mode) else _checked(st, path, shard)
-        if str(path) != f"{base}/{shard.path}":
-            elsewhere[number] = str(path)
-        identities.append((st.st_dev, st.st_ino, st.st_mtime_ns) if st is not None else (0, 0, 0))
-    labels = map_targets(manifest, _existing(base, manifest.targets))
+    manifest = Manifest.load(base, compact=compact)
+    shard_paths, identities = check_shards(base, manifest, shards_here)
+    labels = map_targets(manifest, existing(base, manifest.targets))
     if _identity(base / MANIFEST_NAME) != before:
         raise DatasetChangedError(_changed(base, "its manifest.json was replaced while it was being opened"))
-    return OpenedPack(
-        root=base, manifest=manifest, labels=labels,
-        shard_paths=ShardPaths(base, [s.path for s in manifest.shards], elsewhere),
-        counts=np.array([s.num_samples for s in manifest.shards], dtype=np.int64), manifest_identity=before,
-        shard_identities=np.array(identities, dtype=np.uint64).reshape(-1, 3), shards_here=shards_here,
-    )
+    return OpenedPack(root=base, manifest=manifest, labels=labels, shard_paths=shard_paths, counts=_counts(manifest),
+                      manifest_identity=before, shard_identities=identities, shards_here=shards_here)
 
 
-def _shard_here(root: Path, rel: str) -> tuple[Path, os.stat_result]:
-    """A shard's path resolved inside ``root`` and its ``lstat``: one system call for a plain file name (what the
-    packer writes), :func:`resolve_inside` for anything else (a symlink, a sub-folder).
+def _counts(manifest: Manifest) -> np.ndarray:
+    if isinstance(manifest.shards, ShardTable):
+        return manifest.shards.num_samples.copy()
+    return np.array([s.num_samples for s in manifest.shards], dtype=np.int64)
 
-    Raises:
-        FileNotFoundError: no such file (the message says what to run).
-        CorruptRecordError: the path leads outside the dataset folder.
-    """
-    plain = "/" not in rel and rel not in ("", ".", "..")
-    path = root / rel if plain else _existing(root, rel)
+
+def _digest(identities: np.ndarray) -> tuple[int, str]:
+    return len(identities), hashlib.blake2b(np.ascontiguousarray(identities).tobytes(), digest_size=16).hexdigest()
+
+
+def _reopen(pack: OpenedPack, digest: tuple[int, str]) -> None:
+    """Fill an unpickled reader's pack again from its folder, if it is still the pack its parent checked (the
+    manifest's identity, and every shard's); otherwise record what changed in ``pack.error``. Never raises."""
+    pack.manifest, pack.shard_paths, pack.counts = None, ShardPaths(pack.root, [], {}), np.zeros(0, dtype=np.int64)
+    pack.shard_identities = np.zeros((0, 3), dtype=np.uint64)
+    if pack.error is not None:
+        return
     try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{rel} (named by the manifest) is missing from {root}: "
-                                f"run `fastdata verify {root}`") from None
-    if stat.S_ISLNK(st.st_mode) and plain:
-        path = _existing(root, rel)  # a symlink: where it leads must stay inside
-    return path, st
-
-
-def _checked(st: os.stat_result, path: Path, shard: ShardInfo) -> os.stat_result:
-    """``stat_regular``'s checks on an ``lstat`` already made (of a path that is not a symlink)."""
-    if not stat.S_ISREG(st.st_mode) or st.st_size != shard.nbytes:
-        return stat_regular(path, nbytes=shard.nbytes)  # raises with stat_regular's message
-    return st
-
-
-def _existing(root: Path, rel: str) -> Path:
-    path = resolve_inside(root, rel)
-    if not os.path.lexists(path):
-        raise FileNotFoundError(f"{rel} (named by the manifest) is missing from {root}: run `fastdata verify {root}`")
-    return path
+        if _identity(pack.root / MANIFEST_NAME) != pack.manifest_identity:
+            raise DatasetChangedError("its manifest.json was replaced (re-packed?)")
+        manifest = Manifest.load(pack.root, compact=True)
+        shard_paths, identities = check_shards(pack.root, manifest, pack.shards_here)
+        if _identity(pack.root / MANIFEST_NAME) != pack.manifest_identity:
+            raise DatasetChangedError("its manifest.json was replaced (re-packed?)")
+        if _digest(identities) != tuple(digest):
+            raise DatasetChangedError("a shard was replaced or rewritten since it was opened")
+    except (OSError, ValueError, CorruptRecordError, DatasetChangedError) as exc:
+        pack.error = str(exc) if isinstance(exc, DatasetChangedError) else f"it no longer opens ({exc})"
+        return
+    pack.manifest, pack.shard_paths, pack.counts, pack.shard_identities = (manifest, shard_paths, _counts(manifest),
+                                                                          identities)
 
 
 def _identity(path: Path) -> FileIdentity:

@@ -6,10 +6,12 @@ instead: the size and CRC32C the manifest records for it are checked, the header
 allocating anything it declares, its shape must be the manifest's ``num_samples`` and every label
 must index the class table.
 
-A dataset maps the file read-only (:class:`MappedTargets`) after checking all of it in one bounded
-pass (a few MB at a time), so every process that maps it (fork, spawn and forkserver workers, other
-ranks of the node) shares the same page-cache pages instead of holding a copy of 8 bytes a sample;
-pickled, it is its path, identity and layout, mapped again only if the file is still the one checked.
+A dataset checks all of it in one bounded pass (a few MB at a time) and keeps it open
+(:class:`MappedTargets`): a reader takes the labels of one shard at a time with one ``pread``
+(:meth:`MappedTargets.read`), so a process holds only the labels of the shards it is reading, whatever the number of
+samples; the whole array is mapped read-only only where someone asks for it (``ShardDataset.targets``: a sampler),
+and then shares the page cache's pages instead of holding a copy of 8 bytes a sample. Pickled, it is its path,
+identity and layout, opened again only if the file is still the one checked.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import io
 import mmap
 import os
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -140,9 +143,10 @@ def map_targets(manifest: Manifest, path: Path) -> MappedTargets:
         if FileIdentity.of(os.fstat(fd)) != FileIdentity.of(st):
             raise CorruptRecordError(path, None, "changed while it was being checked")
         mapped = MappedTargets(str(path), FileIdentity.of(st), layout[0].str, layout[1], n)
-        mapped._array = _mapped(fd, mapped)
-    finally:
+    except BaseException:
         os.close(fd)
+        raise
+    mapped._keep(fd)  # the checked file stays open: a re-pack that replaces it does not change what this reads
     return mapped
 
 
@@ -184,12 +188,14 @@ def _mapped(fd: int, targets: MappedTargets) -> np.ndarray:
 
 
 class MappedTargets:
-    """A checked ``targets.npy`` mapped read-only; built by :func:`map_targets`.
+    """A checked ``targets.npy``, kept open; built by :func:`map_targets`.
 
-    Pickled, it is its path, identity, dtype, offset and count (a few hundred bytes whatever the number of
-    samples); unpickling maps the file again if it is still the file that was checked (same device, inode,
-    size and modification time), else :attr:`array` raises :class:`DatasetChangedError` (so a DataLoader
-    worker reports it on its first read instead of dying while it unpickles its dataset).
+    :meth:`read` takes a range of labels with one ``pread`` (what a reader does once per shard it opens); :attr:`array`
+    maps the whole file read-only, once, where it is asked for. Pickled, it is its path, identity, dtype, offset and
+    count (a few hundred bytes whatever the number of samples); unpickling opens the file again if it is still the
+    file that was checked (same device, inode, size and modification time), else :meth:`read` and :attr:`array`
+    raise :class:`DatasetChangedError` (so a DataLoader worker reports it on its first read instead of dying while it
+    unpickles its dataset). The descriptor is closed when the object is collected.
 
     Attributes:
         path: the file, resolved.
@@ -201,39 +207,69 @@ class MappedTargets:
 
     def __init__(self, path: str, identity: FileIdentity, dtype: str, offset: int, count: int) -> None:
         self.path, self.identity, self.dtype, self.offset, self.count = path, identity, dtype, offset, count
+        self._reset()
+
+    def _reset(self) -> None:
+        self._fd: int | None = None
         self._array: np.ndarray | None = None
         self._error: DatasetChangedError | None = None
+        self._closer: weakref.finalize | None = None
+
+    def _keep(self, fd: int) -> None:
+        self._fd = fd
+        self._closer = weakref.finalize(self, os.close, fd)
+
+    def _checked_fd(self) -> int:
+        if self._error is not None:
+            raise DatasetChangedError(str(self._error))
+        return self._fd
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Labels ``start`` to ``stop - 1`` as a new int64 array (one ``pread``; nothing mapped, nothing kept).
+
+        Raises:
+            DatasetChangedError: unpickled after the file was replaced or changed.
+            CorruptRecordError: the file is shorter than when it was checked.
+        """
+        fd = self._checked_fd()
+        start, stop = max(0, int(start)), min(self.count, int(stop))
+        if stop <= start:
+            return np.zeros(0, dtype=np.int64)
+        itemsize = np.dtype(self.dtype).itemsize
+        data = os.pread(fd, (stop - start) * itemsize, self.offset + start * itemsize)
+        if len(data) != (stop - start) * itemsize:
+            raise CorruptRecordError(self.path, None, "is shorter than when this dataset checked it (truncated?)")
+        return np.frombuffer(data, dtype=self.dtype).astype(np.int64)
 
     @property
     def array(self) -> np.ndarray:
-        """The labels, read-only, in the stored dtype.
+        """The labels, read-only, in the stored dtype (the file mapped on first use; its pages are the page cache's).
 
         Raises:
             DatasetChangedError: unpickled after the file was replaced or changed.
         """
-        if self._error is not None:
-            raise DatasetChangedError(str(self._error))
+        if self._array is None:
+            self._array = _mapped(self._checked_fd(), self)
         return self._array
 
     def __getstate__(self) -> dict[str, Any]:
-        return dict(self.__dict__, _array=None, _error=None)
+        return {k: self.__dict__[k] for k in ("path", "identity", "dtype", "offset", "count")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._reset()
         try:
             fd, st = open_regular(self.path)
         except (OSError, CorruptRecordError):
             self._error = DatasetChangedError(f"{self.path} is gone or unreadable since this dataset opened it "
                                               "(re-packed?): create a new ShardDataset (and DataLoader)")
             return
-        try:
-            if FileIdentity.of(st) != self.identity:
-                self._error = DatasetChangedError(f"{self.path} was replaced or changed after this dataset opened it "
-                                                  "(re-packed?): create a new ShardDataset (and DataLoader)")
-                return
-            self._array = _mapped(fd, self)
-        finally:
+        if FileIdentity.of(st) != self.identity:
             os.close(fd)
+            self._error = DatasetChangedError(f"{self.path} was replaced or changed after this dataset opened it "
+                                              "(re-packed?): create a new ShardDataset (and DataLoader)")
+            return
+        self._keep(fd)
 
 
 def _short(shape: tuple) -> str:

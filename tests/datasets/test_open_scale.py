@@ -62,24 +62,65 @@ def distinct_pack(tmp_path_factory):
     return out, truth
 
 
-class MappedCheck(ShardDataset):
-    """(image bytes, label, whether this process maps targets.npy rather than holding a copy)."""
+class LabelsCheck(ShardDataset):
+    """(image bytes, label, whether this process maps targets.npy, labels this process holds, its shard list's type)."""
 
     def __getitem__(self, index):
         data, label = self.read(index)
         with open("/proc/self/maps") as f:
             mapped = any(line.rstrip().endswith("/" + self.manifest.targets) for line in f)
-        return data, label, mapped
+        held = sum(len(labels) for labels, in self._labels._entries.values())
+        return data, label, mapped, held, type(self.manifest.shards).__name__
 
 
 @pytest.mark.parametrize("context", ["spawn", "forkserver"])
-def test_spawn_and_forkserver_workers_read_the_right_samples_from_shared_labels(distinct_pack, context):
+def test_spawn_and_forkserver_workers_read_the_right_samples_holding_only_the_labels_of_their_shards(distinct_pack,
+                                                                                                    context):
+    """A worker takes the labels of each shard it reads with one read of targets.npy: it neither maps the file nor
+    holds a label of a shard it has not read (18 samples, 5 shards of at most 4)."""
     root, truth = distinct_pack
-    ds = MappedCheck(root)
+    ds = LabelsCheck(root)
     ds.read(0)
     loader = DataLoader(ds, batch_size=None, shuffle=True, num_workers=2, multiprocessing_context=context)
-    seen = [(truth[data] == label, mapped) for data, label, mapped in loader]
-    assert len(seen) == len(truth) and seen == [(True, True)] * len(truth)
+    seen = [(truth[data] == label, mapped, held, table) for data, label, mapped, held, table in loader]
+    assert len(seen) == len(truth) and all(ok for ok, *_ in seen)
+    assert not any(mapped for _, mapped, _, _ in seen)
+    assert [held for *_, held, _ in seen][:2] == [4, 4]  # each worker's first read: one shard's labels
+    assert {table for *_, table in seen} == {"ShardTable"}  # the unpickled pack's shard list, as columns
+
+
+def test_the_pickled_dataset_does_not_grow_with_the_shards(tmp_path):
+    """A spawn/forkserver worker's dataset is a few KB whatever the number of shards: the manifest's shard list is
+    read again by the worker, checked against the identities the parent saw (190 bytes a shard were pickled before)."""
+    sizes = []
+    for shards in (2, 400):
+        ds = ShardDataset(write_pack(tmp_path / f"tf{shards}", "tfrecord", shards, 2))
+        blob = pickle.dumps(ds)
+        sizes.append(len(blob))
+        clone = pickle.loads(blob)
+        assert len(clone) == len(ds) and [clone.read(i) for i in range(len(ds))] == [ds.read(i) for i in range(len(ds))]
+        assert clone.manifest == ds.manifest and list(clone._shard_paths) == list(ds._shard_paths)
+    assert abs(sizes[1] - sizes[0]) < 100, sizes
+
+
+def test_an_unpickled_dataset_refuses_a_replaced_shard_or_manifest(tmp_path):
+    root = write_pack(tmp_path / "tf", "tfrecord", 3, 2)
+    ds = ShardDataset(root)
+    blob = pickle.dumps(ds)
+    shard = root / ds.manifest.shards[2].path
+    data = shard.read_bytes()
+    shard.unlink()
+    shard.write_bytes(data)  # the same bytes in another file: not the file the parent checked
+    clone = pickle.loads(blob)  # never raises (a worker would die unpickling it)
+    for use in (lambda: clone.read(0), lambda: clone.read_batch([0, 1]), lambda: clone.targets):
+        with pytest.raises(DatasetChangedError, match="a shard was replaced"):
+            use()
+    assert ds.read(0) == pickle.loads(pickle.dumps(ShardDataset(root))).read(0)
+    manifest = root / "manifest.json"
+    manifest.write_bytes(manifest.read_bytes())  # rewritten: another modification time
+    with pytest.raises(DatasetChangedError, match="manifest.json was replaced"):
+        pickle.loads(blob).read(0)
+    assert "manifest.json" in repr(pytest.raises(DatasetChangedError, pickle.loads(blob).read_batch, [0]).value)
 
 
 def test_a_changed_targets_file_is_refused_by_an_unpickled_dataset(distinct_pack, tmp_path):
@@ -170,3 +211,17 @@ def test_an_index_parses_the_same_on_the_fast_path_and_the_strict_one():
     for bad, error in ((b"99999999999999999999 1\n", OverflowError), (b"1.5 2\n", ValueError), (b"1 x\n", ValueError)):
         with pytest.raises(error):
             _parse_index(bad)
+
+
+def test_a_labels_file_truncated_under_a_reader_is_an_error_where_a_shard_is_next_read(tmp_path):
+    """Labels are read a shard at a time from the open file: one cut short in place (fastdata never does that) is a
+    CorruptRecordError naming it, never a SIGBUS from a mapping."""
+    root = write_pack(tmp_path / "lmdb", "lmdb", 3, 4)
+    ds = ShardDataset(root)
+    assert ds.read(0)[1] == 0
+    path = root / ds.manifest.targets
+    with open(path, "r+b") as f:
+        f.truncate(path.stat().st_size - 8 * 6)  # the last shard's labels and two of the middle one's
+    assert ds.read(1)[1] == 1  # shard 0's labels were read with its first sample
+    with pytest.raises(CorruptRecordError, match="targets.npy.*shorter"):
+        ds.read(5)
