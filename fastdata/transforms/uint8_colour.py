@@ -11,7 +11,9 @@ Each op follows one of two references, named by ``flavour``:
 
 Ops whose output depends only on the pixel value (brightness, contrast, posterize, solarize, invert, autocontrast,
 equalize) are a lookup table computed with the reference's own arithmetic on all 256 values and applied with
-``cv2.LUT``: exact. Saturation and sharpness blend two images with ``cv2.addWeighted`` (which rounds; an offset of
+``cv2.LUT``: exact. Posterize, solarize, solarize-add and invert apply the same tables as one or two bitwise or
+threshold passes (:func:`posterize`, :func:`solarize`, :func:`solarize_add`, :func:`invert`: the same bytes, about
+six times faster than a lookup). Saturation and sharpness blend two images with ``cv2.addWeighted`` (which rounds; an offset of
 ``-0.5 + 1/1024`` makes it truncate, as the references do): within one level of the reference. PIL's Gaussian
 blur is its own three-pass box blur (``ImagingGaussianBlur``), reproduced pass by pass with ``cv2.sepFilter2D``
 and PIL's 24-bit fixed-point weights.
@@ -31,7 +33,8 @@ import numpy as np
 
 __all__ = [
     "apply_lut", "autocontrast", "blend_lut", "brightness", "contrast", "equalize", "gaussian_blur", "grayscale",
-    "hue", "invert_lut", "posterize_lut", "saturation", "sharpness", "solarize_add_lut", "solarize_lut",
+    "hue", "invert", "invert_lut", "posterize", "posterize_lut", "saturation", "sharpness", "solarize",
+    "solarize_add", "solarize_add_lut", "solarize_lut",
 ]
 
 _VALUES = np.arange(256, dtype=np.float32)
@@ -154,6 +157,53 @@ def solarize_add_lut(add: int, threshold: int = 128) -> np.ndarray:
 def invert_lut() -> np.ndarray:
     """The table ``255 - v``."""
     return _frozen(255 - _INDEX)
+
+
+def posterize(image: np.ndarray, bits: int) -> np.ndarray:
+    """``image`` through :func:`posterize_lut` (``bits``), in place, as one bitwise and."""
+    bits = int(bits)
+    if bits < 8:
+        np.bitwise_and(image, (0xFF << (8 - bits)) & 0xFF if bits > 0 else 0, out=image)
+    return image
+
+
+def invert(image: np.ndarray) -> np.ndarray:
+    """``image`` through :func:`invert_lut` (``255 - v``), in place."""
+    return np.invert(image, out=image)
+
+
+def _rows(image: np.ndarray) -> np.ndarray:
+    """The C-contiguous image as a one-channel ``(H, W * 3)`` view (OpenCV compares one channel with a scalar)."""
+    return image.reshape(image.shape[0], -1)
+
+
+def solarize(image: np.ndarray, threshold: float) -> np.ndarray:
+    """``image`` through :func:`solarize_lut` (``threshold``), in place: the values ``>= threshold`` (for a value, at
+    least its ceiling) marked by one threshold pass and inverted by an exclusive or with the mark."""
+    if image.size == 0 or not threshold <= 255:  # above every value, or NaN: nothing to invert
+        return image
+    if threshold <= 0:
+        return invert(image)
+    rows = _rows(image)
+    marked = cv2.threshold(rows, math.ceil(threshold) - 1, 255, cv2.THRESH_BINARY)[1]  # 255 where v > ceil - 1
+    cv2.bitwise_xor(rows, marked, dst=rows)
+    return image
+
+
+def solarize_add(image: np.ndarray, add: int, threshold: int = 128) -> np.ndarray:
+    """``image`` through :func:`solarize_add_lut` (``add``, ``threshold``), in place: ``add`` put where a value is
+    below ``threshold`` by one threshold pass, then a saturating add (a negative ``add`` takes the table)."""
+    add = int(add)
+    if add < 0:
+        return apply_lut(image, solarize_add_lut(add, threshold))
+    if image.size == 0 or not threshold > 0 or add == 0:  # nothing below the threshold, or nothing to add
+        return image
+    rows = _rows(image)
+    if threshold > 255:
+        cv2.add(rows, min(add, 255), dst=rows)
+    else:
+        cv2.add(rows, cv2.threshold(rows, math.ceil(threshold) - 1, min(add, 255), cv2.THRESH_BINARY_INV)[1], dst=rows)
+    return image
 
 
 def _apply_tables(image: np.ndarray, planes: Sequence[np.ndarray], tables: np.ndarray) -> np.ndarray:
