@@ -16,8 +16,9 @@
  * row, and one with no fraction across (a shear along y) from the 4 of one column: a zero fraction makes the other
  * weights zero, so these are the same values as the 4 x 4 taps give, in a quarter of the work. A pixel's taps are
  * filtered with its three channels in the lanes of one vector (SSE2 on x86-64, gcc's vector extensions elsewhere);
- * on a CPU with AVX2 (checked at import) two neighbouring pixels share a 256-bit vector, with the same operations in
- * the same order: every kernel writes the same bytes. The cubic through taps p0..p3 is
+ * on a CPU with AVX2 two neighbouring pixels share a 256-bit vector, with AVX-512 four share a 512-bit one (checked at
+ * import; the build targets any x86-64), with the same operations in the same order: every kernel writes the same
+ * bytes (bicubic(..., kernel=) picks one of KERNELS; the tests compare them). The cubic through taps p0..p3 is
  * p1 + w0 (p0 - p1) + w2 (p2 - p1) + w3 (p3 - p1): exactly p1 on a flat
  * patch, as Pillow's nested form is (a weighted sum of the four would round some flat pixels a level down before the
  * truncation). The arithmetic is float32 where Pillow's is double: a value that lands within a rounding of an
@@ -276,23 +277,43 @@ AVX2 __m256 along2(const uint8_t *a, const uint8_t *b, float *const w[3], int x)
 }
 
 /* Output pixels x and x + 1, both unclamped in the row's mode, and the 16 bytes from each first tap of a row
- * readable (wide: their columns at most width - 6). */
-AVX2 void two_pixels(const row_plan *p, int mode, int x, const uint8_t *src, Py_ssize_t stride, uint8_t *out)
+ * readable (their columns at most width - 6); one function per mode (a function with the three branches is slower
+ * for the AVX-512 kernel). */
+#define AVX2_CALLED static __attribute__((target("avx2"), noinline))
+
+AVX2_CALLED void two_along(const row_plan *p, int x, const uint8_t *src, Py_ssize_t stride, uint8_t *out)
+{
+    const uint8_t *a = src + (p->row[x] + 1) * stride + (Py_ssize_t)p->column[x] * 3;
+    const uint8_t *b = src + (p->row[x + 1] + 1) * stride + (Py_ssize_t)p->column[x + 1] * 3;
+    store2(along2(a, b, p->across, x), out);
+}
+
+AVX2_CALLED void two_down(const row_plan *p, int x, const uint8_t *src, Py_ssize_t stride, uint8_t *out)
+{
+    const uint8_t *a = src + p->row[x] * stride + (Py_ssize_t)p->column[x] * 3 + 3;
+    const uint8_t *b = src + p->row[x + 1] * stride + (Py_ssize_t)p->column[x + 1] * 3 + 3;
+    const Py_ssize_t s1 = stride, s2 = 2 * stride, s3 = 3 * stride;
+    store2(cubic2(tap2(a, b), tap2(a + s1, b + s1), tap2(a + s2, b + s2), tap2(a + s3, b + s3), p->down, x), out);
+}
+
+AVX2_CALLED void two_both(const row_plan *p, int x, const uint8_t *src, Py_ssize_t stride, uint8_t *out)
 {
     const uint8_t *a = src + p->row[x] * stride + (Py_ssize_t)p->column[x] * 3;
     const uint8_t *b = src + p->row[x + 1] * stride + (Py_ssize_t)p->column[x + 1] * 3;
-    if (mode == ALONG_ROW) {
-        store2(along2(a + stride, b + stride, p->across, x), out);
-    } else if (mode == DOWN_COLUMN) {
-        a += 3, b += 3;
-        const Py_ssize_t s1 = stride, s2 = 2 * stride, s3 = 3 * stride;
-        store2(cubic2(tap2(a, b), tap2(a + s1, b + s1), tap2(a + s2, b + s2), tap2(a + s3, b + s3), p->down, x), out);
-    } else {
-        __m256 across[4];
-        for (int r = 0; r < 4; r++, a += stride, b += stride)
-            across[r] = along2(a, b, p->across, x);
-        store2(cubic2(across[0], across[1], across[2], across[3], p->down, x), out);
-    }
+    __m256 across[4];
+    for (int r = 0; r < 4; r++, a += stride, b += stride)
+        across[r] = along2(a, b, p->across, x);
+    store2(cubic2(across[0], across[1], across[2], across[3], p->down, x), out);
+}
+
+AVX2 void two_pixels(const row_plan *p, int mode, int x, const uint8_t *src, Py_ssize_t stride, uint8_t *out)
+{
+    if (mode == ALONG_ROW)
+        two_along(p, x, src, stride, out);
+    else if (mode == DOWN_COLUMN)
+        two_down(p, x, src, stride, out);
+    else
+        two_both(p, x, src, stride, out);
 }
 
 /* Whether pixels x and x + 1 take two_pixels: both unclamped, and 16 bytes readable from each first tap of a row. */
@@ -301,6 +322,114 @@ INLINE int pair(const row_plan *p, int mode, int x, int width, int height)
     if (x + 1 >= width || p->column[x + 1] == OUTSIDE || !unclamped(p, mode, x + 1, width, height))
         return 0;
     return mode == DOWN_COLUMN || (p->column[x] + 6 <= width && p->column[x + 1] + 6 <= width);
+}
+
+/* The AVX-512 kernel: four neighbouring output pixels at a time, a pixel's channels in each 128-bit quarter of a
+ * 512-bit vector, again with the one-pixel kernel's operations in its order; pairs and single pixels as AVX2's. */
+#define AVX512 static inline __attribute__((target("avx512f,avx512bw,avx2")))
+#define AVX512_CALLED static __attribute__((target("avx512f,avx512bw,avx2"), noinline))
+
+AVX512 __m512 tap4(const uint8_t *const q[4], Py_ssize_t offset)
+{
+    int32_t w[4];
+    for (int k = 0; k < 4; k++)
+        memcpy(&w[k], q[k] + offset, 4);
+    return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_setr_epi32(w[0], w[1], w[2], w[3])));
+}
+
+/* [w[0] x 4 | w[1] x 4 | w[2] x 4 | w[3] x 4]: the weights of pixels x .. x + 3 */
+AVX512 __m512 weight4(const float *w)
+{
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                                 _mm512_castps128_ps512(_mm_loadu_ps(w)));
+}
+
+AVX512 __m512 cubic4(__m512 p0, __m512 p1, __m512 p2, __m512 p3, float *const w[3], int x)
+{
+    __m512 v = _mm512_add_ps(p1, _mm512_mul_ps(weight4(w[0] + x), _mm512_sub_ps(p0, p1)));
+    v = _mm512_add_ps(v, _mm512_mul_ps(weight4(w[1] + x), _mm512_sub_ps(p2, p1)));
+    return _mm512_add_ps(v, _mm512_mul_ps(weight4(w[2] + x), _mm512_sub_ps(p3, p1)));
+}
+
+AVX512 void store4(__m512 v, uint8_t *out)
+{
+    __m512i wide = _mm512_cvttps_epi32(_mm512_min_ps(_mm512_max_ps(v, _mm512_setzero_ps()), _mm512_set1_ps(255.0f)));
+    __m128i bytes = _mm_shuffle_epi8(_mm512_cvtepi32_epi8(wide), /* 0..255 already: the low byte of each lane */
+                                     _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1));
+    int64_t first = _mm_cvtsi128_si64(bytes);
+    int32_t last = _mm_extract_epi32(bytes, 2);
+    memcpy(out, &first, 8); /* the four pixels' R, G, B in order */
+    memcpy(out + 8, &last, 4);
+}
+
+/* The cubic along a row for pixels x .. x + 3 (16 readable bytes at each q[k] + offset). */
+AVX512 __m512 along4(const uint8_t *const q[4], Py_ssize_t offset, float *const w[3], int x)
+{
+    __m512i all = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(q[0] + offset)));
+    all = _mm512_inserti32x4(all, _mm_loadu_si128((const __m128i *)(q[1] + offset)), 1); /* immediates: unrolled */
+    all = _mm512_inserti32x4(all, _mm_loadu_si128((const __m128i *)(q[2] + offset)), 2);
+    all = _mm512_inserti32x4(all, _mm_loadu_si128((const __m128i *)(q[3] + offset)), 3);
+    __m512 taps[4];
+    for (int k = 0; k < 4; k++) {
+        const char c = (char)(3 * k);
+        const __m128i spread = _mm_setr_epi8(c, -1, -1, -1, c + 1, -1, -1, -1, c + 2, -1, -1, -1, -1, -1, -1, -1);
+        taps[k] = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(all, _mm512_broadcast_i32x4(spread)));
+    }
+    return cubic4(taps[0], taps[1], taps[2], taps[3], w, x);
+}
+
+/* Output pixels x .. x + 3, all unclamped in the row's mode, 16 bytes readable from each first tap of a row; one
+ * function per mode, as two_pixels. */
+AVX512_CALLED void four_along(const row_plan *p, int x, const uint8_t *src, Py_ssize_t stride, uint8_t *out)
+{
+    const uint8_t *q[4];
+    for (int k = 0; k < 4; k++)
+        q[k] = src + p->row[x + k] * stride + (Py_ssize_t)p->column[x + k] * 3;
+    store4(along4(q, stride, p->across, x), out);
+}
+
+AVX512_CALLED void four_down(const row_plan *p, int x, const uint8_t *src, Py_ssize_t stride, uint8_t *out)
+{
+    const uint8_t *q[4];
+    for (int k = 0; k < 4; k++)
+        q[k] = src + p->row[x + k] * stride + (Py_ssize_t)p->column[x + k] * 3 + 3;
+    store4(cubic4(tap4(q, 0), tap4(q, stride), tap4(q, 2 * stride), tap4(q, 3 * stride), p->down, x), out);
+}
+
+AVX512_CALLED void four_both(const row_plan *p, int x, const uint8_t *src, Py_ssize_t stride, uint8_t *out)
+{
+    const uint8_t *q[4];
+    for (int k = 0; k < 4; k++)
+        q[k] = src + p->row[x + k] * stride + (Py_ssize_t)p->column[x + k] * 3;
+    __m512 across[4];
+    for (int r = 0; r < 4; r++)
+        across[r] = along4(q, r * stride, p->across, x);
+    store4(cubic4(across[0], across[1], across[2], across[3], p->down, x), out);
+}
+
+AVX512 void four_pixels(const row_plan *p, int mode, int x, const uint8_t *src, Py_ssize_t stride, uint8_t *out)
+{
+    if (mode == ALONG_ROW)
+        four_along(p, x, src, stride, out);
+    else if (mode == DOWN_COLUMN)
+        four_down(p, x, src, stride, out);
+    else
+        four_both(p, x, src, stride, out);
+}
+
+/* Whether pixels x .. x + 3 take four_pixels (pixel x already unclamped). */
+INLINE int quad(const row_plan *p, int mode, int x, int width, int height)
+{
+    if (x + 3 >= width)
+        return 0;
+    for (int k = 1; k < 4; k++)
+        if (p->column[x + k] == OUTSIDE || !unclamped(p, mode, x + k, width, height))
+            return 0;
+    if (mode != DOWN_COLUMN)
+        for (int k = 0; k < 4; k++)
+            if (p->column[x + k] + 6 > width)
+                return 0;
+    return 1;
 }
 #else
 #define HAVE_AVX2 0
@@ -314,12 +443,23 @@ static inline int pair(const row_plan *p, int mode, int x, int width, int height
     (void)p, (void)mode, (void)x, (void)width, (void)height;
     return 0;
 }
+
+static inline void four_pixels(const row_plan *p, int mode, int x, const uint8_t *src, Py_ssize_t stride, uint8_t *out)
+{
+    (void)p, (void)mode, (void)x, (void)src, (void)stride, (void)out;
+}
+
+static inline int quad(const row_plan *p, int mode, int x, int width, int height)
+{
+    (void)p, (void)mode, (void)x, (void)width, (void)height;
+    return 0;
+}
 #endif
 
 /* The whole warp: dst (height x width x 3) from src (height x width x 3), both C-contiguous; plan: room for a row;
  * pairs: two pixels at a time with two_pixels (the AVX2 kernel), else one. */
 INLINE void warp_rows(const uint8_t *src, uint8_t *dst, int height, int width, const double m[6],
-                      const uint8_t fill[3], const row_plan *plan, const int pairs)
+                      const uint8_t fill[3], const row_plan *plan, const int lanes)
 {
     const Py_ssize_t stride = (Py_ssize_t)width * 3;
     for (int y = 0; y < height; y++) {
@@ -330,7 +470,10 @@ INLINE void warp_rows(const uint8_t *src, uint8_t *dst, int height, int width, c
                 memcpy(out + 3 * x, fill, 3);
             } else if (!unclamped(plan, mode, x, width, height)) {
                 edge_pixel(plan, x, src, width, height, out + 3 * x);
-            } else if (pairs && pair(plan, mode, x, width, height)) {
+            } else if (lanes >= 4 && quad(plan, mode, x, width, height)) {
+                four_pixels(plan, mode, x, src, stride, out + 3 * x);
+                x += 3;
+            } else if (lanes >= 2 && pair(plan, mode, x, width, height)) {
                 two_pixels(plan, mode, x, src, stride, out + 3 * x);
                 x++;
             } else {
@@ -343,24 +486,31 @@ INLINE void warp_rows(const uint8_t *src, uint8_t *dst, int height, int width, c
 static void warp_baseline(const uint8_t *src, uint8_t *dst, int height, int width, const double m[6],
                           const uint8_t fill[3], const row_plan *plan)
 {
-    warp_rows(src, dst, height, width, m, fill, plan, 0);
+    warp_rows(src, dst, height, width, m, fill, plan, 1);
 }
 
 #if HAVE_AVX2
 __attribute__((target("avx2"))) static void warp_avx2(const uint8_t *src, uint8_t *dst, int height, int width,
                                                       const double m[6], const uint8_t fill[3], const row_plan *plan)
 {
-    warp_rows(src, dst, height, width, m, fill, plan, 1);
+    warp_rows(src, dst, height, width, m, fill, plan, 2);
+}
+
+__attribute__((target("avx512f,avx512bw,avx2"))) static void warp_avx512(const uint8_t *src, uint8_t *dst,
+                                                                         int height, int width, const double m[6],
+                                                                         const uint8_t fill[3], const row_plan *plan)
+{
+    warp_rows(src, dst, height, width, m, fill, plan, 4);
 }
 #endif
 
 typedef void (*warp_fn)(const uint8_t *, uint8_t *, int, int, const double[6], const uint8_t[3], const row_plan *);
-static const char *const kernel_names[] = {"baseline", "avx2"};
+static const char *const kernel_names[] = {"baseline", "avx2", "avx512"};
 static const warp_fn kernel_fns[] = {warp_baseline,
 #if HAVE_AVX2
-                                     warp_avx2
+                                     warp_avx2, warp_avx512
 #else
-                                     NULL
+                                     NULL, NULL
 #endif
 };
 static int kernels_available = 1; /* the first n of kernel_names; set at import */
@@ -423,9 +573,9 @@ static PyObject *bicubic(PyObject *self, PyObject *args, PyObject *kwargs)
         for (kernel = kernels_available - 1; kernel >= 0 && strcmp(kernel_name, kernel_names[kernel]) != 0; kernel--)
             ;
         if (kernel < 0) {
-            PyErr_Format(PyExc_ValueError, "bicubic: kernel must be one of _affine.KERNELS (%s%s%s), got '%.50s'",
-                         kernel_names[0], kernels_available > 1 ? ", " : "",
-                         kernels_available > 1 ? kernel_names[1] : "", kernel_name);
+            PyErr_Format(PyExc_ValueError, "bicubic: kernel must be one of _affine.KERNELS (%s%s%s%s%s), got '%.50s'",
+                         kernel_names[0], kernels_available > 1 ? ", " : "", kernels_available > 1 ? kernel_names[1] : "",
+                         kernels_available > 2 ? ", " : "", kernels_available > 2 ? kernel_names[2] : "", kernel_name);
             return NULL;
         }
     }
@@ -499,13 +649,20 @@ PyMODINIT_FUNC PyInit__affine(void)
 {
 #if HAVE_AVX2
     __builtin_cpu_init();
-    kernels_available = __builtin_cpu_supports("avx2") ? 2 : 1;
+    kernels_available = !__builtin_cpu_supports("avx2") ? 1
+                        : __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") ? 3 : 2;
 #endif
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    PyObject *names = kernels_available > 1 ? Py_BuildValue("(ss)", kernel_names[0], kernel_names[1])
-                                            : Py_BuildValue("(s)", kernel_names[0]);
+    PyObject *names = PyTuple_New(kernels_available);
+    for (int k = 0; names != NULL && k < kernels_available; k++) {
+        PyObject *name = PyUnicode_FromString(kernel_names[k]);
+        if (name == NULL)
+            Py_CLEAR(names);
+        else
+            PyTuple_SET_ITEM(names, k, name);
+    }
     if (PyModule_AddObject(m, "KERNELS", names) < 0) { /* steals names on success */
         Py_XDECREF(names);
         Py_DECREF(m);
