@@ -49,7 +49,6 @@ __all__ = [
 _VALUES = np.arange(256, dtype=np.float32)
 _INDEX = np.arange(256, dtype=np.int64)
 _TRUNC = -0.5 + 1.0 / 1024  # cv2 rounds: rounding x - 0.5 + 1/1024 truncates x >= 0 (the references truncate)
-_SMOOTH = np.array([[1, 1, 1], [1, 5, 1], [1, 1, 1]], np.float32) / 13.0  # PIL's ImageFilter.SMOOTH
 
 
 def _check_flavour(flavour: str) -> None:
@@ -140,15 +139,26 @@ def saturation(image: np.ndarray, factor: float, flavour: str = "pil") -> np.nda
     return _blend_images(image, grayscale(image, flavour), factor, -0.5 if flavour == "tv" else 0.0)
 
 
+def _smooth(image: np.ndarray) -> np.ndarray:
+    """PIL's ``ImageFilter.SMOOTH`` (``[[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13``, rounded; the border pixels the image's
+    own) of an image of at least 3 x 3, exactly: 13 times each value is the 3 x 3 sum (a box filter, in 16 bits) plus 4
+    times the centre, and a sum over 13 is never half-way between two integers, so OpenCV's float rounding of it is
+    exact (and faster than ``cv2.filter2D`` with the kernel)."""
+    sums = cv2.boxFilter(image, cv2.CV_16U, (3, 3), normalize=False, borderType=cv2.BORDER_REPLICATE)
+    centre = image.astype(np.uint16)
+    cv2.add(sums, np.left_shift(centre, 2, out=centre), dst=sums)
+    smooth = cv2.convertScaleAbs(sums, alpha=1.0 / 13.0)
+    smooth[0], smooth[-1], smooth[:, 0], smooth[:, -1] = image[0], image[-1], image[:, 0], image[:, -1]
+    return smooth
+
+
 def sharpness(image: np.ndarray, factor: float, flavour: str = "pil") -> np.ndarray:
     """PIL's ``ImageEnhance.Sharpness`` / torchvision's ``adjust_sharpness``: a blend with the image smoothed by
     ``[[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13`` (rounded), whose border pixels are the image's own."""
     _check_flavour(flavour)
     if factor == 1.0 or image.shape[0] <= 2 or image.shape[1] <= 2:
         return image
-    smooth = cv2.filter2D(image, -1, _SMOOTH, borderType=cv2.BORDER_REPLICATE)
-    smooth[0], smooth[-1], smooth[:, 0], smooth[:, -1] = image[0], image[-1], image[:, 0], image[:, -1]
-    return _blend_images(image, smooth, factor)
+    return _blend_images(image, _smooth(image), factor)
 
 
 @functools.lru_cache(maxsize=1024)

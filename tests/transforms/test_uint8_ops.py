@@ -142,6 +142,20 @@ def test_saturation_and_sharpness_within_one_level(factor):
         assert diff(colour.sharpness(image.copy(), factor, "tv"), tv(F.adjust_sharpness, image, factor)).max() <= 1
 
 
+@pytest.mark.parametrize("size", [(3, 3), (3, 8), (7, 4), (72, 88), (224, 224)], ids=str)
+def test_sharpness_smooths_exactly_as_pils_smooth_filter(size):
+    """The image sharpness blends with: PIL's ``ImageFilter.SMOOTH``, byte for byte (a 16-bit box sum and the
+    centre, divided by 13 and rounded), on photos, noise, and the extremes."""
+    h, w = size
+    rng = np.random.default_rng(h * w)
+    images = [rng.integers(0, 256, (h, w, 3), np.uint8), np.full((h, w, 3), 255, np.uint8),
+              np.zeros((h, w, 3), np.uint8), (rng.integers(0, 2, (h, w, 3)) * 255).astype(np.uint8)]
+    if h >= 16:
+        images.append(natural_image(rng, h, w))
+    for image in images:
+        assert np.array_equal(colour._smooth(image), pil(lambda im: im.filter(ImageFilter.SMOOTH), image))
+
+
 def test_grayscale_is_pils_l_within_one_level():
     for image in IMAGES:
         ours = colour.grayscale(image.copy(), "pil")
