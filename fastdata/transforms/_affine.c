@@ -101,8 +101,8 @@ static inline int clamp(int i, int size) { return i < 0 ? 0 : i >= size ? size -
 
 /* Where each output pixel of a row samples, for the whole row in loops that gcc vectorizes (-fno-trapping-math lets it
  * evaluate both sides of a select): the first tap's column and row (column OUTSIDE: the sample point is outside),
- * and the kernel's weights across and down. Inlined into each kernel (always_inline), so that the AVX2 kernel's
- * copy is vectorized four doubles wide. */
+ * and the kernel's weights across and down. Inlined into each kernel (always_inline), so that the AVX2 and AVX-512
+ * kernels' copies are vectorized four doubles wide (no contraction into fused multiply-adds: the same values). */
 #define OUTSIDE (-3)
 #define INLINE static inline __attribute__((always_inline))
 
@@ -457,7 +457,8 @@ static inline int quad(const row_plan *p, int mode, int x, int width, int height
 #endif
 
 /* The whole warp: dst (height x width x 3) from src (height x width x 3), both C-contiguous; plan: room for a row;
- * pairs: two pixels at a time with two_pixels (the AVX2 kernel), else one. */
+ * lanes: the most pixels filtered at once (1: the baseline kernel; 2: AVX2's two_pixels; 4: AVX-512's four_pixels,
+ * then pairs), where the pixels allow. */
 INLINE void warp_rows(const uint8_t *src, uint8_t *dst, int height, int width, const double m[6],
                       const uint8_t fill[3], const row_plan *plan, const int lanes)
 {
