@@ -3,10 +3,11 @@
 ``fastdata.decode._jpegcrop`` (crop-region JPEG decoding with libjpeg-turbo) and
 ``fastdata.loader._floatbatch`` (uint8 batches to normalized float in one pass) and
 ``fastdata.packing._jpegtranscode`` (pack's lossless JPEG transcoding to restart intervals) and
-``fastdata.transforms._affine`` (PIL's affine bicubic warp for the decode-time rotate and shear) are optional:
+``fastdata.transforms._affine`` (PIL's affine bicubic warp for the decode-time rotate and shear) and
+``fastdata.transforms._lut`` (lookup tables applied in place, 64 bytes at a time with AVX-512 VBMI) are optional:
 when there is no C compiler or no ``jpeglib.h``, the build prints one warning per kernel and the
 install goes on without it (fastdata then decodes through PyTurboJPEG/OpenCV, normalizes with torch, pack stores JPEG bytes
-unchanged, and bicubic rotate and shear use OpenCV's cubic kernel).
+unchanged, bicubic rotate and shear use OpenCV's cubic kernel, and lookup tables cv2.LUT).
 """
 
 import re
@@ -66,6 +67,7 @@ setup(
         # no floating-point traps (never enabled by Python): gcc may then vectorize the loops with selects
         Extension("fastdata.transforms._affine", ["fastdata/transforms/_affine.c"],
                   extra_compile_args=["-O3", "-ffp-contract=off", "-fno-trapping-math"]),
+        Extension("fastdata.transforms._lut", ["fastdata/transforms/_lut.c"], extra_compile_args=["-O3"]),
     ],
     cmdclass={"build_ext": OptionalBuildExt},
 )

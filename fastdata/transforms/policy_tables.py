@@ -42,8 +42,8 @@ def apply_op(image: np.ndarray, name: str, arg: float, *, flavour: str, interpol
         return geometry.translate(image, dx, dy, interpolation, fill)
     if name in _ENHANCE:
         return _ENHANCE[name](image, arg, flavour)
-    if name in _TABLES:
-        return colour.apply_lut(image, _TABLES[name](arg))
+    if name in _POINT:
+        return _POINT[name](image, arg)
     if name == "autocontrast":
         return colour.autocontrast(image, flavour)
     if name == "equalize":
@@ -61,8 +61,8 @@ def apply_op(image: np.ndarray, name: str, arg: float, *, flavour: str, interpol
 
 _ENHANCE: dict[str, Callable] = {"brightness": colour.brightness, "contrast": colour.contrast,
                                  "color": colour.saturation, "sharpness": colour.sharpness}
-_TABLES: dict[str, Callable] = {"posterize": colour.posterize_lut, "solarize": colour.solarize_lut,
-                                "solarize_add": colour.solarize_add_lut, "invert": lambda _: colour.invert_lut()}
+_POINT: dict[str, Callable] = {"posterize": colour.posterize, "solarize": colour.solarize,
+                               "solarize_add": colour.solarize_add, "invert": lambda image, _: colour.invert(image)}
 
 
 # --- timm ---------------------------------------------------------------------------------------------------------

@@ -114,6 +114,46 @@ def test_without_the_extension_bicubic_falls_back_to_opencvs_cubic(hide, monkeyp
             assert d.mean() < 1.0 and d.max() <= 24
 
 
+# Maps whose rows take each path of the kernel: rotations (4 x 4 taps), shears along x (every row's fraction down is
+# 0: the taps of one input row), along y (no fraction across: one column), scales and mirrors of one axis (one row or
+# column, its columns not consecutive), and maps mixing everything.
+MAPS = [("rotate 29.5", None), ("rotate -131", None), ("shear_x 0.3", (1, 0.3, 0, 0, 1, 0)),
+        ("shear_x -1.7", (1, -1.7, 0.4, 0, 1, 0)), ("shear_y 0.21", (1, 0, 0, 0.21, 1, 0)),
+        ("shear_y -0.3", (1, 0, 0, -0.3, 1, 2.0)), ("scale x", (1.37, 0.2, -3.1, 0, 1, 0)),
+        ("mirror x", (-0.8, 0, 40.2, 0, 1, -1)), ("scale y", (1, 0, 2, 0.1, 0.63, 1.7)),
+        ("mirror y", (1, 0, -1, -0.05, -1.2, 50.5)), ("any", (0.9, -0.35, 7.3, 0.41, 1.1, -6.2))]
+
+
+@pytest.mark.parametrize("size", SIZES + [(9, 224), (224, 7)], ids=[f"{h}x{w}" for h, w in SIZES + [(9, 224), (224, 7)]])
+def test_every_kernel_is_pils_and_they_write_the_same_bytes(size):
+    """Each kernel this CPU runs (``_affine.KERNELS``: the one-pixel baseline, AVX2's two pixels per vector,
+    AVX-512's four) against PIL on maps that take each of the kernel's paths, and against each other byte for byte."""
+    h, w = size
+    for seed, fill in enumerate(FILLS):
+        image = image_of(h, w, seed)
+        pil_image = Image.fromarray(image)
+        for name, coeffs in MAPS:
+            coeffs = coeffs or rotation(float(name.split()[1]), w, h)
+            ref = np.asarray(pil_image.transform((w, h), Image.AFFINE, coeffs, resample=Image.BICUBIC,
+                                                 fillcolor=fill))
+            outs = []
+            for kernel in _affine.KERNELS:
+                out = np.full_like(image, 7)
+                _affine.bicubic(image, out, coeffs, fill, kernel=kernel)
+                check_against_pil(out, ref, coeffs, fill)
+                outs.append(out)
+            assert all(np.array_equal(out, outs[0]) for out in outs[1:]), (name, _affine.KERNELS)
+
+
+def test_the_default_kernel_is_the_last_one():
+    image = IMAGES[1]
+    coeffs = rotation(17.0, image.shape[1], image.shape[0])
+    default, last = np.empty_like(image), np.empty_like(image)
+    _affine.bicubic(image, default, coeffs, (1, 2, 3))
+    _affine.bicubic(image, last, coeffs, (1, 2, 3), kernel=_affine.KERNELS[-1])
+    assert _affine.KERNELS[0] == "baseline" and np.array_equal(default, last)
+
+
 GOOD = np.zeros((4, 5, 3), np.uint8)
 COEFFS = (1.0, 0.2, 0.0, 0.0, 1.0, 0.0)
 
@@ -140,6 +180,17 @@ COEFFS = (1.0, 0.2, 0.0, 0.0, 1.0, 0.0)
 def test_the_c_entry_point_refuses_bad_input_in_one_line(image, out, coeffs, fill, error, match):
     with pytest.raises(error, match=match) as info:
         _affine.bicubic(image, out, coeffs, fill)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("kernel, error, match", [
+    ("avx1024", ValueError, r"kernel must be one of _affine.KERNELS \(baseline.*\), got 'avx1024'"),
+    ("", ValueError, "kernel must be one of"),
+    (2, TypeError, "must be str or None"),
+])
+def test_an_unknown_kernel_is_refused_in_one_line(kernel, error, match):
+    with pytest.raises(error, match=match) as info:
+        _affine.bicubic(GOOD, GOOD.copy(), COEFFS, (0, 0, 0), kernel=kernel)
     assert "\n" not in str(info.value)
 
 

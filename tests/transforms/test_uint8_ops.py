@@ -99,6 +99,28 @@ def test_solarize_add_is_timms():
                                   pil(timm_aa.solarize_add, image, add))
 
 
+EVERY_VALUE = np.arange(256 * 3, dtype=np.int64).reshape(16, 16, 3).astype(np.uint8)  # each value in each channel
+
+
+@pytest.mark.parametrize("op, table, args", [
+    *[(colour.posterize, colour.posterize_lut, (bits,)) for bits in (-3, 0, 1, 2, 3, 4, 7, 8, 9, 4.0)],
+    *[(colour.solarize, colour.solarize_lut, (t,)) for t in (-5, 0, 0.5, 1, 77, 127.5, 128, 178.5, 254.9, 255, 256,
+                                                             1e9, float("inf"), float("-inf"), float("nan"),
+                                                             np.float32(229.5))],
+    *[(colour.solarize_add, colour.solarize_add_lut, (add,)) for add in (-20, 0, 1, 33, 99.0, 110, 128, 255, 300)],
+    *[(colour.solarize_add, colour.solarize_add_lut, (40, t)) for t in (-1, 0, 1, 64, 200.5, 255, 256, 1000)],
+    (lambda image: colour.invert(image), colour.invert_lut, ()),
+], ids=str)
+def test_the_bitwise_point_ops_are_their_tables(op, table, args):
+    """posterize, solarize, solarize-add and invert (what the policies run) give their lookup table's bytes, in
+    place, for every value in every channel and every argument, edge cases included."""
+    for image in (EVERY_VALUE, IMAGES[0], IMAGES[0][:1, :1]):
+        work = image.copy()
+        expected = colour.apply_lut(image.copy(), table(*args))
+        assert op(work, *args) is work
+        assert np.array_equal(work, expected), args
+
+
 def test_autocontrast_and_equalize_are_exact():
     for image in IMAGES + [np.clip(IMAGES[0] // 3 + 40, 0, 255).astype(np.uint8)]:
         assert np.array_equal(colour.autocontrast(image.copy(), "pil"), pil(ImageOps.autocontrast, image))
@@ -118,6 +140,20 @@ def test_saturation_and_sharpness_within_one_level(factor):
         assert diff(colour.sharpness(image.copy(), factor, "pil"),
                     pil(lambda im: ImageEnhance.Sharpness(im).enhance(factor), image)).max() <= 1
         assert diff(colour.sharpness(image.copy(), factor, "tv"), tv(F.adjust_sharpness, image, factor)).max() <= 1
+
+
+@pytest.mark.parametrize("size", [(3, 3), (3, 8), (7, 4), (72, 88), (224, 224)], ids=str)
+def test_sharpness_smooths_exactly_as_pils_smooth_filter(size):
+    """The image sharpness blends with: PIL's ``ImageFilter.SMOOTH``, byte for byte (a 16-bit box sum and the
+    centre, divided by 13 and rounded), on photos, noise, and the extremes."""
+    h, w = size
+    rng = np.random.default_rng(h * w)
+    images = [rng.integers(0, 256, (h, w, 3), np.uint8), np.full((h, w, 3), 255, np.uint8),
+              np.zeros((h, w, 3), np.uint8), (rng.integers(0, 2, (h, w, 3)) * 255).astype(np.uint8)]
+    if h >= 16:
+        images.append(natural_image(rng, h, w))
+    for image in images:
+        assert np.array_equal(colour._smooth(image), pil(lambda im: im.filter(ImageFilter.SMOOTH), image))
 
 
 def test_grayscale_is_pils_l_within_one_level():
