@@ -66,7 +66,7 @@ def check_shards(base: Path, manifest: Manifest, shards_here: bool) -> tuple[Sha
     return ShardPaths(base, names, elsewhere), identities
 
 
-def _shard_here(root: Path, rel: str) -> tuple[Path, os.stat_result]:
+def _shard_here(root: Path, rel: str) -> tuple[str | Path, os.stat_result]:
     """A shard's path resolved inside ``root`` and its ``lstat``: one system call for a plain file name (what the
     packer writes), :func:`resolve_inside` for anything else (a symlink, a sub-folder).
 
@@ -75,7 +75,7 @@ def _shard_here(root: Path, rel: str) -> tuple[Path, os.stat_result]:
         CorruptRecordError: the path leads outside the dataset folder.
     """
     plain = "/" not in rel and rel not in ("", ".", "..")
-    path = root / rel if plain else existing(root, rel)
+    path = f"{root}/{rel}" if plain else existing(root, rel)  # a str: pathlib would intern every name for good
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -86,7 +86,7 @@ def _shard_here(root: Path, rel: str) -> tuple[Path, os.stat_result]:
     return path, st
 
 
-def _checked(st: os.stat_result, path: Path, shard: ShardInfo) -> os.stat_result:
+def _checked(st: os.stat_result, path: str | Path, shard: ShardInfo) -> os.stat_result:
     """``stat_regular``'s checks on an ``lstat`` already made (of a path that is not a symlink)."""
     if not stat.S_ISREG(st.st_mode) or st.st_size != shard.nbytes:
         return stat_regular(path, nbytes=shard.nbytes)  # raises with stat_regular's message

@@ -40,7 +40,7 @@ class ShardTable(Sequence[ShardInfo]):
             indexes.append(info.index)
             numbers.append(tuple(-1 if getattr(info, k) is None else getattr(info, k) for k in _NUMBERS))
             sums.append(tuple(-1 if getattr(info, k) is None else int(getattr(info, k), 16) for k in _CHECKSUMS))
-        self.paths, self.indexes = paths, indexes
+        self.paths, self.indexes = Names(paths), Names(indexes)
         self._numbers = np.array(numbers, dtype=np.int64).reshape(-1, len(_NUMBERS))
         self._sums = np.array(sums, dtype=np.int64).reshape(-1, len(_CHECKSUMS))
 
@@ -86,6 +86,28 @@ class ShardTable(Sequence[ShardInfo]):
 
     def __reduce__(self):
         return (_rebuilt, (self.paths, self.indexes, self._numbers, self._sums))
+
+
+class Names(Sequence):
+    """Strings (or None) held as one UTF-8 blob and an int64 array of offsets (-1: None): no ``str`` object per
+    entry survives the manifest's parse, so its memory goes back to the allocator; an entry is decoded when read."""
+
+    def __init__(self, values: Sequence[str | None]) -> None:
+        encoded = [b"" if v is None else v.encode("utf-8") for v in values]
+        self._blob = b"".join(encoded)
+        ends = np.cumsum([len(e) for e in encoded], dtype=np.int64)
+        self._ends = np.where([v is None for v in values], -1, ends).astype(np.int64) if len(values) else ends
+        self._starts = np.concatenate([[0], ends[:-1]]).astype(np.int64) if len(values) else ends
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def __getitem__(self, k):  # type: ignore[override]
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        k = range(len(self._ends))[k]
+        end = int(self._ends[k])
+        return None if end < 0 else self._blob[int(self._starts[k]):end].decode("utf-8")
 
 
 def _rebuilt(paths: list[str], indexes: list[str | None], numbers: np.ndarray, sums: np.ndarray) -> ShardTable:

@@ -85,7 +85,8 @@ def test_spawn_and_forkserver_workers_read_the_right_samples_holding_only_the_la
     seen = [(truth[data] == label, mapped, held, table) for data, label, mapped, held, table in loader]
     assert len(seen) == len(truth) and all(ok for ok, *_ in seen)
     assert not any(mapped for _, mapped, _, _ in seen)
-    assert [held for *_, held, _ in seen][:2] == [4, 4]  # each worker's first read: one shard's labels
+    first = [held for *_, held, _ in seen][:2]  # each worker's first read: the labels of that one shard (4, or 2)
+    assert all(held in (2, 4) for held in first), first
     assert {table for *_, table in seen} == {"ShardTable"}  # the unpickled pack's shard list, as columns
 
 
