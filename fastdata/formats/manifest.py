@@ -91,8 +91,9 @@ class Manifest:
     @property
     def num_samples(self) -> int:
         """Total number of samples over all shards."""
-        total = getattr(self.shards, "total_samples", None)  # a ShardTable (a reader's manifest) sums its column
-        return int(total) if total is not None else sum(shard.num_samples for shard in self.shards)
+        if isinstance(self.shards, ShardTable):  # a reader's manifest: one column sum
+            return self.shards.total_samples
+        return sum(shard.num_samples for shard in self.shards)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (with ``num_samples`` spelled out for plain readers)."""

@@ -21,29 +21,26 @@ from fastdata.formats.errors import CorruptRecordError
 from fastdata.formats.files import resolve_inside, stat_regular
 from fastdata.formats.manifest import Manifest
 from fastdata.formats.manifest_entries import ShardInfo
-from fastdata.formats.shard_table import ShardTable
+from fastdata.formats.shard_table import Rows, ShardTable
 
 __all__ = ["MIN_RECORD_BYTES", "ShardPaths", "check_shards", "existing"]
 
 MIN_RECORD_BYTES = 16  # the smallest record either format can store (TFRecord framing alone is 16 bytes)
 
 
-class ShardPaths(Sequence[str]):
-    """Every shard's resolved path, as ``str``: the folder and the manifest's own names (the same ``str`` objects,
-    so pickled once with the manifest), and whole paths only for the few shards that resolve elsewhere inside the
-    folder (a symlink, a sub-folder). A numpy array of the paths would pickle 4 bytes a character a shard.
+class ShardPaths(Rows):
+    """Every shard's resolved path, as ``str``: the folder and the manifest's own names (shared with the manifest: a
+    reader's :class:`~fastdata.formats.shard_table.Names`), and whole paths only for the few shards that resolve
+    elsewhere inside the folder (a symlink, a sub-folder). A numpy array of the paths would take 4 bytes a character.
     """
 
-    def __init__(self, root: Path, names: list[str], elsewhere: dict[int, str]) -> None:
+    def __init__(self, root: Path, names: Sequence[str], elsewhere: dict[int, str]) -> None:
         self.root, self.names, self.elsewhere = str(root), names, elsewhere
 
     def __len__(self) -> int:
         return len(self.names)
 
-    def __getitem__(self, shard):  # type: ignore[override]
-        if isinstance(shard, slice):
-            return [self[k] for k in range(*shard.indices(len(self)))]
-        shard = range(len(self.names))[shard]  # an IndexError for a shard that is not there
+    def _row(self, shard: int) -> str:
         return self.elsewhere.get(shard) or f"{self.root}/{self.names[shard]}"
 
 

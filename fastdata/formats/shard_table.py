@@ -2,8 +2,8 @@
 
 A :class:`~fastdata.formats.manifest_entries.ShardInfo` per shard (a frozen dataclass with its own ``__dict__`` and
 four checksum strings) costs about 800 bytes; 16,000 shards held 13 MB in every DataLoader worker. A
-:class:`ShardTable` keeps the numbers in int64 arrays (a missing value as -1), the checksums as uint32 and the
-names as one ``str`` each, about 200 bytes a shard, and builds the ``ShardInfo`` of the shard asked for, so code
+:class:`ShardTable` keeps the numbers and checksums in int64 arrays (a missing value as -1) and the names in one
+UTF-8 blob (:class:`Names`), well under 100 bytes a shard, and builds the ``ShardInfo`` of the shard asked for, so code
 that indexes or iterates ``manifest.shards`` reads it unchanged. Readers open a pack with it
 (:func:`~fastdata.formats.packed.open_pack` with ``compact=True``); writers keep plain lists.
 """
@@ -16,13 +16,26 @@ import numpy as np
 
 from fastdata.formats.manifest_entries import ShardInfo
 
-__all__ = ["ShardTable"]
+__all__ = ["Names", "Rows", "ShardTable"]
 
 _NUMBERS = ("num_samples", "nbytes", "index_nbytes", "transcoded")  # int64 columns, -1 for None (all are >= 0)
 _CHECKSUMS = ("crc32c", "index_crc32c", "meta_crc32c")  # 8 hex digits → uint32 columns, with a "present" mask
 
 
-class ShardTable(Sequence[ShardInfo]):
+class Rows(Sequence):
+    """A read-only sequence whose items are built on access by :meth:`_row` (a normalised index in range); slices
+    give lists, and an index out of range raises ``IndexError``."""
+
+    def _row(self, k: int):  # pragma: no cover - each subclass builds its own
+        raise NotImplementedError
+
+    def __getitem__(self, k):  # type: ignore[override]
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        return self._row(range(len(self))[k])
+
+
+class ShardTable(Rows):
     """The shards of a manifest, in order, as columns (see the module docstring); a read-only sequence of
     :class:`ShardInfo` built on access.
 
@@ -59,10 +72,7 @@ class ShardTable(Sequence[ShardInfo]):
     def __len__(self) -> int:
         return len(self.paths)
 
-    def __getitem__(self, shard):  # type: ignore[override]
-        if isinstance(shard, slice):
-            return [self[k] for k in range(*shard.indices(len(self)))]
-        shard = range(len(self.paths))[shard]  # an IndexError for a shard that is not there
+    def _row(self, shard: int) -> ShardInfo:
         numbers = self._numbers[shard].tolist()
         sums = self._sums[shard].tolist()
         return ShardInfo(
@@ -88,7 +98,7 @@ class ShardTable(Sequence[ShardInfo]):
         return (_rebuilt, (self.paths, self.indexes, self._numbers, self._sums))
 
 
-class Names(Sequence):
+class Names(Rows):
     """Strings (or None) held as one UTF-8 blob and an int64 array of offsets (-1: None): no ``str`` object per
     entry survives the manifest's parse, so its memory goes back to the allocator; an entry is decoded when read."""
 
@@ -102,10 +112,7 @@ class Names(Sequence):
     def __len__(self) -> int:
         return len(self._ends)
 
-    def __getitem__(self, k):  # type: ignore[override]
-        if isinstance(k, slice):
-            return [self[i] for i in range(*k.indices(len(self)))]
-        k = range(len(self._ends))[k]
+    def _row(self, k: int) -> str | None:
         end = int(self._ends[k])
         return None if end < 0 else self._blob[int(self._starts[k]):end].decode("utf-8")
 
