@@ -33,7 +33,8 @@ from fastdata._util.stage_clock import charged
 from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.loader.background import LoaderIter, close_all, shutdown_persistent
 from fastdata.loader.lost_batches import watch_receives
-from fastdata.loader.worker_errors import WorkerInit, keep_worker_exception_types
+from fastdata.loader.worker_errors import keep_worker_exception_types
+from fastdata.loader.worker_init import WorkerInit
 from fastdata.loader.accelerate_hook import keep_for_accelerate
 from fastdata.loader.loader_state import LoaderState
 from fastdata.loader.pass_seed import seeded_index_sampler

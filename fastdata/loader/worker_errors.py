@@ -4,8 +4,8 @@ torch sends a worker's exception to the main process as its type and formatted t
 calls ``type(message)``; a user exception whose ``__init__`` takes two or keyword-only arguments
 fails that call and arrives as a ``RuntimeError``. Here, in order:
 
-1. in the worker (:class:`WorkerInit`, run before the user's ``worker_init_fn``), the exception is
-   also pickled when it survives a pickle round trip as its own type; the main process re-raises
+1. in the worker (:class:`~fastdata.loader.worker_init.WorkerInit`, run before the user's ``worker_init_fn``), the
+   exception is also pickled when it survives a pickle round trip as its own type; the main process re-raises
    that very object (attributes included), the worker's traceback added as a note;
 2. else :func:`rebuild`: ``type(message)``, else the instance made without ``__init__`` (``__new__``
    plus ``args``), else a ``RuntimeError`` whose first line names the original type.
@@ -13,7 +13,7 @@ fails that call and arrives as a ``RuntimeError``. Here, in order:
 A batch the worker cannot send is an exception too: multiprocessing pickles each result in a
 feeder thread and, when that fails (``EMFILE`` or ``ENOMEM`` while torch shares a tensor's memory by
 file descriptor, a batch that does not pickle), prints the error and drops the result, and torch's
-main loop waits for it forever. :func:`report_failed_sends` (run by :class:`WorkerInit`) makes the
+main loop waits for it forever. :func:`report_failed_sends` (run by ``WorkerInit``) makes the
 worker's result queue send the error in the batch's place, so it reaches the training loop as that
 batch's exception (an ``OSError`` keeps its type and errno).
 """
@@ -26,12 +26,11 @@ import os
 import pickle
 import sys
 import traceback
-from collections.abc import Callable
 from typing import Any, NoReturn
 
 from torch._utils import ExceptionWrapper
 
-__all__ = ["TypedExceptionWrapper", "WorkerInit", "keep_worker_exception_types", "rebuild", "report_failed_sends"]
+__all__ = ["TypedExceptionWrapper", "keep_worker_exception_types", "rebuild", "report_failed_sends"]
 
 
 def rebuild(exc_type: type[BaseException], message: str) -> BaseException:
@@ -118,23 +117,6 @@ def _loads(data: bytes | None) -> BaseException | None:
         return None
     obj = pickle.loads(data)
     return obj.build() if isinstance(obj, _State) else obj
-
-
-class WorkerInit:
-    """A ``worker_init_fn`` that makes this worker wrap its exceptions in :class:`TypedExceptionWrapper` and
-    report the results it cannot send (:func:`report_failed_sends`), then runs the user's (picklable, so spawn
-    workers get it)."""
-
-    def __init__(self, user: Callable[[int], None] | None) -> None:
-        self.user = user
-
-    def __call__(self, worker_id: int) -> None:
-        from torch.utils.data._utils import worker
-
-        worker.ExceptionWrapper = TypedExceptionWrapper  # this worker process only
-        report_failed_sends(worker_id)
-        if self.user is not None:
-            self.user(worker_id)
 
 
 def report_failed_sends(worker_id: int) -> None:

@@ -121,6 +121,17 @@ class ShardCache(CacheBudget):
         self._warned = False
         self.live_plans = 0
 
+    def __getstate__(self) -> dict:
+        """Pickles without its shard list (O(shards)): the owner hands it back with :meth:`adopt`."""
+        state = dict(self.__dict__)
+        state.update(shards=None, _index=None)
+        return state
+
+    def adopt(self, shards: Sequence[CachedShard]) -> None:
+        """Take the shard list again (an unpickled copy), in the manifest's order."""
+        self.shards = list(shards)
+        self._index = {s.name: i for i, s in enumerate(self.shards)}
+
     # -- paths -----------------------------------------------------------------------------------
     def path(self, shard: int) -> Path:
         return self.root / "shards" / self.shards[shard].name

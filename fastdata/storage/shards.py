@@ -29,7 +29,7 @@ import numpy as np
 from fastdata._util.fs import atomic_write_bytes
 from fastdata._util.sizes import parse_size
 from fastdata.formats import get_format
-from fastdata.formats.base import CorruptRecordError, ShardReaderBase
+from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase
 from fastdata.formats.files import inside
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.formats.open_readers import check_max_open_shards, default_max_open_shards
@@ -51,8 +51,9 @@ _PLAN_REFRESH_S = 0.1  # how long a process trusts its view of the node's plans
 _RANGE_ATTEMPTS = 3
 
 
-def fetch_manifest(store: Store) -> tuple[Manifest, bytes]:
-    """The dataset's manifest (always read afresh) and its raw bytes.
+def fetch_manifest(store: Store, *, compact: bool = False) -> tuple[Manifest, bytes]:
+    """The dataset's manifest (always read afresh) and its raw bytes; ``compact`` as
+    :meth:`~fastdata.formats.manifest.Manifest.from_dict`.
 
     Raises:
         FileNotFoundError: no manifest at the URL (not a finished fastdata pack).
@@ -69,7 +70,7 @@ def fetch_manifest(store: Store) -> tuple[Manifest, bytes]:
         raise ValueError(f"{store.url}/{MANIFEST_NAME} is not valid JSON ({exc}): re-create it with `fastdata pack`")
     if not isinstance(data, dict):
         raise ValueError(f"{store.url}/{MANIFEST_NAME} is not a fastdata manifest (top level is not an object)")
-    return Manifest.from_dict(data, source=f"{store.url}/{MANIFEST_NAME}"), raw
+    return Manifest.from_dict(data, source=f"{store.url}/{MANIFEST_NAME}", compact=compact), raw
 
 
 def mirror_metadata(store: Store, dest: Path) -> tuple[Manifest, Path]:
@@ -78,8 +79,8 @@ def mirror_metadata(store: Store, dest: Path) -> tuple[Manifest, Path]:
     The folder is keyed by the manifest's bytes, so a re-pack at the same URL never reuses stale
     index files; files already there are not downloaded again (one process of the node does it).
     """
-    manifest, raw = fetch_manifest(store)
-    meta = dest / "meta" / hashlib.sha256(raw).hexdigest()[:16]
+    manifest, raw = fetch_manifest(store, compact=True)
+    meta = dest / "meta" / _manifest_key(raw)
     meta.mkdir(parents=True, exist_ok=True)
     wanted = manifest.side_files + [s.index for s in manifest.shards if s.index]
     with FileLock(meta / ".lock") as lock:
@@ -92,6 +93,27 @@ def mirror_metadata(store: Store, dest: Path) -> tuple[Manifest, Path]:
         if not (meta / MANIFEST_NAME).is_file():
             atomic_write_bytes(meta / MANIFEST_NAME, raw)
     return manifest, meta
+
+
+def _manifest_key(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def _mirrored_manifest(meta: Path) -> Manifest:
+    """The manifest mirrored in ``meta`` (an unpickled :class:`RemoteShards`), checked against the folder's key.
+
+    Raises:
+        DatasetChangedError: the file is gone or is not the manifest the folder was made for.
+    """
+    try:
+        raw = (meta / MANIFEST_NAME).read_bytes()
+    except OSError as exc:
+        raise DatasetChangedError(f"{meta / MANIFEST_NAME} was removed after this dataset was opened ({exc}); "
+                                  "open the dataset again") from None
+    if _manifest_key(raw) != meta.name:
+        raise DatasetChangedError(f"{meta / MANIFEST_NAME} changed after this dataset was opened (not the manifest "
+                                  f"its folder {meta.name} was made for); clear the cache folder and open it again")
+    return Manifest.from_dict(json.loads(raw.decode("utf-8")), source=str(meta / MANIFEST_NAME), compact=True)
 
 
 def parse_limit(cache_limit: int | str | None) -> int | None:
@@ -149,14 +171,14 @@ class RemoteShards:
                 f"cache_limit={limit} bytes is too small for {self.url}: the minimum is {needed} bytes "
                 f"({prefetch} shards prefetched + 1 being read, x the largest shard of {max(sizes)} bytes); "
                 f"raise cache_limit to at least {needed} or lower prefetch")
-        self.cache = ShardCache(self.root, self.store, [CachedShard(s.path, s.nbytes, s.crc32c)
-                                                        for s in self.manifest.shards], limit)
+        self.cache = ShardCache(self.root, self.store, _cached(self.manifest), limit)
         self.prefetch = prefetch
         # Held shards cannot be evicted; each reopen costs ~30 us (TFRecord) to ~110 us (LMDB) per sample.
         fits = MAX_HELD * BUDGET_SHARE_HELD if limit is None else limit // max(max(sizes, default=1), 1)
         self._budget_held = max(1, min(MAX_HELD, fits // BUDGET_SHARE_HELD))
         self.format = get_format(self.manifest.format)
         self.ranged = self.manifest.format == "tfrecord"
+        self._changed: DatasetChangedError | None = None  # an unpickled copy whose mirrored manifest changed
         self._reset()
 
     def _reset(self) -> None:
@@ -176,7 +198,10 @@ class RemoteShards:
         Raises:
             CorruptRecordError: the record is damaged.
             DownloadError: the shard could not be downloaded intact.
+            DatasetChangedError: an unpickled copy found the mirrored manifest changed.
         """
+        if self._changed is not None:
+            raise self._changed
         if self._pid != os.getpid():
             self._reset()  # forked: the parent's locks and readers are not ours
         now = time.monotonic()
@@ -282,10 +307,20 @@ class RemoteShards:
             self._prefetcher = None
 
     def __getstate__(self) -> dict[str, Any]:
+        """Pickles in a few KB whatever the shards: the manifest is read again from the mirrored copy."""
         state = self.__dict__.copy()
-        state.update(_held=collections.OrderedDict(), _prefetcher=None, _plans=None, _pid=-1)
+        state.update(_held=collections.OrderedDict(), _prefetcher=None, _plans=None, _pid=-1, manifest=None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        try:
+            self.manifest = _mirrored_manifest(self.meta_root)
+        except DatasetChangedError as exc:  # raised by the first read, not in a worker's start-up
+            self._changed = exc
+        self.cache.adopt(_cached(self.manifest) if self._changed is None else [])
         self._reset()
+
+
+def _cached(manifest: Manifest) -> list[CachedShard]:
+    return [CachedShard(s.path, s.nbytes, s.crc32c) for s in manifest.shards]

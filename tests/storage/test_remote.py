@@ -97,3 +97,30 @@ def test_fsspec_fallback_store_and_dataset(remote_pack, tmp_path):
     upload(remote_pack.local, url)
     remote, reference = ShardDataset(url, cache_dir=tmp_path / "cache"), ShardDataset(remote_pack.local)
     assert all(remote.read(i) == reference.read(i) for i in range(len(reference)))
+
+
+def test_a_remote_dataset_pickles_in_a_few_kb_whatever_its_shards(tmp_path):
+    """What a spawn/forkserver worker gets of a dataset at a URL: its manifest is read again from the node's
+    mirrored copy (checked against the copy's key), not pickled (~400 bytes a shard before)."""
+    pytest.importorskip("fsspec")
+    from fastdata import ShardDataset
+    from fastdata.formats.base import DatasetChangedError
+    from fastdata.storage.transfer import upload
+    from tests.packs import write_pack
+
+    sizes = []
+    for shards in (2, 300):
+        url = f"memory://bucket/pickled-{shards}-{tmp_path.name}"
+        upload(write_pack(tmp_path / f"tf{shards}", "tfrecord", shards, 2), url)
+        ds = ShardDataset(url, cache_dir=tmp_path / "cache")
+        blob = pickle.dumps(ds)
+        sizes.append(len(blob))
+        clone = pickle.loads(blob)
+        assert [clone.read(i) for i in (0, len(ds) - 1)] == [ds.read(i) for i in (0, len(ds) - 1)]
+    assert sizes[1] - sizes[0] < 400, sizes  # 298 more shards
+
+    manifest = ds._remote.meta_root / "manifest.json"
+    manifest.write_bytes(manifest.read_bytes().replace(b"{", b"{ ", 1))  # same JSON, not the bytes it was keyed by
+    changed = pickle.loads(blob)
+    with pytest.raises(DatasetChangedError, match="changed after this dataset was opened"):
+        changed._remote.read(0, 0, 0)
