@@ -24,7 +24,8 @@ __all__ = ["MAX_RECORDS", "MAX_SHARDS", "RecordIndex"]
 
 MAX_SHARDS = CEILING  # shard indexes one process keeps: as many as it keeps shards open (a full shuffle over more
 # shards than this re-reads an index on most reads: a 1,000-line .idx costs ~70 us to read, check and parse)
-MAX_RECORDS = 1 << 21  # records they may hold together (32 MB of int64 pairs); the newest shard is always kept
+MAX_RECORDS = 1 << 20  # records they may hold together (16 MB of int64 pairs; 1,024 shards of 1,000 records
+# fit); the newest shard is always kept
 
 Located = tuple[np.ndarray, ...]  # per record of the shard: (positions, sizes), or a pack's (labels,)
 

@@ -44,9 +44,12 @@ class ShardReaderBase(abc.ABC):
     Attributes:
         identity: the :class:`~fastdata.formats.files.FileIdentity` of the file the reader opened
             (None where unknown), so a caller can tell whether it is the file it expects.
+        held_records: records whose per-record arrays the reader keeps in memory while open (0: none; an LMDB
+            reader keeps its shard's), what :class:`~fastdata.formats.open_readers.OpenReaders` bounds.
     """
 
     identity: FileIdentity | None = None
+    held_records: int = 0
 
     @abc.abstractmethod
     def read(self, position: int, size: int) -> tuple[bytes, int | None]:

@@ -182,6 +182,7 @@ class LMDBShardReader(ShardReaderBase):
             found = read_sidecar(index, expected, st.st_size)  # one read: no walk, no JSON
             self._index, self._crc, self._labels = found.index, found.crc32c, found.labels
             self._fields_crc = found.fields_crc32c
+            self.held_records = len(self._crc)
             return
         self._index = locate_values(self._fd, st.st_size, self.path)
         raw = meta_from(self._index, self._fd, self.path)
@@ -198,6 +199,7 @@ class LMDBShardReader(ShardReaderBase):
         self._labels = int_array(meta["labels"], np.int64, self.path, "labels")
         fields_crc = meta.get("fields_crc32c")
         self._fields_crc = int_array(fields_crc, np.uint32, self.path, "fields_crc32c") if fields_crc else None
+        self.held_records = len(self._crc)
 
     def read(self, position: int, size: int) -> tuple[bytes, int | None]:
         if not 0 <= position < len(self._crc):

@@ -12,6 +12,10 @@ limit is per process and every DataLoader worker is its own process, so the work
 divide it: each worker may hold the bound. It is read in each process when it first reads, so a
 ``worker_init_fn`` that raises the limit is honoured.
 
+A reader may also keep per-record arrays (an LMDB shard's sidecar: 24 bytes a record), so readers are bounded by
+records too (:data:`MAX_HELD_RECORDS`, about 1M records): with 10,000-sample shards a process holds ~100 readers, not
+1,024, and its memory stays that of a 1M-sample pack read whole, whatever the shard size or the dataset's.
+
 A process that nears its limit anyway (``max_open_shards`` set above it) refuses to open one more
 shard while fewer than :func:`reserve` descriptors would be left, with an ``OSError`` (``EMFILE``) that
 says so, before a batch in transit can be the one that fails.
@@ -30,7 +34,7 @@ from typing import Any
 from fastdata.formats.base import ShardReaderBase
 from fastdata.formats.files import FileIdentity
 
-__all__ = ["CEILING", "OpenReaders", "check_max_open_shards", "default_max_open_shards", "nofile_limit", "reserve"]
+__all__ = ["CEILING", "MAX_HELD_RECORDS", "OpenReaders", "check_max_open_shards", "default_max_open_shards", "nofile_limit", "reserve"]
 
 CEILING = 1024  # readers one process keeps open at most by default (each may also hold a little index memory)
 SHARE = 4  # by default shards may take a quarter of the descriptor limit
@@ -81,8 +85,13 @@ def check_max_open_shards(value: Any) -> int | None:
     return int(value)
 
 
+MAX_HELD_RECORDS = 1 << 20  # records the open readers of one process may keep arrays for, together (the newest is
+# always kept): 24 MB of LMDB sidecars; 1,024 shards of 1,000 records fit
+
+
 class OpenReaders:
-    """The shard readers one process holds open: at most ``limit``, the least recently used closed first.
+    """The shard readers one process holds open: at most ``limit`` (and :data:`MAX_HELD_RECORDS` records kept in
+    memory by them together), the least recently used closed first.
 
     :meth:`get` returns the open reader of a shard, or opens it (with the opener given, which makes
     its own identity checks each time it opens, so a shard evicted and re-opened is checked again).
@@ -97,8 +106,9 @@ class OpenReaders:
             same file on every re-open (kept across fork and pickling).
     """
 
-    def __init__(self, limit: int | None = None) -> None:
+    def __init__(self, limit: int | None = None, max_records: int = MAX_HELD_RECORDS) -> None:
         self.limit = check_max_open_shards(limit)
+        self.max_records = int(max_records)
         self.identities: dict[Hashable, FileIdentity] = {}
         self._reset()
 
@@ -106,6 +116,7 @@ class OpenReaders:
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._open: collections.OrderedDict[Hashable, ShardReaderBase] = collections.OrderedDict()
+        self._records = 0  # held_records of the open readers
         self._cap: int | None = None
 
     @property
@@ -139,10 +150,14 @@ class OpenReaders:
                 raise
             self._refuse_near_limit(reader)
             self._open[key] = reader
+            self._records += reader.held_records
+            while self._records > self.max_records and len(self._open) > 1:
+                self._evict()
             return reader
 
     def _evict(self) -> None:
         _, reader = self._open.popitem(last=False)
+        self._records -= reader.held_records
         if sys.getrefcount(reader) <= 2:  # this frame and the call: nobody else reads it, close it now
             reader.close()
         # else a thread still reading it holds it; its __del__ closes the descriptor when that thread is done
@@ -178,6 +193,7 @@ class OpenReaders:
         with self._lock:
             readers = list(self._open.values())
             self._open.clear()
+            self._records = 0
         for reader in readers:
             reader.close()
 
@@ -189,8 +205,9 @@ class OpenReaders:
         return self._pid == os.getpid() and key in self._open
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"limit": self.limit, "identities": dict(self.identities)}
+        return {"limit": self.limit, "max_records": self.max_records, "identities": dict(self.identities)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.limit, self.identities = state["limit"], state["identities"]
+        self.max_records = state.get("max_records", MAX_HELD_RECORDS)
         self._reset()

@@ -128,3 +128,25 @@ def test_a_shard_that_would_leave_too_few_descriptors_is_refused_by_name(twelve,
     assert caught.value.filename.endswith("shard-00001." + ds.format)
     assert open_shard_files(twelve) == before  # the refused shard was closed again
     assert ds.read(0) == first  # open shards go on
+
+
+def test_readers_that_keep_per_record_arrays_are_bounded_by_records_too(tmp_path, monkeypatch):
+    """An LMDB reader keeps its shard's sidecar (24 bytes a record): with large shards the readers open are bounded
+    by the records they hold together, not only by their number (1,024 readers of 10,000-record shards would be
+    245 MB in every worker); a TFRecord reader holds no per-record arrays and counts nothing."""
+    from tests.packs import write_pack
+
+    lmdb, tfrecord = (ShardDataset(write_pack(tmp_path / fmt, fmt, 12, 50)) for fmt in ("lmdb", "tfrecord"))
+    reference = [lmdb.read(i) for i in range(len(lmdb))]
+    for ds in (lmdb, tfrecord):
+        ds.close()
+        ds._readers.max_records = 120  # two shards of 50 records, and a third only while it is the newest
+    order = np.random.default_rng(1).permutation(len(lmdb))
+    for step, i in enumerate(order):
+        assert lmdb.read(int(i)) == reference[i] and tfrecord.read(int(i)) == reference[i]
+        held = [r.held_records for r in lmdb._readers._open.values()]
+        assert held and all(h == 50 for h in held) and sum(held) <= 120, f"step {step}: {held}"
+        assert lmdb._readers._records == sum(held)
+    assert len(tfrecord._readers) == 12  # TFRecord readers keep nothing per record: only max_open_shards bounds them
+    lmdb.close()
+    assert lmdb._readers._records == 0
