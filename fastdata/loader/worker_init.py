@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Callable
 
 from fastdata.loader.worker_errors import TypedExceptionWrapper, report_failed_sends
@@ -29,11 +30,13 @@ class WorkerInit:
 
     def __init__(self, user: Callable[[int], None] | None) -> None:
         self.user = user
+        self.main_pid = os.getpid()  # a context whose "workers" are threads of this process freezes nothing
 
     def __call__(self, worker_id: int) -> None:
         from torch.utils.data._utils import worker
 
-        gc.freeze()  # first: nothing below has run a collection yet
+        if os.getpid() != self.main_pid:
+            gc.freeze()  # first: nothing below has run a collection yet
         worker.ExceptionWrapper = TypedExceptionWrapper  # this worker process only
         report_failed_sends(worker_id)
         if self.user is not None:

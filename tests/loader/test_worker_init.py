@@ -49,3 +49,18 @@ def test_workers_freeze_what_they_started_with_and_collect_what_they_make(contex
         assert seen_by_user > 1000  # the user's worker_init_fn runs after the freeze
         assert collected  # the worker's own cycles are still collected
     assert gc.get_freeze_count() == 0  # the main process is left as it was
+
+
+def test_run_in_the_process_that_made_it_it_freezes_nothing(monkeypatch):
+    """A context whose workers are threads of the main process (``multiprocessing.dummy``) must not freeze it."""
+    import multiprocessing.queues
+
+    from torch.utils.data._utils import worker
+
+    from fastdata.loader.worker_init import WorkerInit
+
+    monkeypatch.setattr(worker, "ExceptionWrapper", worker.ExceptionWrapper)  # restored after: WorkerInit sets them
+    monkeypatch.setattr(multiprocessing.queues.Queue, "_on_queue_feeder_error",
+                        multiprocessing.queues.Queue._on_queue_feeder_error)
+    WorkerInit(None)(0)
+    assert gc.get_freeze_count() == 0
