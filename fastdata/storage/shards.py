@@ -285,6 +285,8 @@ class RemoteShards:
     # -- planning ----------------------------------------------------------------------------------
     def plan(self, order: Any, starts: np.ndarray, *, lag: int = 0) -> Any:
         """Wrap a pass's index stream so the shards it needs are downloaded ahead (see :func:`planned`)."""
+        if self._changed is not None:
+            return order  # nothing to plan: every read raises
         if self._pid != os.getpid():
             self._reset()
         if self._prefetcher is None:

@@ -122,5 +122,8 @@ def test_a_remote_dataset_pickles_in_a_few_kb_whatever_its_shards(tmp_path):
     manifest = ds._remote.meta_root / "manifest.json"
     manifest.write_bytes(manifest.read_bytes().replace(b"{", b"{ ", 1))  # same JSON, not the bytes it was keyed by
     changed = pickle.loads(blob)
+    assert changed._remote.plan(iter([0, 1]), changed._starts) is not None  # planning does not fail before a read
     with pytest.raises(DatasetChangedError, match="changed after this dataset was opened"):
         changed._remote.read(0, 0, 0)
+    with pytest.raises(DatasetChangedError):
+        changed.read(0)
