@@ -224,8 +224,8 @@ def open_pack(root: str | os.PathLike, *, shards_here: bool = True, compact: boo
     before = _identity(base / MANIFEST_NAME)
     try:
         manifest, shard_paths, identities = _load(base, before, shards_here=shards_here, compact=compact)
-    except DatasetChangedError:
-        raise DatasetChangedError(_changed(base, "its manifest.json was replaced while it was being opened")) from None
+    except DatasetChangedError as exc:
+        raise DatasetChangedError(_changed(base, str(exc))) from None
     labels = map_targets(manifest, existing(base, manifest.targets))
     return OpenedPack(root=base, manifest=manifest, labels=labels, shard_paths=shard_paths, counts=_counts(manifest),
                       manifest_identity=before, shard_identities=identities, shards_here=shards_here)
@@ -237,12 +237,13 @@ def _load(base: Path, identity: FileIdentity, *, shards_here: bool,
     manifest kept ``identity``: what :func:`open_pack` and an unpickled reader's pack both do.
 
     Raises:
-        DatasetChangedError: the manifest was replaced meanwhile (the caller says what that means).
+        DatasetChangedError: the manifest was replaced meanwhile (saying so, without the folder: the caller's
+            message names it).
     """
     manifest = Manifest.load(base, compact=compact)
     shard_paths, identities = check_shards(base, manifest, shards_here)
     if _identity(base / MANIFEST_NAME) != identity:
-        raise DatasetChangedError(str(base / MANIFEST_NAME))
+        raise DatasetChangedError("its manifest.json was replaced while it was being opened")
     return manifest, shard_paths, identities
 
 
@@ -266,11 +267,8 @@ def _reopen(pack: OpenedPack, digest: tuple[int, str]) -> None:
     try:
         if _identity(pack.root / MANIFEST_NAME) != pack.manifest_identity:
             raise DatasetChangedError("its manifest.json was replaced (re-packed?)")
-        try:
-            manifest, shard_paths, identities = _load(pack.root, pack.manifest_identity,
-                                                      shards_here=pack.shards_here, compact=True)
-        except DatasetChangedError:
-            raise DatasetChangedError("its manifest.json was replaced (re-packed?)") from None
+        manifest, shard_paths, identities = _load(pack.root, pack.manifest_identity, shards_here=pack.shards_here,
+                                                  compact=True)
         if _digest(identities) != tuple(digest):
             raise DatasetChangedError("a shard was replaced or rewritten since it was opened")
     except (OSError, ValueError, CorruptRecordError, DatasetChangedError) as exc:

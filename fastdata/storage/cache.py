@@ -112,12 +112,11 @@ class ShardCache(CacheBudget):
                  *, retries: int = 4) -> None:
         self.root = Path(root)
         self.store = store
-        self.shards = list(shards)
+        self.adopt(shards)
         self.limit = limit
         self.retries = retries
         for sub in ("shards", "locks", "plans"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
-        self._index = {s.name: i for i, s in enumerate(self.shards)}
         self._warned = False
         self.live_plans = 0
 
@@ -128,7 +127,7 @@ class ShardCache(CacheBudget):
         return state
 
     def adopt(self, shards: Sequence[CachedShard]) -> None:
-        """Take the shard list again (an unpickled copy), in the manifest's order."""
+        """Take the shard list, in the manifest's order (at construction, and again in an unpickled copy)."""
         self.shards = list(shards)
         self._index = {s.name: i for i, s in enumerate(self.shards)}
 

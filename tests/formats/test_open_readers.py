@@ -130,7 +130,7 @@ def test_a_shard_that_would_leave_too_few_descriptors_is_refused_by_name(twelve,
     assert ds.read(0) == first  # open shards go on
 
 
-def test_readers_that_keep_per_record_arrays_are_bounded_by_records_too(tmp_path, monkeypatch):
+def test_readers_that_keep_per_record_arrays_are_bounded_by_records_too(tmp_path):
     """An LMDB reader keeps its shard's sidecar (24 bytes a record): with large shards the readers open are bounded
     by the records they hold together, not only by their number (1,024 readers of 10,000-record shards would be
     245 MB in every worker); a TFRecord reader holds no per-record arrays and counts nothing."""
