@@ -65,8 +65,11 @@ setup(
         Extension("fastdata.loader._floatbatch", ["fastdata/loader/_floatbatch.c"], extra_compile_args=["-O3"]),
         # no contraction into fused multiply-adds: each sample point is PIL's own double arithmetic, bit for bit;
         # no floating-point traps (never enabled by Python): gcc may then vectorize the loops with selects
-        Extension("fastdata.transforms._affine", ["fastdata/transforms/_affine.c"],
-                  extra_compile_args=["-O3", "-ffp-contract=off", "-fno-trapping-math"]),
+        Extension(
+            "fastdata.transforms._affine",
+            ["fastdata/transforms/_affine.c"],
+            extra_compile_args=["-O3", "-ffp-contract=off", "-fno-trapping-math"],
+        ),
         Extension("fastdata.transforms._lut", ["fastdata/transforms/_lut.c"], extra_compile_args=["-O3"]),
     ],
     cmdclass={"build_ext": OptionalBuildExt},

@@ -42,8 +42,21 @@ from fastdata.transforms import RandomResizedCrop  # noqa: E402
 def _prepare(data_dir: Path, images: int, keep_bytes: bool) -> Path:
     folder = data_dir / f"imagenet-like-{images}"
     if not (folder.is_dir() and any(folder.iterdir())):
-        subprocess.run([sys.executable, str(ROOT / "tools" / "make_imagenet_like.py"), str(folder), "--num-images",
-                        str(images), "--num-classes", "100", "--profile", "imagenet", "--quiet"], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "tools" / "make_imagenet_like.py"),
+                str(folder),
+                "--num-images",
+                str(images),
+                "--num-classes",
+                "100",
+                "--profile",
+                "imagenet",
+                "--quiet",
+            ],
+            check=True,
+        )
     packed = data_dir / f"imagenet-like-{images}-{'keep-bytes' if keep_bytes else 'default'}-tfrecord"
     if not (packed / "manifest.json").is_file():
         pack(folder, packed, format="tfrecord", progress=False, overwrite=True, keep_bytes=keep_bytes)
@@ -53,8 +66,9 @@ def _prepare(data_dir: Path, images: int, keep_bytes: bool) -> Path:
 def _measure(root: Path, threads: int, workers: int) -> tuple[float, float | None]:
     """In a fresh process: a warm-up pass, then (images/s, peak PSS MB of the process and its workers) of one pass."""
     dataset = ShardDataset(root, transform=RandomResizedCrop(224), decode_threads=threads)
-    loader = DataLoaderX(dataset, 256, shuffle=True, num_workers=workers, collate_fn=fast_collate,
-                         persistent_workers=workers > 0)
+    loader = DataLoaderX(
+        dataset, 256, shuffle=True, num_workers=workers, collate_fn=fast_collate, persistent_workers=workers > 0
+    )
     with MemorySampler(interval=0.1) as memory:
         for passes in range(2):
             start, count = time.perf_counter(), 0
@@ -86,18 +100,26 @@ def main(argv: list[str] | None = None) -> int:
             rate, peak = run_isolated(_measure, root, threads, workers)
             rates[name].append(rate)
             pss[name] = max(pss.get(name, 0.0), peak or 0.0)
-    print(f"{args.images} ImageNet-like images ({'keep-bytes' if args.keep_bytes else 'default'} pack, TFRecord), "
-          f"RandomResizedCrop(224), batch 256, uint8, median of {args.repeats} passes (range); {usable} usable CPUs")
-    print(f"{'N':>3} | {'threads img/s':>22} {'PSS MB':>7} | {'workers img/s':>22} {'PSS MB':>7} | "
-          f"{'img/s t/w':>9} {'PSS t/w':>8}")
+    print(
+        f"{args.images} ImageNet-like images ({'keep-bytes' if args.keep_bytes else 'default'} pack, TFRecord), "
+        f"RandomResizedCrop(224), batch 256, uint8, median of {args.repeats} passes (range); {usable} usable CPUs"
+    )
+    print(
+        f"{'N':>3} | {'threads img/s':>22} {'PSS MB':>7} | {'workers img/s':>22} {'PSS MB':>7} | "
+        f"{'img/s t/w':>9} {'PSS t/w':>8}"
+    )
     for n in counts:
         t, w = rates[f"threads-{n}"], rates[f"workers-{n}"]
         tm, wm = statistics.median(t), statistics.median(w)
         tp, wp = pss[f"threads-{n}"], pss[f"workers-{n}"]
-        print(f"{n:>3} | {tm:>7.0f} ({min(t):>5.0f}-{max(t):>5.0f}) {tp:>7.0f} | {wm:>7.0f} ({min(w):>5.0f}-"
-              f"{max(w):>5.0f}) {wp:>7.0f} | {tm / wm:>9.2f} {tp / wp if wp else float('nan'):>8.2f}")
-    print("threads: ShardDataset(decode_threads=N), num_workers=0; workers: decode_threads=1, num_workers=N; "
-          "PSS: peak of the process and its workers")
+        print(
+            f"{n:>3} | {tm:>7.0f} ({min(t):>5.0f}-{max(t):>5.0f}) {tp:>7.0f} | {wm:>7.0f} ({min(w):>5.0f}-"
+            f"{max(w):>5.0f}) {wp:>7.0f} | {tm / wm:>9.2f} {tp / wp if wp else float('nan'):>8.2f}"
+        )
+    print(
+        "threads: ShardDataset(decode_threads=N), num_workers=0; workers: decode_threads=1, num_workers=N; "
+        "PSS: peak of the process and its workers"
+    )
     return 0
 
 

@@ -87,8 +87,19 @@ def prepare(data_dir: Path, images: int, folder: Path | None, packed: Path | Non
 
     folder = folder or data_dir / f"imagenet-like-{images}"
     if not (folder.is_dir() and any(folder.iterdir())):
-        subprocess.run([sys.executable, str(ROOT / "tools" / "make_imagenet_like.py"), str(folder), "--num-images",
-                        str(images), "--num-classes", "100", "--quiet"], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "tools" / "make_imagenet_like.py"),
+                str(folder),
+                "--num-images",
+                str(images),
+                "--num-classes",
+                "100",
+                "--quiet",
+            ],
+            check=True,
+        )
     packed = packed or Path(f"{folder}-pack")
     if not (packed / "manifest.json").is_file():
         pack(folder, packed, format="tfrecord", progress=False, overwrite=True)
@@ -114,12 +125,24 @@ def policies() -> dict[str, tuple]:
 
     patch_timm_posterize()
     timm_ra = rand_augment_transform(CONFIG, dict(translate_const=100, img_mean=(124, 116, 104)))
-    deit_three = v2.Compose([v2.RandomChoice([
-        v2.Grayscale(3), lambda im: PIL.ImageOps.solarize(im),
-        lambda im: im.filter(PIL.ImageFilter.GaussianBlur(radius=float(np.random.uniform(0.1, 2.0))))]),
-        v2.ColorJitter(0.3, 0.3, 0.3)])
-    three_tensor = v2.Compose([v2.RandomChoice([v2.Grayscale(3), v2.RandomSolarize(128, p=1.0),
-                                                v2.GaussianBlur(9, (0.1, 2.0))]), v2.ColorJitter(0.3, 0.3, 0.3)])
+    deit_three = v2.Compose(
+        [
+            v2.RandomChoice(
+                [
+                    v2.Grayscale(3),
+                    lambda im: PIL.ImageOps.solarize(im),
+                    lambda im: im.filter(PIL.ImageFilter.GaussianBlur(radius=float(np.random.uniform(0.1, 2.0)))),
+                ]
+            ),
+            v2.ColorJitter(0.3, 0.3, 0.3),
+        ]
+    )
+    three_tensor = v2.Compose(
+        [
+            v2.RandomChoice([v2.Grayscale(3), v2.RandomSolarize(128, p=1.0), v2.GaussianBlur(9, (0.1, 2.0))]),
+            v2.ColorJitter(0.3, 0.3, 0.3),
+        ]
+    )
     timm_erase = TimmErasing(0.25, mode="const", device="cpu")
     mean, std = torch.tensor(MEAN).view(3, 1, 1), torch.tensor(STD).view(3, 1, 1)
     return {
@@ -128,17 +151,21 @@ def policies() -> dict[str, tuple]:
         "TrivialAugmentWide": (T.TrivialAugmentWide(), v2.TrivialAugmentWide(), v2.TrivialAugmentWide(), "pil"),
         "AutoAugment(imagenet)": (T.AutoAugment(), v2.AutoAugment(), v2.AutoAugment(), "pil"),
         "ThreeAugment(0.3)": (T.ThreeAugment(0.3), deit_three, three_tensor, "pil"),
-        "ColorJitter(0.4, 0.4, 0.4)": (T.ColorJitter(0.4, 0.4, 0.4), v2.ColorJitter(0.4, 0.4, 0.4),
-                                       v2.ColorJitter(0.4, 0.4, 0.4), "pil"),
-        "RandomHorizontalFlip": (T.RandomHorizontalFlip(), v2.RandomHorizontalFlip(), v2.RandomHorizontalFlip(),
-                                 "pil"),
+        "ColorJitter(0.4, 0.4, 0.4)": (
+            T.ColorJitter(0.4, 0.4, 0.4),
+            v2.ColorJitter(0.4, 0.4, 0.4),
+            v2.ColorJitter(0.4, 0.4, 0.4),
+            "pil",
+        ),
+        "RandomHorizontalFlip": (T.RandomHorizontalFlip(), v2.RandomHorizontalFlip(), v2.RandomHorizontalFlip(), "pil"),
         "RandomErasing(0.25)": (T.RandomErasing(0.25), timm_erase, v2.RandomErasing(0.25), "normalized"),
         "_mean_std": (mean, std),
     }
 
 
-def measure_ops(images: list[np.ndarray], repeats: int, only: list[str] | None,
-                clock=time.process_time) -> dict[str, dict[str, list[float]]]:
+def measure_ops(
+    images: list[np.ndarray], repeats: int, only: list[str] | None, clock=time.process_time
+) -> dict[str, dict[str, list[float]]]:
     """µs per image of each method, per round (rounds alternate the methods, order rotating)."""
     from PIL import Image
 
@@ -160,7 +187,7 @@ def measure_ops(images: list[np.ndarray], repeats: int, only: list[str] | None,
                 ours.apply(slot, rng)
 
         def pil_path() -> None:
-            for x in (pil if kind == "pil" else normalized):
+            for x in pil if kind == "pil" else normalized:
                 pil_fn(x.clone() if kind == "normalized" else x)
 
         def tensor_path() -> None:
@@ -183,17 +210,23 @@ def measure_ops(images: list[np.ndarray], repeats: int, only: list[str] | None,
 
 
 def print_ops(results: dict[str, dict[str, list[float]]], count: int, repeats: int, clock: str) -> None:
-    print(f"\nPer image, one core, {count} 224x224 crops x {repeats} rounds (methods alternating), {clock} time: "
-          "median µs [range]")
+    print(
+        f"\nPer image, one core, {count} 224x224 crops x {repeats} rounds (methods alternating), {clock} time: "
+        "median µs [range]"
+    )
     print(f"{'policy':28s} {'fastdata':>18s} {'PIL':>20s} {'tensor':>20s} {'x PIL':>7s} {'x tensor':>9s}")
     for name, rates in results.items():
         cells = {m: f"{statistics.median(r):7.0f} [{min(r):.0f}-{max(r):.0f}]" for m, r in rates.items()}
         ours = statistics.median(rates["fastdata"])
-        print(f"{name:28s} {cells['fastdata']:>18s} {cells['PIL']:>20s} {cells['tensor']:>20s} "
-              f"{statistics.median(rates['PIL']) / ours:6.1f}x {statistics.median(rates['tensor']) / ours:8.1f}x")
-    print("PIL: timm's ops (rand-..., RandomErasing on the normalized tensor), DeiT III's PIL 3-Augment, else "
-          "torchvision v2 on the PIL image; tensor: torchvision v2 on the uint8 tensor (for rand-m9-mstd0.5-inc1: "
-          "v2.RandAugment(2, 9)).")
+        print(
+            f"{name:28s} {cells['fastdata']:>18s} {cells['PIL']:>20s} {cells['tensor']:>20s} "
+            f"{statistics.median(rates['PIL']) / ours:6.1f}x {statistics.median(rates['tensor']) / ours:8.1f}x"
+        )
+    print(
+        "PIL: timm's ops (rand-..., RandomErasing on the normalized tensor), DeiT III's PIL 3-Augment, else "
+        "torchvision v2 on the PIL image; tensor: torchvision v2 on the uint8 tensor (for rand-m9-mstd0.5-inc1: "
+        "v2.RandAugment(2, 9))."
+    )
 
 
 def agreement(images: list[np.ndarray]) -> None:
@@ -208,24 +241,38 @@ def agreement(images: list[np.ndarray]) -> None:
     patch_timm_posterize()
     fill, hparams = (124, 116, 104), {"translate_const": 100, "translate_pct": 0.45}
     resamples = {"nearest": Image.NEAREST, "bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC}
-    print(f"\nAgreement with timm's PIL ops, {len(images)} crops, magnitudes 0..10, both signs: interior pixels "
-          "within 1 level, largest interior difference, border pixels off by more than 1")
+    print(
+        f"\nAgreement with timm's PIL ops, {len(images)} crops, magnitudes 0..10, both signs: interior pixels "
+        "within 1 level, largest interior difference, border pixels off by more than 1"
+    )
     for name in [n for n in TIMM_OPS if n != "GaussianBlurRand"]:
         op, level = TIMM_OPS[name]
-        for interpolation in (("nearest", "bilinear", "bicubic") if op in GEOMETRIC else ("-",)):
+        for interpolation in ("nearest", "bilinear", "bicubic") if op in GEOMETRIC else ("-",):
             inside, worst, border = [], 0, []
             for magnitude in range(11):
                 for negate in (False, True):
-                    random.random = (lambda v: (lambda: v))(0.9 if negate else 0.1)  # timm's sign coin
+                    random.random = (lambda v: lambda: v)(0.9 if negate else 0.1)  # timm's sign coin
                     args = () if aa.LEVEL_TO_ARG[name] is None else aa.LEVEL_TO_ARG[name](magnitude, hparams)
                     arg = 0.0 if level is None else float(level(magnitude, hparams, negate))
                     for image in images:
                         h, w = image.shape[:2]
                         arg_px = arg * (w if name == "TranslateXRel" else h if name == "TranslateYRel" else 1)
-                        ref = np.asarray(aa.NAME_TO_OP[name](Image.fromarray(image), *args, fillcolor=fill,
-                                                             resample=resamples.get(interpolation, Image.BILINEAR)))
-                        ours = apply_op(image.copy(), op, arg_px, flavour="pil", interpolation=interpolation
-                                        if op in GEOMETRIC else "nearest", fill=fill)
+                        ref = np.asarray(
+                            aa.NAME_TO_OP[name](
+                                Image.fromarray(image),
+                                *args,
+                                fillcolor=fill,
+                                resample=resamples.get(interpolation, Image.BILINEAR),
+                            )
+                        )
+                        ours = apply_op(
+                            image.copy(),
+                            op,
+                            arg_px,
+                            flavour="pil",
+                            interpolation=interpolation if op in GEOMETRIC else "nearest",
+                            fill=fill,
+                        )
                         d = np.abs(ours.astype(np.int16) - ref).max(axis=2)
                         edge = _edge_mask(op, arg_px, h, w)
                         inside.append(d[~edge] <= 1)
@@ -235,8 +282,10 @@ def agreement(images: list[np.ndarray]) -> None:
             share_in = np.concatenate(inside).mean()
             share_border = np.concatenate(border).mean() if sum(b.size for b in border) else 0.0
             label = f"{name} ({interpolation})" if op in GEOMETRIC else name
-            print(f"  {label:32s} interior within 1: {100 * share_in:7.3f}%  max {worst:3d}   "
-                  f"border > 1: {100 * share_border:6.2f}%")
+            print(
+                f"  {label:32s} interior within 1: {100 * share_in:7.3f}%  max {worst:3d}   "
+                f"border > 1: {100 * share_border:6.2f}%"
+            )
 
 
 def _edge_mask(op: str, arg: float, height: int, width: int) -> np.ndarray:
@@ -265,23 +314,43 @@ def loaders(folder: Path, packed: Path, batch: int, workers: int) -> dict:
     from fastdata.loader import DataLoaderX, NormalizeCollate
 
     patch_timm_posterize()
-    recipe = T.DecodeCompose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.RandAugment.from_config(CONFIG),
-                              T.RandomErasing(0.25)])
+    recipe = T.DecodeCompose(
+        [T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.RandAugment.from_config(CONFIG), T.RandomErasing(0.25)]
+    )
 
     def fastdata(transform, hflip: float):
         dataset = ShardDataset(packed, transform=transform)
-        return DataLoaderX(dataset, batch_size=batch, shuffle=True, num_workers=workers, drop_last=True,
-                           collate_fn=NormalizeCollate(MEAN, STD, hflip_p=hflip), persistent_workers=False)
+        return DataLoaderX(
+            dataset,
+            batch_size=batch,
+            shuffle=True,
+            num_workers=workers,
+            drop_last=True,
+            collate_fn=NormalizeCollate(MEAN, STD, hflip_p=hflip),
+            persistent_workers=False,
+        )
 
     def timm_loader():
         dataset = create_dataset("", root=str(folder), is_training=True)
-        return create_loader(dataset, input_size=(3, 224, 224), batch_size=batch, is_training=True,
-                             use_prefetcher=False, auto_augment=CONFIG, re_prob=0.25, interpolation="random",
-                             num_workers=workers, device=torch.device("cpu"), persistent_workers=False)
+        return create_loader(
+            dataset,
+            input_size=(3, 224, 224),
+            batch_size=batch,
+            is_training=True,
+            use_prefetcher=False,
+            auto_augment=CONFIG,
+            re_prob=0.25,
+            interpolation="random",
+            num_workers=workers,
+            device=torch.device("cpu"),
+            persistent_workers=False,
+        )
 
-    return {"fastdata-recipe": lambda: fastdata(recipe, 0.0),
-            "fastdata-plain": lambda: fastdata(T.RandomResizedCrop(224), 0.5),
-            "timm": timm_loader}
+    return {
+        "fastdata-recipe": lambda: fastdata(recipe, 0.0),
+        "fastdata-plain": lambda: fastdata(T.RandomResizedCrop(224), 0.5),
+        "timm": timm_loader,
+    }
 
 
 def measure_loaders(folder: Path, packed: Path, repeats: int, batch: int, workers: int) -> dict[str, list[float]]:
@@ -329,14 +398,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.part in ("loader", "both"):
         os.sched_setaffinity(0, set(cores[:2]))
         rates = measure_loaders(folder, packed, args.repeats, args.batch, workers=2)
-        print(f"\nLoader, 2 workers on {len(cores[:2])} cores, batch {args.batch}, {args.repeats} passes each "
-              "(alternating): images/s median [range]")
+        print(
+            f"\nLoader, 2 workers on {len(cores[:2])} cores, batch {args.batch}, {args.repeats} passes each "
+            "(alternating): images/s median [range]"
+        )
         for name, r in rates.items():
             print(f"  {name:16s} {statistics.median(r):7.0f} [{min(r):.0f}-{max(r):.0f}]")
         recipe = statistics.median(rates["fastdata-recipe"])
         print(f"  fastdata-recipe / timm: {recipe / statistics.median(rates['timm']):.2f}x (goal >= 3)")
-        print(f"  fastdata-recipe / fastdata-plain: {recipe / statistics.median(rates['fastdata-plain']):.2f} "
-              "(goal >= 0.70)")
+        print(
+            f"  fastdata-recipe / fastdata-plain: {recipe / statistics.median(rates['fastdata-plain']):.2f} "
+            "(goal >= 0.70)"
+        )
     return 0
 
 

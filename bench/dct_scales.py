@@ -39,11 +39,11 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from bench.per_sample import _prepare  # noqa: E402
+from fastdata._util.cpus import pin_to_one_core  # noqa: E402
 from fastdata.datasets.shard_dataset import ShardDataset  # noqa: E402
 from fastdata.decode import native  # noqa: E402
 from fastdata.decode.scaling import TURBOJPEG_SCALES, choose_scale, resize_into, scaled_box, scaled_size  # noqa: E402
 from fastdata.transforms import RandomResizedCrop  # noqa: E402
-from fastdata._util.cpus import pin_to_one_core  # noqa: E402
 
 SIZE = 224
 POLICIES = {"pow2": ((1, 8), (1, 4), (1, 2), (1, 1)), "m8": TURBOJPEG_SCALES, "shipped": native.NATIVE_SCALES}
@@ -128,8 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     counts: dict[int, int] = {}
     for *_, scales in records:
         counts[_eighths(scales["m8"])] = counts.get(_eighths(scales["m8"]), 0) + 1
-    print(f"{len(records)} JPEG records (default pack), RandomResizedCrop({SIZE}) boxes, one core, {args.repeats} "
-          f"rounds alternating per record, img/s of {args.clock} time, median (range):")
+    print(
+        f"{len(records)} JPEG records (default pack), RandomResizedCrop({SIZE}) boxes, one core, {args.repeats} "
+        f"rounds alternating per record, img/s of {args.clock} time, median (range):"
+    )
     for name, r in result["rates"].items():
         print(f"  {name:6s} {statistics.median(r):7.0f}  ({min(r):.0f}-{max(r):.0f})")
     for name in ("m8", "shipped"):
@@ -141,12 +143,27 @@ def main(argv: list[str] | None = None) -> int:
     for m in sorted(result["groups"]):
         g, n = result["groups"][m], counts[m]
         ratio = statistics.median(p / q for p, q in zip(g["pow2"], g["m8"]))
-        table[m] = {"records": n, "pow2_ms": 1e3 * statistics.median(g["pow2"]) / n,
-                    "m8_ms": 1e3 * statistics.median(g["m8"]) / n, "m8_speedup": ratio}
+        table[m] = {
+            "records": n,
+            "pow2_ms": 1e3 * statistics.median(g["pow2"]) / n,
+            "m8_ms": 1e3 * statistics.median(g["m8"]) / n,
+            "m8_speedup": ratio,
+        }
         print(f"  {m}/8  {n:5d}  {table[m]['pow2_ms']:.3f}  {table[m]['m8_ms']:.3f}  {ratio:.3f}x")
     if args.json:
-        args.json.write_text(json.dumps({"records": len(records), "repeats": args.repeats, "clock": args.clock,
-                                         "rates": result["rates"], "per_m": table}, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "records": len(records),
+                    "repeats": args.repeats,
+                    "clock": args.clock,
+                    "rates": result["rates"],
+                    "per_m": table,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return 0
 
 

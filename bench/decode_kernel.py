@@ -36,10 +36,10 @@ import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from fastdata._util.cpus import pin_to_one_core  # noqa: E402
 from fastdata.decode import get_decoder, is_jpeg  # noqa: E402
 from fastdata.decode.scaling import resize_into  # noqa: E402
 from fastdata.transforms import RandomResizedCrop  # noqa: E402
-from fastdata._util.cpus import pin_to_one_core  # noqa: E402
 
 SIZE = 224
 DATASETS = {"imagenet-like": ("imagenet", 3000), "photos": ("photos", 300)}
@@ -48,8 +48,21 @@ DATASETS = {"imagenet-like": ("imagenet", 3000), "photos": ("photos", 300)}
 def _ensure(folder: Path, profile: str, count: int) -> None:
     if folder.is_dir() and any(folder.iterdir()):
         return
-    subprocess.run([sys.executable, str(ROOT / "tools" / "make_imagenet_like.py"), str(folder), "--num-images",
-                    str(count), "--num-classes", "100", "--profile", profile, "--quiet"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "make_imagenet_like.py"),
+            str(folder),
+            "--num-images",
+            str(count),
+            "--num-classes",
+            "100",
+            "--profile",
+            profile,
+            "--quiet",
+        ],
+        check=True,
+    )
 
 
 def _load(folder: Path, limit: int) -> list[bytes]:
@@ -61,7 +74,7 @@ def _load(folder: Path, limit: int) -> list[bytes]:
 def _cv2_crop(data: bytes, box: tuple[int, int, int, int], out: np.ndarray) -> None:
     top, left, height, width = box
     bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
-    resize_into(cv2.cvtColor(bgr[top:top + height, left:left + width], cv2.COLOR_BGR2RGB), out, None)
+    resize_into(cv2.cvtColor(bgr[top : top + height, left : left + width], cv2.COLOR_BGR2RGB), out, None)
 
 
 def measure(datas: list[bytes], repeats: int) -> dict:

@@ -57,8 +57,9 @@ def policies(seed: int) -> dict:
         return img.filter(ImageFilter.GaussianBlur(radius=random.uniform(0.1, 2.0)))
 
     # DeiT III's 3-Augment on PIL images, as its data pipeline runs it
-    three_ref = v2.Compose([v2.RandomChoice([v2.Grayscale(3), v2.RandomSolarize(128, p=1.0), deit3_blur]),
-                            v2.ColorJitter(0.3, 0.3, 0.3)])
+    three_ref = v2.Compose(
+        [v2.RandomChoice([v2.Grayscale(3), v2.RandomSolarize(128, p=1.0), deit3_blur]), v2.ColorJitter(0.3, 0.3, 0.3)]
+    )
     _posterize_zero_bits()  # before the ops are built: they keep the function
     timm_ra = rand_augment_transform("rand-m9-mstd0.5-inc1", {"translate_pct": 0.45, "img_mean": (124, 116, 104)})
     timm_mix = Mixup(mixup_alpha=0.8, cutmix_alpha=1.0, mode="elem", label_smoothing=0.1, num_classes=1000)
@@ -68,10 +69,16 @@ def policies(seed: int) -> dict:
         "trivial-augment-wide": (G.TrivialAugmentWide(generator=g), v2.TrivialAugmentWide(), "uint8"),
         "auto-augment-imagenet": (G.AutoAugment(generator=g), v2.AutoAugment(), "uint8"),
         "three-augment": (G.ThreeAugment(0.3, generator=g), three_ref, "pil"),
-        "random-erasing-0.25": (G.RandomErasing(0.25, mode="pixel", generator=g),
-                                v2.RandomErasing(0.25, value="random"), "float"),
-        "mixup-cutmix-elem": (G.MixupCutmix(0.8, 1.0, mode="elem", num_classes=1000, generator=g),
-                              lambda x, y: timm_mix(x, y), "float-batch"),
+        "random-erasing-0.25": (
+            G.RandomErasing(0.25, mode="pixel", generator=g),
+            v2.RandomErasing(0.25, value="random"),
+            "float",
+        ),
+        "mixup-cutmix-elem": (
+            G.MixupCutmix(0.8, 1.0, mode="elem", num_classes=1000, generator=g),
+            lambda x, y: timm_mix(x, y),
+            "float-batch",
+        ),
     }
 
 
@@ -150,15 +157,36 @@ def main() -> None:
         if torch.cuda.is_available():
             xc, lc = x.cuda(), labels.cuda()
             cuda = timed(lambda: ours(xc, lc), max(args.repeats, 10), torch.cuda.synchronize)
-        rows.append({"policy": name, "fastdata_cpu_ms": fast, "per_image_cpu_ms": loop, "ratio": loop / fast,
-                     "fastdata_cuda_ms": cuda})
-        print(f"{name:24s} fastdata {fast:8.1f} ms   per-image {loop:8.1f} ms   x{loop / fast:5.2f}   "
-              f"cuda {'-' if cuda is None else f'{cuda:.2f} ms'}", flush=True)
+        rows.append(
+            {
+                "policy": name,
+                "fastdata_cpu_ms": fast,
+                "per_image_cpu_ms": loop,
+                "ratio": loop / fast,
+                "fastdata_cuda_ms": cuda,
+            }
+        )
+        print(
+            f"{name:24s} fastdata {fast:8.1f} ms   per-image {loop:8.1f} ms   x{loop / fast:5.2f}   "
+            f"cuda {'-' if cuda is None else f'{cuda:.2f} ms'}",
+            flush=True,
+        )
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
     print(f"\nbatch {args.batch}x3x{args.size}x{args.size}, {torch.get_num_threads()} CPU threads, GPU: {device}")
     if args.out:
-        args.out.write_text(json.dumps({"batch": args.batch, "size": args.size, "threads": torch.get_num_threads(),
-                                        "gpu": device, "rows": rows}, indent=2) + "\n")
+        args.out.write_text(
+            json.dumps(
+                {
+                    "batch": args.batch,
+                    "size": args.size,
+                    "threads": torch.get_num_threads(),
+                    "gpu": device,
+                    "rows": rows,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

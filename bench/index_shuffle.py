@@ -89,10 +89,19 @@ def measure(n: int, world: int, shuffle: bool | str) -> dict:
     start = time.perf_counter()
     next(iter(sampler))
     t_again = time.perf_counter() - start
-    return {"shuffle": shuffle, "n": n, "world": world, "iter_s": t_iter, "first_index_s": t_first,
-            "later_first_index_s": t_again,
-            "tracemalloc_peak_bytes": peak, "rss_delta_bytes": rss_delta, "peak_rss_delta_bytes": max_rss_delta,
-            "first_1m_s": t_million, "first_1m_per_s": (count + 1) / t_million}
+    return {
+        "shuffle": shuffle,
+        "n": n,
+        "world": world,
+        "iter_s": t_iter,
+        "first_index_s": t_first,
+        "later_first_index_s": t_again,
+        "tracemalloc_peak_bytes": peak,
+        "rss_delta_bytes": rss_delta,
+        "peak_rss_delta_bytes": max_rss_delta,
+        "first_1m_s": t_million,
+        "first_1m_per_s": (count + 1) / t_million,
+    }
 
 
 def _parse_shuffle(text: str) -> bool | str:
@@ -112,18 +121,26 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows = []
     for shuffle in args.shuffle:
-        out = subprocess.run([sys.executable, __file__, "--n", str(args.n), "--world", str(args.world), "--one",
-                              shuffle], check=True, capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [sys.executable, __file__, "--n", str(args.n), "--world", str(args.world), "--one", shuffle],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         rows.append(json.loads(out.splitlines()[-1]))
     mb = 2**20
     print(f"DistributedSampler at N = {args.n:,}, rank 0 of {args.world}")
-    print(f"{'shuffle':>14} | {'iter()':>8} | {'first index':>11} | {'later':>9} | {'tracemalloc peak':>16} | "
-          f"{'RSS +':>9} | {'peak RSS +':>10} | {'first 1M':>8} | {'indices/s':>10}")
+    print(
+        f"{'shuffle':>14} | {'iter()':>8} | {'first index':>11} | {'later':>9} | {'tracemalloc peak':>16} | "
+        f"{'RSS +':>9} | {'peak RSS +':>10} | {'first 1M':>8} | {'indices/s':>10}"
+    )
     for r in rows:
-        print(f"{r['shuffle']!r:>14} | {r['iter_s'] * 1e3:6.3f}ms | {r['first_index_s'] * 1e3:9.2f}ms | "
-              f"{r['later_first_index_s'] * 1e3:7.2f}ms | "
-              f"{r['tracemalloc_peak_bytes'] / mb:13.2f} MB | {r['rss_delta_bytes'] / mb:6.1f} MB | "
-              f"{r['peak_rss_delta_bytes'] / mb:7.1f} MB | {r['first_1m_s']:7.3f}s | {r['first_1m_per_s']:10,.0f}")
+        print(
+            f"{r['shuffle']!r:>14} | {r['iter_s'] * 1e3:6.3f}ms | {r['first_index_s'] * 1e3:9.2f}ms | "
+            f"{r['later_first_index_s'] * 1e3:7.2f}ms | "
+            f"{r['tracemalloc_peak_bytes'] / mb:13.2f} MB | {r['rss_delta_bytes'] / mb:6.1f} MB | "
+            f"{r['peak_rss_delta_bytes'] / mb:7.1f} MB | {r['first_1m_s']:7.3f}s | {r['first_1m_per_s']:10,.0f}"
+        )
     if args.json is not None:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
     return 0

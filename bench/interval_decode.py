@@ -42,13 +42,13 @@ import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from fastdata._util.cpus import pin_to_one_core  # noqa: E402
 from fastdata.datasets import batch_decode  # noqa: E402
 from fastdata.datasets.batch_decode import decode_batch_into  # noqa: E402
 from fastdata.decode import is_jpeg, native  # noqa: E402
 from fastdata.decode.scaling import resize_into  # noqa: E402
 from fastdata.packing.transcode import transcode_jpeg  # noqa: E402
 from fastdata.transforms import RandomResizedCrop  # noqa: E402
-from fastdata._util.cpus import pin_to_one_core  # noqa: E402
 
 SIZE = 224
 RESTARTS = {"1B": "1B", "2B": "2B", "row": "1"}
@@ -57,22 +57,35 @@ RESTARTS = {"1B": "1B", "2B": "2B", "row": "1"}
 def _cv2_crop(data: bytes, box, out: np.ndarray) -> None:
     top, left, height, width = box
     bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
-    resize_into(cv2.cvtColor(bgr[top:top + height, left:left + width], cv2.COLOR_BGR2RGB), out, None)
+    resize_into(cv2.cvtColor(bgr[top : top + height, left : left + width], cv2.COLOR_BGR2RGB), out, None)
 
 
 def load_jpegs(folder: Path, count: int) -> list[bytes]:
     """The first ``count`` JPEGs under ``folder``, generating an ImageNet-like set there first if it is empty."""
     if not (folder.is_dir() and any(folder.iterdir())):
-        subprocess.run([sys.executable, str(ROOT / "tools" / "make_imagenet_like.py"), str(folder), "--num-images",
-                        str(count), "--num-classes", str(min(100, count)), "--profile", "imagenet", "--quiet"],
-                       check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "tools" / "make_imagenet_like.py"),
+                str(folder),
+                "--num-images",
+                str(count),
+                "--num-classes",
+                str(min(100, count)),
+                "--profile",
+                "imagenet",
+                "--quiet",
+            ],
+            check=True,
+        )
     datas = [p.read_bytes() for p in sorted(p for p in folder.rglob("*") if p.is_file())]
     return [d for d in datas if is_jpeg(d)][:count]
 
 
 def _transcode(data: bytes, restart: str) -> bytes:
-    return subprocess.run(["jpegtran", "-optimize", "-restart", restart], input=data, capture_output=True,
-                          check=True).stdout
+    return subprocess.run(
+        ["jpegtran", "-optimize", "-restart", restart], input=data, capture_output=True, check=True
+    ).stdout
 
 
 def _native(splice: bool):
@@ -83,6 +96,7 @@ def _native(splice: bool):
             native.decode_crop_into(data, box, out)
         finally:
             decompressor.splice = True
+
     return run
 
 
@@ -110,8 +124,9 @@ def _batches(boxes, batch: int = 256):
     def run_all(datas: list[bytes]) -> None:
         transform.next = 0
         for start in range(0, len(datas), batch):
-            chunk = datas[start:start + batch]
-            decode_batch_into(transform, chunk, out[:len(chunk)], [None] * len(chunk))
+            chunk = datas[start : start + batch]
+            decode_batch_into(transform, chunk, out[: len(chunk)], [None] * len(chunk))
+
     return run_all
 
 
@@ -150,15 +165,23 @@ def measure(originals: list[bytes], repeats: int) -> dict:
                 for data, box in zip(datas, boxes):
                     fn(data, box, out)
             rates[name].append(len(datas) / (time.perf_counter() - start))
-    result = {name: {"median": statistics.median(r), "min": min(r), "max": max(r), "spliced": spliced[name]}
-              for name, r in rates.items()}
+    result = {
+        name: {"median": statistics.median(r), "min": min(r), "max": max(r), "spliced": spliced[name]}
+        for name, r in rates.items()
+    }
     ratios = {}
     for name in methods:
         ratios[f"{name}/cv2"] = statistics.median(a / b for a, b in zip(rates[name], rates["cv2"]))
         ratios[f"{name}/region"] = statistics.median(a / b for a, b in zip(rates[name], rates["region"]))
     original_bytes = sum(map(len, originals))
     sizes = {name: sum(map(len, datas)) / original_bytes for name, datas in transcoded.items()}
-    return {"images": len(originals), "repeats": repeats, "methods": result, "ratios": ratios, "size_vs_original": sizes}
+    return {
+        "images": len(originals),
+        "repeats": repeats,
+        "methods": result,
+        "ratios": ratios,
+        "size_vs_original": sizes,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,8 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     r = measure(load_jpegs(args.data_dir / f"imagenet-like-{args.images}", args.images), args.repeats)
     print(f"{r['images']} ImageNet-like JPEGs, RandomResizedCrop({SIZE}), one core, {r['repeats']} alternating rounds:")
     for name, m in r["methods"].items():
-        print(f"  {name:12s} {m['median']:7.0f} img/s ({m['min']:.0f}-{m['max']:.0f})  spliced {m['spliced']}"
-              f"  x{r['ratios'][f'{name}/cv2']:.2f} cv2  x{r['ratios'][f'{name}/region']:.2f} region")
+        print(
+            f"  {name:12s} {m['median']:7.0f} img/s ({m['min']:.0f}-{m['max']:.0f})  spliced {m['spliced']}"
+            f"  x{r['ratios'][f'{name}/cv2']:.2f} cv2  x{r['ratios'][f'{name}/region']:.2f} region"
+        )
     print("  transcode size / original: " + ", ".join(f"{k} {v:.3f}" for k, v in r["size_vs_original"].items()))
     if args.json:
         args.json.write_text(json.dumps(r, indent=2))

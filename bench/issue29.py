@@ -38,8 +38,11 @@ BENCH = ROOT / "bench"
 BEFORE_SUBJECT = "Loader breakdown, the counters alone"
 PIPELINES = ["torch-pil", "torch-cv2", "fastdata-tfrecord", "fastdata-uint8", "decode-bound", "decode-bound-cv2"]
 #: (pipeline, baseline, at least): the issue's goals. Checked here only.
-GOALS = (("fastdata-uint8", "decode-bound", 0.90), ("fastdata-uint8", "torch-cv2", 2.0),
-         ("fastdata-tfrecord", "torch-pil", 3.0))
+GOALS = (
+    ("fastdata-uint8", "decode-bound", 0.90),
+    ("fastdata-uint8", "torch-cv2", 2.0),
+    ("fastdata-tfrecord", "torch-pil", 3.0),
+)
 
 
 def _run(argv: list[str], cwd: Path = ROOT) -> None:
@@ -47,19 +50,47 @@ def _run(argv: list[str], cwd: Path = ROOT) -> None:
     subprocess.run(argv, cwd=cwd, check=True)
 
 
-def _bench(data: Path, out: Path, *, steady: bool, cwd: Path = ROOT, pipelines: list[str] = PIPELINES,
-           extra: list[str] = ()) -> None:
+def _bench(
+    data: Path, out: Path, *, steady: bool, cwd: Path = ROOT, pipelines: list[str] = PIPELINES, extra: list[str] = ()
+) -> None:
     data = data.resolve()  # the worktree of step 3 runs elsewhere
     protocol = ["--epochs", "2", "--warmup-batches", "12"] if steady else ["--epochs", "1"]
-    _run([sys.executable, "-m", "fastdata.cli", "bench", str(data), "--pipelines", *pipelines, "--batch-size", "256",
-          "--workers", "2", "--repeats", "3", *protocol, "--breakdown", "--breakdown-samples", "300",
-          "--cache", str(data.parent / f"{data.name}.fastdata-cache"), "--json", str(out),
-          "--plot", str(out.with_suffix(".png")), "--no-progress", *extra], cwd=cwd)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "fastdata.cli",
+            "bench",
+            str(data),
+            "--pipelines",
+            *pipelines,
+            "--batch-size",
+            "256",
+            "--workers",
+            "2",
+            "--repeats",
+            "3",
+            *protocol,
+            "--breakdown",
+            "--breakdown-samples",
+            "300",
+            "--cache",
+            str(data.parent / f"{data.name}.fastdata-cache"),
+            "--json",
+            str(out),
+            "--plot",
+            str(out.with_suffix(".png")),
+            "--no-progress",
+            *extra,
+        ],
+        cwd=cwd,
+    )
 
 
 def _before_commit() -> str | None:
-    found = subprocess.run(["git", "log", "--format=%H", f"--grep=^{BEFORE_SUBJECT}"], cwd=ROOT, capture_output=True,
-                           text=True).stdout.split()
+    found = subprocess.run(
+        ["git", "log", "--format=%H", f"--grep=^{BEFORE_SUBJECT}"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.split()
     return found[0] if found else None
 
 
@@ -83,17 +114,25 @@ def _rate(results: dict, name: str) -> float | None:
 
 
 def _loader_table(results: dict) -> list[str]:
-    rows = ["| pipeline | output | images/s median [min–max] | × torch-pil | × torch-cv2 | of its bound | flags |",
-            "| --- | --- | --- | --- | --- | --- | --- |"]
+    rows = [
+        "| pipeline | output | images/s median [min–max] | × torch-pil | × torch-cv2 | of its bound | flags |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     pil, cv2 = _rate(results, "torch-pil"), _rate(results, "torch-cv2")
     for name, entry in results["pipelines"].items():
         if entry.get("status") != "ok":
             rows.append(f"| {name} | {entry.get('status')}: {entry.get('note', '')} | | | | | |")
             continue
         ips, own = entry["images_per_s"], entry.get("fraction_of_own_bound")
-        cells = [name, entry.get("output_summary", ""), f"{ips['median']:.0f} [{ips['min']:.0f}–{ips['max']:.0f}]",
-                 f"{ips['median'] / pil:.2f}×" if pil else "", f"{ips['median'] / cv2:.2f}×" if cv2 else "",
-                 f"{100 * own:.0f}%" if own else "", "; ".join(entry.get("flags", []))]
+        cells = [
+            name,
+            entry.get("output_summary", ""),
+            f"{ips['median']:.0f} [{ips['min']:.0f}–{ips['max']:.0f}]",
+            f"{ips['median'] / pil:.2f}×" if pil else "",
+            f"{ips['median'] / cv2:.2f}×" if cv2 else "",
+            f"{100 * own:.0f}%" if own else "",
+            "; ".join(entry.get("flags", [])),
+        ]
         rows.append("| " + " | ".join(cells) + " |")
     return rows
 
@@ -101,12 +140,14 @@ def _loader_table(results: dict) -> list[str]:
 def _breakdown_table(after: dict, before: dict | None) -> list[str]:
     from fastdata.bench.loader_breakdown import GROUPS, LABELS
 
-    names = [n for n in ("fastdata-uint8", "fastdata-tfrecord")
-             if after["pipelines"].get(n, {}).get("loader_breakdown")]
+    names = [
+        n for n in ("fastdata-uint8", "fastdata-tfrecord") if after["pipelines"].get(n, {}).get("loader_breakdown")
+    ]
     if not names:
         return ["(no breakdown: no run had a timed window; too few batches)"]
-    head = "| stage (core-µs per image) | " + " | ".join(
-        f"{n} before | {n} after" if before else n for n in names) + " |"
+    head = (
+        "| stage (core-µs per image) | " + " | ".join(f"{n} before | {n} after" if before else n for n in names) + " |"
+    )
     rows = [head, "| --- |" + " --- |" * (len(names) * (2 if before else 1))]
     parts = {(n, "after"): after["pipelines"][n]["loader_breakdown"] for n in names}
     if before:
@@ -115,13 +156,13 @@ def _breakdown_table(after: dict, before: dict | None) -> list[str]:
         for stage in stages:
             cells = []
             for n in names:
-                for when in (("before", "after") if before else ("after",)):
+                for when in ("before", "after") if before else ("after",):
                     part = parts.get((n, when))
                     cells.append(f"{part['us_per_image'][stage]:.1f}" if part else "–")
             rows.append(f"| {title}: {LABELS[stage]} | " + " | ".join(cells) + " |")
     totals = []
     for n in names:
-        for when in (("before", "after") if before else ("after",)):
+        for when in ("before", "after") if before else ("after",):
             part = parts.get((n, when))
             totals.append(f"**{part['total_us']:.1f}** ({part['images_per_s']:.0f} img/s)" if part else "–")
     rows.append("| total = cores / (images/s) | " + " | ".join(totals) + " |")
@@ -165,17 +206,20 @@ def report(steady: Path, one_pass: Path, before: Path, scales: Path, per_sample:
         print(f"\n### DCT scales M/8 against the powers of two — {scales.name}")
         print("| M/8 m8 picks | records | pow2 ms | m8 ms | m8 speed |\n| --- | --- | --- | --- | --- |")
         for m, row in table["per_m"].items():
-            print(f"| {m}/8 | {row['records']} | {row['pow2_ms']:.3f} | {row['m8_ms']:.3f} | "
-                  f"{row['m8_speedup']:.3f}× |")
+            print(
+                f"| {m}/8 | {row['records']} | {row['pow2_ms']:.3f} | {row['m8_ms']:.3f} | {row['m8_speedup']:.3f}× |"
+            )
     print("\n### Goals (issue 29)")
     print("\n".join(_goals(after)))
     if per_sample.is_file():
         ratios = json.loads(per_sample.read_text())["ratios"]
         for path in ("transform(bytes)", "ds[i]"):
             ratio = ratios[f"{path} / getitems"]
-            print(f"- {path} ≥ 0.95× the batch path (__getitems__), one core: {ratio:.3f}: "
-                  f"{'met' if ratio >= 0.95 else 'NOT met'} (against the batch call into a reused array: "
-                  f"{ratios[f'{path} / batch-call']:.3f})")
+            print(
+                f"- {path} ≥ 0.95× the batch path (__getitems__), one core: {ratio:.3f}: "
+                f"{'met' if ratio >= 0.95 else 'NOT met'} (against the batch call into a reused array: "
+                f"{ratios[f'{path} / batch-call']:.3f})"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,16 +233,36 @@ def main(argv: list[str] | None = None) -> int:
     per_sample = BENCH / "results-per-sample.json"
     if not args.report_only:
         if not args.data.is_dir() or not any(args.data.iterdir()):
-            _run([sys.executable, str(ROOT / "tools" / "make_imagenet_like.py"), str(args.data), "--num-images",
-                  "3000", "--num-classes", "100"])
+            _run(
+                [
+                    sys.executable,
+                    str(ROOT / "tools" / "make_imagenet_like.py"),
+                    str(args.data),
+                    "--num-images",
+                    "3000",
+                    "--num-classes",
+                    "100",
+                ]
+            )
         _bench(args.data, steady, steady=True, extra=["--peers", "torchcodec"])
         _bench(args.data, one_pass, steady=False)
         if not args.skip_before:
             _before(args.data, before)
-        _run([sys.executable, str(BENCH / "dct_scales.py"), "--images", "3000", "--repeats", "7", "--json",
-              str(scales)])
-        _run([sys.executable, str(BENCH / "per_sample.py"), "--images", "1000", "--repeats", "7", "--json",
-              str(per_sample)])
+        _run(
+            [sys.executable, str(BENCH / "dct_scales.py"), "--images", "3000", "--repeats", "7", "--json", str(scales)]
+        )
+        _run(
+            [
+                sys.executable,
+                str(BENCH / "per_sample.py"),
+                "--images",
+                "1000",
+                "--repeats",
+                "7",
+                "--json",
+                str(per_sample),
+            ]
+        )
     if not steady.is_file():
         print(f"{steady} is missing: run `python bench/issue29.py` without --report-only first", file=sys.stderr)
         return 1

@@ -45,8 +45,16 @@ def tiny_jpegs(count: int, seed: int = 0) -> list[bytes]:
 
 def write_pack(out: Path, images: list[bytes], per_shard: int) -> Manifest:
     samples = ((data, k % 10) for k, data in enumerate(images))
-    return fastdata.write(samples, out, format="lmdb", classes=[str(c) for c in range(10)],
-                          samples_per_shard=per_shard, transcode=False, workers=0, progress=False)
+    return fastdata.write(
+        samples,
+        out,
+        format="lmdb",
+        classes=[str(c) for c in range(10)],
+        samples_per_shard=per_shard,
+        transcode=False,
+        workers=0,
+        progress=False,
+    )
 
 
 def without_sidecars(src: Path, dst: Path) -> None:
@@ -97,15 +105,20 @@ def main() -> None:
             walk_pass.append(shuffle_pass(tmp / "pack-walk", r))
             side_pass.append(shuffle_pass(tmp / "pack", r))
     result = {
-        "reopen_ms_walk": statistics.median(walk), "reopen_ms_sidecar": statistics.median(side),
+        "reopen_ms_walk": statistics.median(walk),
+        "reopen_ms_sidecar": statistics.median(side),
         "shuffle_images_per_s_walk": statistics.median(walk_pass),
         "shuffle_images_per_s_sidecar": statistics.median(side_pass),
     }
-    print(f"re-open of a 1,000-record LMDB shard: walk {result['reopen_ms_walk']:.3f} ms, sidecar "
-          f"{result['reopen_ms_sidecar']:.3f} ms ({result['reopen_ms_walk'] / result['reopen_ms_sidecar']:.1f}x)")
-    print(f"full shuffle, 16 shards x 500, max_open_shards=4: walk {result['shuffle_images_per_s_walk']:.0f} "
-          f"images/s, sidecar {result['shuffle_images_per_s_sidecar']:.0f} images/s "
-          f"({result['shuffle_images_per_s_sidecar'] / result['shuffle_images_per_s_walk']:.2f}x)")
+    print(
+        f"re-open of a 1,000-record LMDB shard: walk {result['reopen_ms_walk']:.3f} ms, sidecar "
+        f"{result['reopen_ms_sidecar']:.3f} ms ({result['reopen_ms_walk'] / result['reopen_ms_sidecar']:.1f}x)"
+    )
+    print(
+        f"full shuffle, 16 shards x 500, max_open_shards=4: walk {result['shuffle_images_per_s_walk']:.0f} "
+        f"images/s, sidecar {result['shuffle_images_per_s_sidecar']:.0f} images/s "
+        f"({result['shuffle_images_per_s_sidecar'] / result['shuffle_images_per_s_walk']:.2f}x)"
+    )
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
 

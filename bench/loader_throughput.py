@@ -34,8 +34,18 @@ def main(argv: list[str] | None = None) -> int:
     args, bench_args = parser.parse_known_args(argv)
     if not args.data.is_dir() or not any(args.data.iterdir()):
         print(f"generating {args.num_images} ImageNet-like images in {args.data} ...", flush=True)
-        subprocess.run([sys.executable, str(ROOT / "tools" / "make_imagenet_like.py"), str(args.data),
-                        "--num-images", str(args.num_images), "--num-classes", str(args.num_classes)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "tools" / "make_imagenet_like.py"),
+                str(args.data),
+                "--num-images",
+                str(args.num_images),
+                "--num-classes",
+                str(args.num_classes),
+            ],
+            check=True,
+        )
     from fastdata.cli import main as fastdata_main
 
     return fastdata_main(["bench", str(args.data), "--json", str(args.json), "--plot", str(args.plot), *bench_args])

@@ -66,15 +66,21 @@ def main(argv: list[str] | None = None) -> int:
 
     import psutil
 
-    from fastdata.loader.collate import fast_collate
     from fastdata.datasets.shard_dataset import ShardDataset
+    from fastdata.loader.collate import fast_collate
     from fastdata.loader.dataloader import DataLoaderX
     from fastdata.transforms import RandomResizedCrop
 
     root = _packed_root(args)
     dataset = ShardDataset(root, transform=RandomResizedCrop(224))
-    loader = DataLoaderX(dataset, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
-                         persistent_workers=True, collate_fn=fast_collate)
+    loader = DataLoaderX(
+        dataset,
+        batch_size=args.batch_size,
+        shuffle=True,
+        num_workers=args.workers,
+        persistent_workers=True,
+        collate_fn=fast_collate,
+    )
     main_proc = psutil.Process()
     rows, worker_pids = [], None
     print(f"{len(dataset)} images from {root}, batch {args.batch_size}, {args.workers} persistent workers")
@@ -90,8 +96,15 @@ def main(argv: list[str] | None = None) -> int:
             worker_pids = pids
         elif pids != worker_pids:
             print(f"note: worker pids changed after pass {epoch}: {worker_pids} -> {pids}")
-        rows.append({"pass": epoch, "main": _sample(main_proc), "workers": [_sample(p) for p in workers],
-                     "seconds": time.perf_counter() - start, "images": images})
+        rows.append(
+            {
+                "pass": epoch,
+                "main": _sample(main_proc),
+                "workers": [_sample(p) for p in workers],
+                "seconds": time.perf_counter() - start,
+                "images": images,
+            }
+        )
     _shutdown(loader)
     return _report(rows, args.limit_pct)
 
@@ -121,15 +134,19 @@ def _report(rows: list[dict], limit: float) -> int:
         series[f"worker {i} PSS"] = [r["workers"][i]["pss"] for r in rows if len(r["workers"]) > i]
         series[f"worker {i} USS"] = [r["workers"][i]["uss"] for r in rows if len(r["workers"]) > i]
     series["total PSS"] = totals
-    print(f"growth after pass 1 (last pass vs pass 1; limit {limit:.1f}% on each PSS and the total PSS),"
-          " worst later pass and trend:")
+    print(
+        f"growth after pass 1 (last pass vs pass 1; limit {limit:.1f}% on each PSS and the total PSS),"
+        " worst later pass and trend:"
+    )
     ok = True
     for name, values in series.items():
         final, worst, slope = _growth(values)
         judged = "PSS" in name
         ok = ok and (final < limit or not judged)
-        print(f"  {name:<14} {values[0]:8.1f} -> {values[-1]:8.1f} MB  {final:+7.2f}%  (worst {worst:+6.2f}%, "
-              f"trend {slope:+.2f} MB/pass)" + ("" if judged else "  informational"))
+        print(
+            f"  {name:<14} {values[0]:8.1f} -> {values[-1]:8.1f} MB  {final:+7.2f}%  (worst {worst:+6.2f}%, "
+            f"trend {slope:+.2f} MB/pass)" + ("" if judged else "  informational")
+        )
     verdict = "stays under" if ok else "exceeds"
     print("PASS" if ok else "FAIL", f"- memory growth after the first pass {verdict} {limit:.1f}%")
     return 0 if ok else 1

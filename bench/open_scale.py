@@ -86,16 +86,17 @@ MEASURE = textwrap.dedent("""
 def build(out: Path, fmt: str, shards: int, per_shard: int) -> Path:
     """A pack of ``shards`` x ``per_shard`` tiny JPEG records in ``out`` (reused when its manifest is there)."""
     from fastdata.formats import get_format
-    from fastdata.formats.files import crc32c_hex
     from fastdata.formats.example import ImageRecord
+    from fastdata.formats.files import crc32c_hex
     from fastdata.formats.manifest import Manifest
     from fastdata.formats.targets import encode_targets
 
     if (out / "manifest.json").is_file():
         return out
+    import io
+
     import numpy as np
     from PIL import Image
-    import io
 
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
@@ -115,8 +116,14 @@ def build(out: Path, fmt: str, shards: int, per_shard: int) -> Path:
         infos.append(writer.close(out))
     data = encode_targets(np.asarray(labels, dtype=np.int64))
     (out / "targets.npy").write_bytes(data)
-    Manifest(format=fmt, classes=[f"c{c}" for c in range(10)], shards=infos, targets="targets.npy",
-             targets_nbytes=len(data), targets_crc32c=crc32c_hex(data)).save(out)
+    Manifest(
+        format=fmt,
+        classes=[f"c{c}" for c in range(10)],
+        shards=infos,
+        targets="targets.npy",
+        targets_nbytes=len(data),
+        targets_crc32c=crc32c_hex(data),
+    ).save(out)
     return out
 
 
@@ -125,9 +132,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shards", type=int, default=1000)
     parser.add_argument("--per-shard", type=int, default=1000)
     parser.add_argument("--formats", nargs="+", default=["tfrecord", "lmdb"], choices=["tfrecord", "lmdb"])
-    parser.add_argument("--read-shards", type=int, default=20, help="shards read to the end for reader memory (0: none)")
+    parser.add_argument(
+        "--read-shards", type=int, default=20, help="shards read to the end for reader memory (0: none)"
+    )
     parser.add_argument("--batches", type=int, default=0, help="loader batches for first-batch time and PSS (0: none)")
-    parser.add_argument("--context", default="fork", choices=["fork", "spawn", "forkserver"], help="workers' start method")
+    parser.add_argument(
+        "--context", default="fork", choices=["fork", "spawn", "forkserver"], help="workers' start method"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="fresh processes per format (the median is shown)")
     parser.add_argument("--cache", type=Path, default=ROOT / "data" / "open-scale", help="where the packs are kept")
     parser.add_argument("--json", type=Path, default=None, help="write the results here too")
@@ -139,17 +150,27 @@ def main(argv: list[str] | None = None) -> int:
         built = time.perf_counter() - t0
         runs = []
         for _ in range(args.rounds):
-            done = subprocess.run([sys.executable, "-c", MEASURE, str(root), str(args.read_shards), str(args.batches),
-                                   args.context], cwd=ROOT,
-                                  capture_output=True, text=True, check=True)
+            done = subprocess.run(
+                [sys.executable, "-c", MEASURE, str(root), str(args.read_shards), str(args.batches), args.context],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
         median = {k: sorted(r[k] for r in runs)[len(runs) // 2] if runs[0][k] is not None else None for k in runs[0]}
         results[fmt] = median
-        print(f"{fmt:9s} {median['samples']:>9d} samples, {args.shards} shards (built in {built:.0f} s): "
-              f"open {median['open_s']:.2f} s, pickle {median['pickle_bytes']:,} B, open RSS +{median['open_rss_mb']:.1f} MB"
-              + (f", reader {median['reader_bytes_per_record']:.0f} B/record" if args.read_shards else "")
-              + (f", first batch {median['first_batch_s']:.2f} s, worker PSS {median['worker_pss_mb']:.0f} MB after "
-                 f"{args.batches} batches ({args.context})" if args.batches else ""))
+        print(
+            f"{fmt:9s} {median['samples']:>9d} samples, {args.shards} shards (built in {built:.0f} s): "
+            f"open {median['open_s']:.2f} s, pickle {median['pickle_bytes']:,} B, open RSS +{median['open_rss_mb']:.1f} MB"
+            + (f", reader {median['reader_bytes_per_record']:.0f} B/record" if args.read_shards else "")
+            + (
+                f", first batch {median['first_batch_s']:.2f} s, worker PSS {median['worker_pss_mb']:.0f} MB after "
+                f"{args.batches} batches ({args.context})"
+                if args.batches
+                else ""
+            )
+        )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0

@@ -99,22 +99,28 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"{args.num_images} JPEGs {args.size}, {args.cpus} CPUs, range size {args.range_size}, "
-          f"{args.repeats} repeat(s); Ray started in {ray_start:.1f} s (not counted)")
+    print(
+        f"{args.num_images} JPEGs {args.size}, {args.cpus} CPUs, range size {args.range_size}, "
+        f"{args.repeats} repeat(s); Ray started in {ray_start:.1f} s (not counted)"
+    )
     print(f"{'config':<14}{'engine':<8}{'images/s (median)':>20}{'min-max':>18}{'vs local':>10}")
     result = {"images": args.num_images, "size": args.size, "cpus": args.cpus, "ray_start_s": ray_start, "configs": {}}
     for name, by_engine in rates.items():
         local = statistics.median(by_engine["local"])
         for engine, values in by_engine.items():
             median = statistics.median(values)
-            print(f"{name:<14}{engine:<8}{median:>20.0f}{f'{min(values):.0f}-{max(values):.0f}':>18}"
-                  f"{median / local:>9.2f}x")
+            print(
+                f"{name:<14}{engine:<8}{median:>20.0f}{f'{min(values):.0f}-{max(values):.0f}':>18}"
+                f"{median / local:>9.2f}x"
+            )
         per_core = local / args.cpus
         cores = CLUSTER[0] * CLUSTER[1]
         hours = IMAGENET_21K / (per_core * cores) / 3600
         result["configs"][name] = {"rates": by_engine, "per_core": per_core, "projection_hours": hours}
-        print(f"{name:<14}per core {per_core:.0f} images/s -> ImageNet-21k ({IMAGENET_21K / 1e6:.1f}M) on "
-              f"{CLUSTER[0]} nodes x {CLUSTER[1]} cores: {hours * 60:.0f} min at this per-core rate")
+        print(
+            f"{name:<14}per core {per_core:.0f} images/s -> ImageNet-21k ({IMAGENET_21K / 1e6:.1f}M) on "
+            f"{CLUSTER[0]} nodes x {CLUSTER[1]} cores: {hours * 60:.0f} min at this per-core rate"
+        )
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0

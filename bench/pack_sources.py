@@ -27,7 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fastdata.packing.packer import pack  # noqa: E402
 from tests.images import encode, natural_image  # noqa: E402
 from tests.packing.sources_data import (  # noqa: E402
-    write_csv, write_hf_parquet, write_image_folder, write_jsonl, write_webdataset,
+    write_csv,
+    write_hf_parquet,
+    write_image_folder,
+    write_jsonl,
+    write_webdataset,
 )
 from tests.storage.servers import LoopbackServer, RangeFileHandler  # noqa: E402
 
@@ -36,8 +40,14 @@ FIELDS = ("caption", "count", "score", "tags", "boxes", "center")
 
 def make_samples(count: int, side: int) -> list[tuple[bytes, int, dict]]:
     rng = np.random.default_rng(0)
-    return [(encode(natural_image(rng, side, side * 4 // 3), "JPEG", quality=90), k % 3, {"caption": f"image {k}",
-             "count": k, "score": 0.5, "tags": [k % 5], "boxes": [], "center": [1.0, 2.0]}) for k in range(count)]
+    return [
+        (
+            encode(natural_image(rng, side, side * 4 // 3), "JPEG", quality=90),
+            k % 3,
+            {"caption": f"image {k}", "count": k, "score": 0.5, "tags": [k % 5], "boxes": [], "center": [1.0, 2.0]},
+        )
+        for k in range(count)
+    ]
 
 
 def main() -> None:
@@ -71,8 +81,10 @@ def main() -> None:
             "tars, http": (f"{server.url}/wds/shard-{{000000..000003}}.tar", {}),
         }
         size = sum(len(d) for d, _, _ in samples) / len(samples) / 1e3
-        print(f"{args.images} JPEGs of {args.side}x{args.side * 4 // 3} ({size:.1f} KB), {args.workers} workers, "
-              f"best of {args.repeats}")
+        print(
+            f"{args.images} JPEGs of {args.side}x{args.side * 4 // 3} ({size:.1f} KB), {args.workers} workers, "
+            f"best of {args.repeats}"
+        )
         print(f"{'source':<16}{'seconds':>10}{'images/s':>12}{'vs imagefolder':>16}")
         base = None
         for name, (src, extra) in sources.items():

@@ -49,16 +49,30 @@ from fastdata.packing.transcode import MIN_INTERVAL_BYTES, transcode_jpeg  # noq
 def _ensure(folder: Path, count: int, profile: str = "imagenet") -> None:
     if folder.is_dir() and any(folder.iterdir()):
         return
-    subprocess.run([sys.executable, str(ROOT / "tools" / "make_imagenet_like.py"), str(folder), "--num-images",
-                    str(count), "--num-classes", "100", "--profile", profile, "--quiet"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "make_imagenet_like.py"),
+            str(folder),
+            "--num-images",
+            str(count),
+            "--num-classes",
+            "100",
+            "--profile",
+            profile,
+            "--quiet",
+        ],
+        check=True,
+    )
 
 
 def _pack_once(src: Path, keep_bytes: bool, workers: int) -> tuple[float, int]:
     out = Path(tempfile.mkdtemp(prefix="fastdata-bench-pack-"))
     try:
         start = time.perf_counter()
-        manifest = pack(src, out, format="tfrecord", workers=workers, progress=False, keep_bytes=keep_bytes,
-                        overwrite=True)
+        manifest = pack(
+            src, out, format="tfrecord", workers=workers, progress=False, keep_bytes=keep_bytes, overwrite=True
+        )
         seconds = time.perf_counter() - start
         return seconds, sum(s.nbytes for s in manifest.shards)
     finally:
@@ -93,25 +107,48 @@ def measure(src: Path, repeats: int, workers: int) -> dict:
         alone_rule = time.process_time() - start
         fit = _fit_stats(jpegs, rule_only, recoded)
         fit["transcode_images_per_s"] = {"rule": len(jpegs) / alone_rule, "rule+fit": len(jpegs) / alone}
-        fit["crop_images_per_s"] = _crop_speed([r or d for r, d in zip(rule_only, jpegs)],
-                                               [r or d for r, d in zip(recoded, jpegs)], repeats)
+        fit["crop_images_per_s"] = _crop_speed(
+            [r or d for r, d in zip(rule_only, jpegs)], [r or d for r, d in zip(recoded, jpegs)], repeats
+        )
         by_k, raised = {}, {}
-        for label, k, floor in (("K=1", 1, 0), ("K>=2", 2, 0), ("K>=4", 4, 0), ("K=row", 1 << 16, 0),
-                                ("K=1,16B", 1, 16), ("K=1,32B", 1, 32), ("K=1,64B", 1, 64)):
+        for label, k, floor in (
+            ("K=1", 1, 0),
+            ("K>=2", 2, 0),
+            ("K>=4", 4, 0),
+            ("K=row", 1 << 16, 0),
+            ("K=1,16B", 1, 16),
+            ("K=1,32B", 1, 32),
+            ("K=1,64B", 1, 64),
+        ):
             outs = [_jpegtranscode.transcode(d, k, floor, 1 << 62, False) for d in jpegs]  # the rule alone
             by_k[label] = sum(len(r or d) for r, d in zip(outs, jpegs))
-            raised[label] = sum(r is not None and _jpegtranscode.restart_interval(r)[0] > max(1, min(k, 2))
-                                for r in outs) if floor else None
+            raised[label] = (
+                sum(r is not None and _jpegtranscode.restart_interval(r)[0] > max(1, min(k, 2)) for r in outs)
+                if floor
+                else None
+            )
     finally:
         if affinity is not None:
             os.sched_setaffinity(0, affinity)
     medians = {name: statistics.median(t) for name, t in times.items()}
     return {
-        "images": len(datas), "jpegs": len(jpegs), "workers": workers, "repeats": repeats,
-        "source_bytes": source_bytes, "jpeg_bytes": sum(map(len, jpegs)),
-        "pack": {name: {"seconds": medians[name], "min": min(t), "max": max(t), "images_per_s": len(datas) / medians[name],
-                        "mb_per_s": source_bytes / 1e6 / medians[name], "shard_bytes": sizes[name]}
-                 for name, t in times.items()},
+        "images": len(datas),
+        "jpegs": len(jpegs),
+        "workers": workers,
+        "repeats": repeats,
+        "source_bytes": source_bytes,
+        "jpeg_bytes": sum(map(len, jpegs)),
+        "pack": {
+            name: {
+                "seconds": medians[name],
+                "min": min(t),
+                "max": max(t),
+                "images_per_s": len(datas) / medians[name],
+                "mb_per_s": source_bytes / 1e6 / medians[name],
+                "shard_bytes": sizes[name],
+            }
+            for name, t in times.items()
+        },
         "throughput_ratio": medians["keep-bytes"] / medians["transcode"],
         "transcode_share": max(0.0, (medians["transcode"] - medians["keep-bytes"]) / medians["transcode"]),
         "transcode_alone_images_per_s": len(jpegs) / alone,
@@ -125,11 +162,16 @@ def measure(src: Path, repeats: int, workers: int) -> dict:
 
 def _fit_stats(jpegs: list[bytes], rule: list, fitted: list) -> dict:
     """What the size fit changed: bytes, images that grew under the rule alone, got a larger K, were kept."""
+
     def k(data):
         return _jpegtranscode.restart_interval(data)[0]
+
     return {
-        "bytes": {"source": sum(map(len, jpegs)), "rule": sum(len(r or d) for r, d in zip(rule, jpegs)),
-                  "rule+fit": sum(len(r or d) for r, d in zip(fitted, jpegs))},
+        "bytes": {
+            "source": sum(map(len, jpegs)),
+            "rule": sum(len(r or d) for r, d in zip(rule, jpegs)),
+            "rule+fit": sum(len(r or d) for r, d in zip(fitted, jpegs)),
+        },
         "grew_under_rule": sum(r is not None and len(r) > len(d) for r, d in zip(rule, jpegs)),
         "larger_k": sum(f is not None and r is not None and k(f) > k(r) for r, f in zip(rule, fitted)),
         "whole_rows": sum(f is not None and k(f) == _jpegtranscode.restart_interval(f)[1] > 1 for f in fitted),
@@ -160,12 +202,16 @@ def _crop_speed(rule: list[bytes], fitted: list[bytes], repeats: int) -> dict:
 
 
 def table(r: dict) -> str:
-    lines = [f"pack of {r['images']} images ({r['jpegs']} JPEG, {r['source_bytes'] / 1e6:.1f} MB), "
-             f"{r['workers']} worker(s), TFRecord, median of {r['repeats']}",
-             f"{'mode':<12} {'img/s':>8} {'MB/s':>8} {'range s':>14} {'shards MB':>10} {'vs source':>10}"]
+    lines = [
+        f"pack of {r['images']} images ({r['jpegs']} JPEG, {r['source_bytes'] / 1e6:.1f} MB), "
+        f"{r['workers']} worker(s), TFRecord, median of {r['repeats']}",
+        f"{'mode':<12} {'img/s':>8} {'MB/s':>8} {'range s':>14} {'shards MB':>10} {'vs source':>10}",
+    ]
     for name, p in r["pack"].items():
-        lines.append(f"{name:<12} {p['images_per_s']:>8.1f} {p['mb_per_s']:>8.2f} {p['min']:>6.2f}-{p['max']:<7.2f}"
-                     f"{p['shard_bytes'] / 1e6:>10.1f} {p['shard_bytes'] / r['source_bytes']:>10.3f}")
+        lines.append(
+            f"{name:<12} {p['images_per_s']:>8.1f} {p['mb_per_s']:>8.2f} {p['min']:>6.2f}-{p['max']:<7.2f}"
+            f"{p['shard_bytes'] / 1e6:>10.1f} {p['shard_bytes'] / r['source_bytes']:>10.3f}"
+        )
     lines += [
         f"throughput transcode / keep-bytes: {r['throughput_ratio']:.3f}x; transcode's share of pack time: "
         f"{100 * r['transcode_share']:.1f}%",
@@ -177,8 +223,10 @@ def table(r: dict) -> str:
     ]
     for k, v in r["jpeg_bytes_by_k"].items():
         raised = r["images_with_k_raised"].get(k)
-        lines.append(f"  {k:<8} {v / 1e6:>9.2f} MB  {v / r['jpeg_bytes']:.4f}"
-                     + (f"  ({raised} of {r['jpegs']} images get K > 1)" if raised is not None else ""))
+        lines.append(
+            f"  {k:<8} {v / 1e6:>9.2f} MB  {v / r['jpeg_bytes']:.4f}"
+            + (f"  ({raised} of {r['jpegs']} images get K > 1)" if raised is not None else "")
+        )
     f = r["fit"]
     b = f["bytes"]
     lines += [
@@ -202,8 +250,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-images", type=int, default=3000, help="images to generate if the folder is missing")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, default=None, help="pack workers (default: all usable CPUs)")
-    parser.add_argument("--profile", choices=("imagenet", "photos"), default="imagenet",
-                        help="image sizes of the generated set (tools/make_imagenet_like.py --profile)")
+    parser.add_argument(
+        "--profile",
+        choices=("imagenet", "photos"),
+        default="imagenet",
+        help="image sizes of the generated set (tools/make_imagenet_like.py --profile)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args(argv)
     stem = "imagenet-like" if args.profile == "imagenet" else "photos"

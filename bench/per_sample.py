@@ -41,12 +41,12 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from fastdata._util.cpus import pin_to_one_core  # noqa: E402
 from fastdata.datasets import shard_dataset as dataset_module  # noqa: E402
 from fastdata.datasets.batch_decode import decode_batch_into  # noqa: E402
 from fastdata.datasets.shard_dataset import ShardDataset  # noqa: E402
 from fastdata.packing.packer import pack  # noqa: E402
 from fastdata.transforms import RandomResizedCrop  # noqa: E402
-from fastdata._util.cpus import pin_to_one_core  # noqa: E402
 
 BATCH = 256
 
@@ -54,8 +54,21 @@ BATCH = 256
 def _prepare(data_dir: Path, images: int) -> Path:
     folder = data_dir / f"imagenet-like-{images}"
     if not (folder.is_dir() and any(folder.iterdir())):
-        subprocess.run([sys.executable, str(ROOT / "tools" / "make_imagenet_like.py"), str(folder), "--num-images",
-                        str(images), "--num-classes", "100", "--profile", "imagenet", "--quiet"], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "tools" / "make_imagenet_like.py"),
+                str(folder),
+                "--num-images",
+                str(images),
+                "--num-classes",
+                "100",
+                "--profile",
+                "imagenet",
+                "--quiet",
+            ],
+            check=True,
+        )
     packed = data_dir / f"imagenet-like-{images}-default-pack"
     if not (packed / "manifest.json").is_file():
         pack(folder, packed, format="tfrecord", progress=False, overwrite=True)
@@ -94,10 +107,15 @@ def _methods(root: Path) -> tuple[dict, int]:
 
     def batch_call(start: int, stop: int) -> None:
         chunk = [dataset.read(i)[0] for i in range(start, stop)]
-        decode_batch_into(transform, chunk, batch_out[:len(chunk)], [None] * len(chunk))
+        decode_batch_into(transform, chunk, batch_out[: len(chunk)], [None] * len(chunk))
 
-    return {"transform(bytes)": per_sample, "ds[i]": getitem, "getitems": getitems,
-            "getitems-per-record": getitems_per_record, "batch-call": batch_call}, len(datas)
+    return {
+        "transform(bytes)": per_sample,
+        "ds[i]": getitem,
+        "getitems": getitems,
+        "getitems-per-record": getitems_per_record,
+        "batch-call": batch_call,
+    }, len(datas)
 
 
 def measure(root: Path, repeats: int, clock=time.process_time) -> tuple[dict[str, list[float]], int]:
@@ -128,16 +146,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=ROOT / "data", help="where the data set is (or is made)")
     parser.add_argument("--images", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
-                        help="cpu: the process's CPU time (images per CPU-second, robust on a busy machine); wall")
+    parser.add_argument(
+        "--clock",
+        choices=("cpu", "wall"),
+        default="cpu",
+        help="cpu: the process's CPU time (images per CPU-second, robust on a busy machine); wall",
+    )
     parser.add_argument("--core", type=int, default=None, help="the core to pin to (default: the last usable one)")
     parser.add_argument("--json", type=Path, default=None, help="write the rates and the ratios here")
     args = parser.parse_args(argv)
     pin_to_one_core(args.core)
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     rates, n = measure(_prepare(args.data_dir, args.images), args.repeats, clock)
-    print(f"{n} ImageNet-like records (default pack), RandomResizedCrop(224), one core, {args.repeats} rounds "
-          f"alternating per batch of {BATCH}, median img/s of {args.clock} time (range):")
+    print(
+        f"{n} ImageNet-like records (default pack), RandomResizedCrop(224), one core, {args.repeats} rounds "
+        f"alternating per batch of {BATCH}, median img/s of {args.clock} time (range):"
+    )
     for name, r in rates.items():
         print(f"  {name:20s} {statistics.median(r):7.0f}  ({min(r):.0f}-{max(r):.0f})")
     ratios = {}
@@ -148,8 +172,12 @@ def main(argv: list[str] | None = None) -> int:
             ratios[f"{a} / {b}"] = ratio = statistics.median(x / y for x, y in zip(rates[a], rates[b]))
             print(f"  {a} / {b}: {ratio:.3f}" + ("  (goal >= 0.95)" if b == "getitems" else ""))
     if args.json:
-        args.json.write_text(json.dumps({"images": n, "repeats": args.repeats, "clock": args.clock, "rates": rates,
-                                         "ratios": ratios}, indent=2) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {"images": n, "repeats": args.repeats, "clock": args.clock, "rates": rates, "ratios": ratios}, indent=2
+            )
+            + "\n"
+        )
     return 0
 
 

@@ -71,8 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     gray = sum(image.mode == "L" for image in opened)
     kilobytes = np.mean([len(d) for d in images]) / 1e3
     kilopixels = np.mean([image.size[0] * image.size[1] for image in opened]) / 1e3
-    print(f"{len(images)} PNGs of {args.num_images} ({gray} grayscale), "
-          f"{kilobytes:.0f} KB and {kilopixels:.0f} kpx on average")
+    print(
+        f"{len(images)} PNGs of {args.num_images} ({gray} grayscale), "
+        f"{kilobytes:.0f} KB and {kilopixels:.0f} kpx on average"
+    )
     same = sum(np.array_equal(pillow_rgb(d), opencv_rgb(d)) for d in images)
     print(f"identical pixels: {same} of {len(images)}")
     decoders = {"Pillow": pillow_rgb, "OpenCV": opencv_rgb, "fastdata (auto)": get_decoder("auto").decode}

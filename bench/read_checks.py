@@ -76,8 +76,19 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="read-checks-"))
     src = work / "src"
-    subprocess.run([sys.executable, str(ROOT / "tools" / "make_imagenet_like.py"), str(src), "--num-images",
-                    str(args.images), "--num-classes", "10"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "make_imagenet_like.py"),
+            str(src),
+            "--num-images",
+            str(args.images),
+            "--num-classes",
+            "10",
+        ],
+        check=True,
+        capture_output=True,
+    )
     methods = {}
     for fmt in ("lmdb", "tfrecord"):
         out = work / fmt
@@ -90,12 +101,18 @@ def main() -> int:
         if fmt == "lmdb":
             crcs = LMDBShardReader(path)._crc
             methods["lmdb: fastdata (checked page walk + pread)"] = lambda p=path, q=positions, s=shard: _fastdata(
-                lambda: LMDBShardReader(p, expected=s), q)
-            methods["lmdb: py-lmdb txn.get (unchecked pages)"] = lambda p=path, n=len(positions), c=crcs: _lmdb_plain(p, n, c)
+                lambda: LMDBShardReader(p, expected=s), q
+            )
+            methods["lmdb: py-lmdb txn.get (unchecked pages)"] = lambda p=path, n=len(positions), c=crcs: _lmdb_plain(
+                p, n, c
+            )
         else:
             methods["tfrecord: fastdata (+ fstat per record)"] = lambda p=path, q=positions: _fastdata(
-                lambda: TFRecordShardReader(p), q)
-            methods["tfrecord: without the fstat"] = lambda p=path, q=positions: _fastdata(lambda: _without_fstat()(p), q)
+                lambda: TFRecordShardReader(p), q
+            )
+            methods["tfrecord: without the fstat"] = lambda p=path, q=positions: _fastdata(
+                lambda: _without_fstat()(p), q
+            )
     for run in methods.values():  # warm the page cache
         run()
     times: dict[str, list[float]] = {name: [] for name in methods}

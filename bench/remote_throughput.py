@@ -72,7 +72,10 @@ class ShardBlocks:
 
         rng = np.random.default_rng((self.seed, self.passes))
         self.passes += 1
-        order = [rng.permutation(np.arange(self.starts[s], self.starts[s + 1])) for s in rng.permutation(len(self.starts) - 1)]
+        order = [
+            rng.permutation(np.arange(self.starts[s], self.starts[s + 1]))
+            for s in rng.permutation(len(self.starts) - 1)
+        ]
         return iter(np.concatenate(order).tolist())
 
 
@@ -98,18 +101,23 @@ def count_events(path: Path) -> dict[str, int]:
     return counts
 
 
-def run_passes(root: str, order: str, args, cache_dir: Path | None, limit: int | None, trace: Path,
-               server_pid: int | None) -> list[dict]:
+def run_passes(
+    root: str, order: str, args, cache_dir: Path | None, limit: int | None, trace: Path, server_pid: int | None
+) -> list[dict]:
     """Two passes over ``root``; per pass: first-batch latency, images/s, cache events, the S3 server's CPU time."""
     from fastdata import DataLoaderX, DistributedSampler, ShardDataset, fast_collate
     from fastdata.transforms import RandomResizedCrop
 
     options = {} if cache_dir is None else {"cache_dir": cache_dir, "cache_limit": limit, "prefetch": args.prefetch}
     dataset = ShardDataset(root, transform=RandomResizedCrop(224), **options)
-    sampler = (ShardBlocks(dataset._starts) if order == "blocks"
-               else DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=True, seed=0))
-    loader = DataLoaderX(dataset, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers,
-                         collate_fn=fast_collate)
+    sampler = (
+        ShardBlocks(dataset._starts)
+        if order == "blocks"
+        else DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=True, seed=0)
+    )
+    loader = DataLoaderX(
+        dataset, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers, collate_fn=fast_collate
+    )
     results = []
     for epoch in range(2):
         if hasattr(sampler, "set_epoch"):
@@ -123,10 +131,17 @@ def run_passes(root: str, order: str, args, cache_dir: Path | None, limit: int |
             if first is None:
                 first = time.perf_counter() - start
         seconds = time.perf_counter() - start
-        results.append({"pass": epoch + 1, "first_batch_s": round(first, 3), "images": images,
-                        "seconds": round(seconds, 2), "images_per_s": round(images / seconds, 1),
-                        "server_cpu_s": round(cpu_seconds(server_pid) - server_cpu, 2),
-                        "cache_events": count_events(trace)})
+        results.append(
+            {
+                "pass": epoch + 1,
+                "first_batch_s": round(first, 3),
+                "images": images,
+                "seconds": round(seconds, 2),
+                "images_per_s": round(images / seconds, 1),
+                "server_cpu_s": round(cpu_seconds(server_pid) - server_cpu, 2),
+                "cache_events": count_events(trace),
+            }
+        )
     dataset.close()
     del loader
     return results
@@ -136,15 +151,32 @@ def prepare(args) -> tuple[Path, Path]:
     data = args.data
     if not data.is_dir() or not any(data.iterdir()):
         print(f"generating {args.num_images} ImageNet-like images in {data} ...", flush=True)
-        subprocess.run([sys.executable, str(ROOT / "tools" / "make_imagenet_like.py"), str(data),
-                        "--num-images", str(args.num_images), "--num-classes", str(args.num_classes)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "tools" / "make_imagenet_like.py"),
+                str(data),
+                "--num-images",
+                str(args.num_images),
+                "--num-classes",
+                str(args.num_classes),
+            ],
+            check=True,
+        )
     local = data.parent / (data.name + f".tfrecord-{args.shard_mb}mb")
     if not (local / "manifest.json").is_file():
         from fastdata.packing.packer import pack
 
         print(f"packing {data} into {local} ...", flush=True)
-        pack(data, local, format="tfrecord", shard_size=args.shard_mb * 2**20, shuffle_seed=0, overwrite=True,
-             progress=False)
+        pack(
+            data,
+            local,
+            format="tfrecord",
+            shard_size=args.shard_mb * 2**20,
+            shuffle_seed=0,
+            overwrite=True,
+            progress=False,
+        )
     return data, local
 
 
@@ -161,8 +193,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _, local = prepare(args)
     moto, endpoint = start_moto()
-    os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1",
-                      AWS_ENDPOINT_URL=endpoint)
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="bench",
+        AWS_SECRET_ACCESS_KEY="bench",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ENDPOINT_URL=endpoint,
+    )
     work = Path(tempfile.mkdtemp(prefix="fastdata-remote-bench-"))
     trace = work / "trace.log"
     os.environ["FASTDATA_CACHE_TRACE"] = str(trace)
@@ -180,16 +216,25 @@ def main(argv: list[str] | None = None) -> int:
             for order in ("shuffle", "blocks"):
                 runs.append((f"s3, cache_limit={limit_name}", order, limit, work / f"cache-{limit_name}-{order}"))
         runs.insert(1, ("local", "blocks", None, None))
-        report = {"machine": f"{os.cpu_count()} cores", "shards": len(list(local.glob("shard-*.tfrecord"))),
-                  "dataset_bytes": total,
-                  "batch_size": args.batch_size, "workers": args.workers, "prefetch": args.prefetch, "runs": []}
+        report = {
+            "machine": f"{os.cpu_count()} cores",
+            "shards": len(list(local.glob("shard-*.tfrecord"))),
+            "dataset_bytes": total,
+            "batch_size": args.batch_size,
+            "workers": args.workers,
+            "prefetch": args.prefetch,
+            "runs": [],
+        }
         for name, order, limit, cache in runs:
             passes = run_passes(str(local) if cache is None else url, order, args, cache, limit, trace, moto.pid)
             report["runs"].append({"source": name, "order": order, "cache_limit": limit, "passes": passes})
             for p in passes:
-                print(f"{name:28s} {order:8s} pass {p['pass']}: first batch {p['first_batch_s']:5.2f} s "
-                      f"{p['images_per_s']:6.1f} img/s in {p['seconds']:5.2f} s, S3 server CPU {p['server_cpu_s']:5.2f} s"
-                      f"  {p['cache_events']}", flush=True)
+                print(
+                    f"{name:28s} {order:8s} pass {p['pass']}: first batch {p['first_batch_s']:5.2f} s "
+                    f"{p['images_per_s']:6.1f} img/s in {p['seconds']:5.2f} s, S3 server CPU {p['server_cpu_s']:5.2f} s"
+                    f"  {p['cache_events']}",
+                    flush=True,
+                )
         args.json.write_text(json.dumps(report, indent=2) + "\n")
         print(f"wrote {args.json}")
     finally:

@@ -36,22 +36,36 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from fastdata.decode import is_jpeg  # noqa: E402
-from fastdata.transforms.multicrop import MultiCrop  # noqa: E402
-from fastdata.transforms import RandomResizedCrop  # noqa: E402
 from fastdata._util.cpus import pin_to_one_core  # noqa: E402
+from fastdata.decode import is_jpeg  # noqa: E402
+from fastdata.transforms import RandomResizedCrop  # noqa: E402
+from fastdata.transforms.multicrop import MultiCrop  # noqa: E402
 
 _CHUNK = 25
 DATASETS = {"imagenet-like": ("imagenet", 1000), "photos": ("photos", 150)}
-DINO = [RandomResizedCrop(224, scale=(0.4, 1.0), decoder="native")] * 2 + \
-       [RandomResizedCrop(96, scale=(0.05, 0.4), decoder="native")] * 6
+DINO = [RandomResizedCrop(224, scale=(0.4, 1.0), decoder="native")] * 2 + [
+    RandomResizedCrop(96, scale=(0.05, 0.4), decoder="native")
+] * 6
 
 
 def _ensure(folder: Path, profile: str, count: int) -> None:
     if folder.is_dir() and any(folder.iterdir()):
         return
-    subprocess.run([sys.executable, str(ROOT / "tools" / "make_imagenet_like.py"), str(folder), "--num-images",
-                    str(count), "--num-classes", "100", "--profile", profile, "--quiet"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "make_imagenet_like.py"),
+            str(folder),
+            "--num-images",
+            str(count),
+            "--num-classes",
+            "100",
+            "--profile",
+            profile,
+            "--quiet",
+        ],
+        check=True,
+    )
 
 
 def _load(folder: Path, limit: int) -> list[bytes]:
@@ -96,9 +110,12 @@ def measure(datas: list[bytes], repeats: int) -> dict:
             rates[name].append(len(datas) / seconds[name])
     result: dict = {name: {"median": statistics.median(r), "min": min(r), "max": max(r)} for name, r in rates.items()}
     med = {name: result[name]["median"] for name in methods}
-    result["ratios"] = {"160_vs_224": med["rrc-160"] / med["rrc-224"], "192_vs_224": med["rrc-192"] / med["rrc-224"],
-                        "multicrop_vs_8_separate": med["multicrop"] / med["8-separate"],
-                        "multicrop_exact_vs_8_separate": med["multicrop-exact"] / med["8-separate"]}
+    result["ratios"] = {
+        "160_vs_224": med["rrc-160"] / med["rrc-224"],
+        "192_vs_224": med["rrc-192"] / med["rrc-224"],
+        "multicrop_vs_8_separate": med["multicrop"] / med["8-separate"],
+        "multicrop_exact_vs_8_separate": med["multicrop-exact"] / med["8-separate"],
+    }
     result["images"] = len(datas)
     return result
 
@@ -122,8 +139,10 @@ def main(argv: list[str] | None = None) -> int:
             m = r[method]
             print(f"  {method:16s} {m['median']:7.0f} img/s  ({m['min']:.0f}-{m['max']:.0f})")
         q = r["ratios"]
-        print(f"  160 / 224 = {q['160_vs_224']:.2f}x, 192 / 224 = {q['192_vs_224']:.2f}x, multicrop / 8 separate = "
-              f"{q['multicrop_vs_8_separate']:.2f}x (exact: {q['multicrop_exact_vs_8_separate']:.2f}x)")
+        print(
+            f"  160 / 224 = {q['160_vs_224']:.2f}x, 192 / 224 = {q['192_vs_224']:.2f}x, multicrop / 8 separate = "
+            f"{q['multicrop_vs_8_separate']:.2f}x (exact: {q['multicrop_exact_vs_8_separate']:.2f}x)"
+        )
     args.json.write_text(json.dumps(results, indent=2))
     print(f"results written to {args.json}")
     return 0

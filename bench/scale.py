@@ -77,8 +77,9 @@ class Synthetic:
 
 
 def probe(kind: str, root: Path, *options: str) -> dict:
-    done = subprocess.run([sys.executable, str(PROBE), kind, str(root), *options], capture_output=True, text=True,
-                          cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, str(PROBE), kind, str(root), *options], capture_output=True, text=True, cwd=ROOT
+    )
     if done.returncode:
         raise RuntimeError(f"{kind} probe failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -86,28 +87,46 @@ def probe(kind: str, root: Path, *options: str) -> dict:
 
 def sizes(root: Path, manifest: fastdata.Manifest) -> dict:
     side = root / manifest.transcoded_file if manifest.transcoded_file else None
-    return {"manifest_bytes": (root / "manifest.json").stat().st_size,
-            "transcoded_bits_bytes": side.stat().st_size if side else 0,
-            "targets_bytes": (root / manifest.targets).stat().st_size,
-            "index_bytes": sum((root / s.index).stat().st_size for s in manifest.shards if s.index),
-            "shard_bytes": sum(s.nbytes for s in manifest.shards), "shards": len(manifest.shards)}
+    return {
+        "manifest_bytes": (root / "manifest.json").stat().st_size,
+        "transcoded_bits_bytes": side.stat().st_size if side else 0,
+        "targets_bytes": (root / manifest.targets).stat().st_size,
+        "index_bytes": sum((root / s.index).stat().st_size for s in manifest.shards if s.index),
+        "shard_bytes": sum(s.nbytes for s in manifest.shards),
+        "shards": len(manifest.shards),
+    }
 
 
-def measure(n: int, fmt: str, per_shard: int, out: Path, contexts: list[str], keep: bool, progress: bool,
-            pass_samples: int = 0, reuse: bool = False) -> dict:
+def measure(
+    n: int,
+    fmt: str,
+    per_shard: int,
+    out: Path,
+    contexts: list[str],
+    keep: bool,
+    progress: bool,
+    pass_samples: int = 0,
+    reuse: bool = False,
+) -> dict:
     root = out / f"{fmt}-{n}-{per_shard}"
     manifest = _finished(root, n, fmt, per_shard) if reuse else None
     start = time.perf_counter()
     if manifest is None:
         print(f"--- N={n:,} {fmt} {per_shard}/shard: writing {root}", file=sys.stderr, flush=True)
-        manifest = fastdata.write(Synthetic(n), root, format=fmt, samples_per_shard=per_shard, overwrite=True,
-                                  progress=progress)
+        manifest = fastdata.write(
+            Synthetic(n), root, format=fmt, samples_per_shard=per_shard, overwrite=True, progress=progress
+        )
         pack_s = (time.perf_counter() - start) / n * 1e5
     else:
         print(f"--- N={n:,} {fmt} {per_shard}/shard: measuring the pack already in {root}", file=sys.stderr, flush=True)
         pack_s = None  # not written by this run
-    row: dict = {"n": n, "format": fmt, "samples_per_shard": per_shard, "pack_s_per_100k": pack_s,
-                 **sizes(root, manifest)}
+    row: dict = {
+        "n": n,
+        "format": fmt,
+        "samples_per_shard": per_shard,
+        "pack_s_per_100k": pack_s,
+        **sizes(root, manifest),
+    }
     try:
         row.update(probe("open", root))
         for context in contexts:
@@ -128,7 +147,7 @@ def _finished(root: Path, n: int, fmt: str, per_shard: int) -> fastdata.Manifest
         manifest = fastdata.Manifest.load(root)
     except (OSError, ValueError):
         return None
-    same = (manifest.format == fmt and manifest.num_samples == n and manifest.shards[0].num_samples == per_shard)
+    same = manifest.format == fmt and manifest.num_samples == n and manifest.shards[0].num_samples == per_shard
     return manifest if same else None
 
 
@@ -151,10 +170,22 @@ METRICS = [  # (label, how a row gives it)
     *[(f"pass img/s ({c})", lambda r, c=c: f"{r[f'pass_{c}']['images_per_s']:,.0f}") for c in CONTEXTS],
     *[(f"worker PSS ({c})", lambda r, c=c: _mb(max(r[f"pass_{c}"]["worker_pss_bytes"]))) for c in CONTEXTS],
     *[(f"worker fds ({c})", lambda r, c=c: str(max(r[f"pass_{c}"]["worker_open_files"]))) for c in CONTEXTS],
-    *[(f"sampler {s} iter / first s", lambda r, s=s: f"{r[f'sampler_{s}']['iter_s']:.4f} / "
-       f"{r[f'sampler_{s}']['first_index_s']:.3f}") for s in ("True", "index")],
-    *[(f"sampler {s} tracemalloc / RSS +", lambda r, s=s: f"{_mb(r[f'sampler_{s}']['tracemalloc_peak_bytes'])} / "
-       f"{_mb(r[f'sampler_{s}']['rss_delta_bytes'])}") for s in ("True", "index")],
+    *[
+        (
+            f"sampler {s} iter / first s",
+            lambda r, s=s: f"{r[f'sampler_{s}']['iter_s']:.4f} / {r[f'sampler_{s}']['first_index_s']:.3f}",
+        )
+        for s in ("True", "index")
+    ],
+    *[
+        (
+            f"sampler {s} tracemalloc / RSS +",
+            lambda r, s=s: (
+                f"{_mb(r[f'sampler_{s}']['tracemalloc_peak_bytes'])} / {_mb(r[f'sampler_{s}']['rss_delta_bytes'])}"
+            ),
+        )
+        for s in ("True", "index")
+    ],
     *[(f"state_dict ({s})", lambda r, s=s: _mb(r[f"sampler_{s}"]["state_dict_bytes"])) for s in ("True", "index")],
     ("verify --no-decode s", lambda r: f"{r['verify_s']:.1f}"),
     ("verify peak RSS +", lambda r: _mb(r["verify_peak_rss_delta_bytes"])),
@@ -180,11 +211,14 @@ def table(rows: list[dict]) -> str:
 
 def check_space(out: Path, need: int) -> None:
     free = shutil.disk_usage(out).free
-    print(f"free space in {out}: {free / 1e9:.1f} GB; the largest pack needs about {need / 1e9:.1f} GB",
-          file=sys.stderr)
+    print(
+        f"free space in {out}: {free / 1e9:.1f} GB; the largest pack needs about {need / 1e9:.1f} GB", file=sys.stderr
+    )
     if free < 1.2 * need:
-        raise SystemExit(f"not enough free space in {out} ({free / 1e9:.1f} GB) for a pack of about "
-                         f"{need / 1e9:.1f} GB: pass --out on a larger disk, or smaller --n")
+        raise SystemExit(
+            f"not enough free space in {out} ({free / 1e9:.1f} GB) for a pack of about "
+            f"{need / 1e9:.1f} GB: pass --out on a larger disk, or smaller --n"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,26 +227,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples-per-shard", type=int, nargs="+", default=[1000, 10_000])
     parser.add_argument("--formats", nargs="+", default=["tfrecord", "lmdb"], choices=["tfrecord", "lmdb"])
     parser.add_argument("--contexts", nargs="+", default=list(CONTEXTS), choices=CONTEXTS)
-    parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "fastdata-scale",
-                        help="where the packs are written (default: a folder in the temporary directory)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "fastdata-scale",
+        help="where the packs are written (default: a folder in the temporary directory)",
+    )
     parser.add_argument("--json", type=Path, default=Path(__file__).resolve().parent / "results-scale.json")
     parser.add_argument("--keep", action="store_true", help="keep each pack after measuring it")
-    parser.add_argument("--reuse", action="store_true",
-                        help="measure a finished pack of the same shape already in --out instead of writing it again "
-                             "(its pack time is not measured); implies --keep")
-    parser.add_argument("--pass-samples", type=int, default=0,
-                        help="read only the first K samples of each shuffled pass (0: the whole pass)")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="measure a finished pack of the same shape already in --out instead of writing it again "
+        "(its pack time is not measured); implies --keep",
+    )
+    parser.add_argument(
+        "--pass-samples",
+        type=int,
+        default=0,
+        help="read only the first K samples of each shuffled pass (0: the whole pass)",
+    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     largest = max(args.n) * BYTES_PER_SAMPLE
-    check_space(args.out, largest * (len(args.n) * len(args.formats) * len(args.samples_per_shard) if args.keep
-                                     else 1))
+    check_space(args.out, largest * (len(args.n) * len(args.formats) * len(args.samples_per_shard) if args.keep else 1))
     rows = []
     for n in sorted(args.n):
         for fmt in args.formats:
             for per_shard in args.samples_per_shard:
-                rows.append(measure(n, fmt, per_shard, args.out, args.contexts, args.keep or args.reuse,
-                                    sys.stderr.isatty(), args.pass_samples, args.reuse))
+                rows.append(
+                    measure(
+                        n,
+                        fmt,
+                        per_shard,
+                        args.out,
+                        args.contexts,
+                        args.keep or args.reuse,
+                        sys.stderr.isatty(),
+                        args.pass_samples,
+                        args.reuse,
+                    )
+                )
                 args.json.write_text(json.dumps(rows, indent=2) + "\n")  # kept as it goes: a long sweep may stop
     print(table(rows))
     return 0

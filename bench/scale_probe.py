@@ -73,8 +73,13 @@ def probe_open(root: str) -> dict:
     next(it)
     first = time.perf_counter() - start
     del it, loader
-    return {"open_s": open_s, "open_rss_bytes": added, "pickled_bytes": pickled, "first_batch_s": first,
-            "samples": len(ds)}
+    return {
+        "open_s": open_s,
+        "open_rss_bytes": added,
+        "pickled_bytes": pickled,
+        "first_batch_s": first,
+        "samples": len(ds),
+    }
 
 
 def record_pid(folder: str, worker_id: int) -> None:
@@ -92,9 +97,16 @@ def probe_pass(root: str, context: str, samples: int = 0) -> dict:
     ds = dataset(root)
     pids = tempfile.mkdtemp(prefix="fastdata-scale-pids-")
     sampler = DistributedSampler(ds, num_replicas=1, rank=0, shuffle=True, seed=0)
-    loader = DataLoaderX(ds, batch_size=BATCH, sampler=sampler, num_workers=WORKERS, collate_fn=fast_collate,
-                         persistent_workers=True, multiprocessing_context=context,
-                         worker_init_fn=functools.partial(record_pid, pids))
+    loader = DataLoaderX(
+        ds,
+        batch_size=BATCH,
+        sampler=sampler,
+        num_workers=WORKERS,
+        collate_fn=fast_collate,
+        persistent_workers=True,
+        multiprocessing_context=context,
+        worker_init_fn=functools.partial(record_pid, pids),
+    )
     start = time.perf_counter()
     images = 0
     for batch in loader:
@@ -109,9 +121,16 @@ def probe_pass(root: str, context: str, samples: int = 0) -> dict:
     for p in Path(pids).iterdir():
         p.unlink()
     os.rmdir(pids)
-    return {"context": context, "pass_s": seconds, "images_per_s": images / seconds, "images": images,
-            "whole_pass": images == len(ds),
-            "worker_pss_bytes": pss, "worker_open_files": fds, "main_rss_bytes": rss()}
+    return {
+        "context": context,
+        "pass_s": seconds,
+        "images_per_s": images / seconds,
+        "images": images,
+        "whole_pass": images == len(ds),
+        "worker_pss_bytes": pss,
+        "worker_open_files": fds,
+        "main_rss_bytes": rss(),
+    }
 
 
 def probe_sampler(root: str, shuffle: bool | str) -> dict:
@@ -131,22 +150,31 @@ def probe_sampler(root: str, shuffle: bool | str) -> dict:
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     sampler.set_epoch(0)
-    loader = DataLoaderX(ds, batch_size=BATCH, sampler=sampler, num_workers=0,
-                         collate_fn=lambda batch: len(batch))
+    loader = DataLoaderX(ds, batch_size=BATCH, sampler=sampler, num_workers=0, collate_fn=lambda batch: len(batch))
     it = iter(loader)
     next(it)
     state = loader.state_dict()
     del it
-    return {"shuffle": shuffle, "iter_s": iter_s, "first_index_s": first, "rss_delta_bytes": added,
-            "tracemalloc_peak_bytes": peak, "state_dict_bytes": len(pickle.dumps(state))}
+    return {
+        "shuffle": shuffle,
+        "iter_s": iter_s,
+        "first_index_s": first,
+        "rss_delta_bytes": added,
+        "tracemalloc_peak_bytes": peak,
+        "state_dict_bytes": len(pickle.dumps(state)),
+    }
 
 
 def probe_verify(root: str) -> dict:
     before = peak_reset()
     start = time.perf_counter()
     report = verify(root, decode=False, progress=False)
-    return {"verify_s": time.perf_counter() - start, "verify_ok": report.ok, "records": report.records,
-            "verify_peak_rss_delta_bytes": peak_rss() - before}
+    return {
+        "verify_s": time.perf_counter() - start,
+        "verify_ok": report.ok,
+        "records": report.records,
+        "verify_peak_rss_delta_bytes": peak_rss() - before,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

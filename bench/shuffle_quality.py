@@ -58,8 +58,10 @@ def _layouts(args: argparse.Namespace) -> dict[str, tuple[np.ndarray, list[int]]
     n = len(class_order)
     full, tail = divmod(n, args.samples_per_shard)
     sizes = [args.samples_per_shard] * full + ([tail] if tail else [])
-    return {"class order (no --shuffle-seed)": (class_order, sizes),
-            "--shuffle-seed 0": (class_order[_source_order(n, 0)], sizes)}
+    return {
+        "class order (no --shuffle-seed)": (class_order, sizes),
+        "--shuffle-seed 0": (class_order[_source_order(n, 0)], sizes),
+    }
 
 
 def _rank_metrics(labels: np.ndarray, order: np.ndarray, batch: int, classes: int) -> dict[str, float]:
@@ -72,16 +74,21 @@ def _rank_metrics(labels: np.ndarray, order: np.ndarray, batch: int, classes: in
     centered = hist - hist.mean(axis=1, keepdims=True)
     norms = np.linalg.norm(centered, axis=1)
     corr = (centered[:-1] * centered[1:]).sum(axis=1) / (norms[:-1] * norms[1:])
-    return {"classes/batch": float((hist > 0).sum(axis=1).mean()), "TV": float(tv.mean()),
-            "lag-1 corr": float(corr.mean())}
+    return {
+        "classes/batch": float((hist > 0).sum(axis=1).mean()),
+        "TV": float(tv.mean()),
+        "lag-1 corr": float(corr.mean()),
+    }
 
 
 def _global_metrics(shard_of: np.ndarray, order: np.ndarray, global_batch: int) -> dict[str, float]:
     steps = len(order) // global_batch
     per_step = shard_of[order[: steps * global_batch]].reshape(steps, global_batch)
     windows = [len(np.unique(per_step[s : s + WINDOW])) for s in range(0, steps - WINDOW + 1, WINDOW)]
-    return {"shards/global batch": float(np.mean([len(np.unique(row)) for row in per_step])),
-            "shards/window": float(np.mean(windows))}
+    return {
+        "shards/global batch": float(np.mean([len(np.unique(row)) for row in per_step])),
+        "shards/window": float(np.mean(windows)),
+    }
 
 
 def _repeat_mates(first: np.ndarray, second: np.ndarray, global_batch: int) -> float:
@@ -129,8 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     orders += [(f"index-blocks of {k} shards", "index-blocks", k) for k in args.block_shards]
     results = []
     for packing, (labels, sizes) in _layouts(args).items():
-        print(f"\n### {packing}: {len(labels)} samples, {int(labels.max()) + 1} classes, {len(sizes)} shards; "
-              f"{args.world} ranks x batch {args.batch_size}\n")
+        print(
+            f"\n### {packing}: {len(labels)} samples, {int(labels.max()) + 1} classes, {len(sizes)} shards; "
+            f"{args.world} ranks x batch {args.batch_size}\n"
+        )
         keys = None
         for name, shuffle, block_shards in orders:
             row = _measure(labels, sizes, shuffle, block_shards, args)

@@ -41,8 +41,12 @@ class Terminated(KeyboardInterrupt):
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``fastdata`` argument parser."""
-    parser = argparse.ArgumentParser(prog="fastdata", description="Fast image data for PyTorch training.",
-                                     epilog=EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="fastdata",
+        description="Fast image data for PyTorch training.",
+        epilog=EXIT_STATUS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"fastdata {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more detail")
     sub = parser.add_subparsers(dest="command", required=True, metavar="{pack,repack,merge,inspect,verify,bench}")
@@ -53,16 +57,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("old", help="folder written by `fastdata pack` (read only)")
     p.add_argument("new", help="output folder for the new dataset")
     p.add_argument("--format", choices=["tfrecord", "lmdb"], default=None, help="storage format (default: OLD's)")
-    p.add_argument("--workers", type=int, default=None,
-                   help="re-coding processes (default and most: the CPUs this process may use)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="re-coding processes (default and most: the CPUs this process may use)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace the dataset NEW holds")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     p.set_defaults(run=_run_repack)
 
     p = sub.add_parser("merge", help="check the parts that `pack --part I/N` wrote into OUT and write its manifest")
     p.add_argument("out", help="the folder every `fastdata pack SRC OUT --part I/N` wrote into")
-    p.add_argument("--no-crc", dest="check_crc", action="store_false",
-                   help="check shard sizes only, not their CRC32C (which reads every shard)")
+    p.add_argument(
+        "--no-crc",
+        dest="check_crc",
+        action="store_false",
+        help="check shard sizes only, not their CRC32C (which reads every shard)",
+    )
     p.add_argument("--allow-empty", action="store_true", help="write a dataset even when every image was skipped")
     p.set_defaults(run=_run_merge)
 
@@ -74,10 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="check every record of a packed dataset (CRC, index, decode)")
     p.add_argument("root", help="folder or URL written by `fastdata pack` (shards are downloaded one at a time)")
     p.add_argument("--no-decode", dest="decode", action="store_false", help="skip decoding the images")
-    p.add_argument("--workers", type=int, default=None,
-                   help="processes checking shards side by side (default and most: the CPUs this process may use)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar (there is none when stderr is not a "
-                   "terminal)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="processes checking shards side by side (default and most: the CPUs this process may use)",
+    )
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bar (there is none when stderr is not a terminal)"
+    )
     p.set_defaults(run=_run_verify)
 
     try:
@@ -99,8 +116,11 @@ def _run_pack(args: argparse.Namespace) -> int:
     try:
         manifest = pack(args.src, args.out, options=_pack_options(args))
     except NothingPackedError as exc:
-        print(f"fastdata: error: nothing was packed: all {len(exc.skipped)} image(s) in {escaped(args.src)} "
-              "were skipped:", file=sys.stderr)
+        print(
+            f"fastdata: error: nothing was packed: all {len(exc.skipped)} image(s) in {escaped(args.src)} "
+            "were skipped:",
+            file=sys.stderr,
+        )
         for bad in exc.skipped:
             print(f"  {escaped(bad.path)}: {escaped(bad.reason)}", file=sys.stderr)
         print("fix or remove them, or pass --allow-empty to write an empty dataset", file=sys.stderr)
@@ -109,10 +129,12 @@ def _run_pack(args: argparse.Namespace) -> int:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
     if args.part is not None:
-        print(f"packed part {manifest.part}/{manifest.parts}: {len(manifest.ranges)} range(s), {manifest.packed} "
-              f"packed by this run, {manifest.num_samples} images in {len(manifest.shards)} shard(s) into "
-              f"{escaped(args.out)}; "
-              f"run `fastdata merge {escaped(args.out)}` once every part is done")
+        print(
+            f"packed part {manifest.part}/{manifest.parts}: {len(manifest.ranges)} range(s), {manifest.packed} "
+            f"packed by this run, {manifest.num_samples} images in {len(manifest.shards)} shard(s) into "
+            f"{escaped(args.out)}; "
+            f"run `fastdata merge {escaped(args.out)}` once every part is done"
+        )
         return 0
     print(summary(args, manifest, before))
     if not manifest.num_samples:
@@ -122,20 +144,25 @@ def _run_pack(args: argparse.Namespace) -> int:
         for bad in manifest.skipped:
             print(f"  {escaped(bad.path)}: {escaped(bad.reason)}")
     if manifest.warnings:
-        print(f"{len(manifest.warnings)} file(s) packed with codec warnings (PIL decodes them too); "
-              f"`fastdata inspect {escaped(args.out)}` lists them")
+        print(
+            f"{len(manifest.warnings)} file(s) packed with codec warnings (PIL decodes them too); "
+            f"`fastdata inspect {escaped(args.out)}` lists them"
+        )
     return 0
 
 
 def _run_repack(args: argparse.Namespace) -> int:
     from fastdata.packing.repack import repack
 
-    manifest = repack(args.old, args.new, format=args.format, workers=args.workers, overwrite=args.overwrite,
-                      progress=args.progress)
+    manifest = repack(
+        args.old, args.new, format=args.format, workers=args.workers, overwrite=args.overwrite, progress=args.progress
+    )
     size = sum(s.nbytes for s in manifest.shards)
     recoded = manifest.transcoded_count or 0
-    print(f"repacked {manifest.num_samples} images ({recoded} JPEGs re-coded) into {len(manifest.shards)} "
-          f"{manifest.format} shard(s), {size / 1e6:.1f} MB, in {escaped(args.new)}")
+    print(
+        f"repacked {manifest.num_samples} images ({recoded} JPEGs re-coded) into {len(manifest.shards)} "
+        f"{manifest.format} shard(s), {size / 1e6:.1f} MB, in {escaped(args.new)}"
+    )
     return 0
 
 
@@ -153,7 +180,7 @@ def _match_pillow_limit(max_pixels: int) -> None:
 
     if not max_pixels:
         Image.MAX_IMAGE_PIXELS = None
-    elif Image.MAX_IMAGE_PIXELS is not None and 2 * Image.MAX_IMAGE_PIXELS < max_pixels:
+    elif Image.MAX_IMAGE_PIXELS is not None and max_pixels > 2 * Image.MAX_IMAGE_PIXELS:
         Image.MAX_IMAGE_PIXELS = -(-max_pixels // 2)
 
 
@@ -167,8 +194,10 @@ def _run_merge(args: argparse.Namespace) -> int:
     from fastdata.packing.merge import merge
 
     manifest = merge(args.out, check_crc=args.check_crc, allow_empty=args.allow_empty)
-    print(f"merged {manifest.num_samples} images of {len(manifest.classes)} classes in {len(manifest.shards)} "
-          f"{manifest.format} shard(s) into {escaped(args.out)}")
+    print(
+        f"merged {manifest.num_samples} images of {len(manifest.classes)} classes in {len(manifest.shards)} "
+        f"{manifest.format} shard(s) into {escaped(args.out)}"
+    )
     return 0
 
 
@@ -182,8 +211,9 @@ def _run_inspect(args: argparse.Namespace) -> int:
 def _run_verify(args: argparse.Namespace) -> int:
     from fastdata.packing.check import verify
 
-    report = verify(args.root, decode=args.decode, workers=args.workers,
-                    progress=not args.quiet and sys.stderr.isatty())
+    report = verify(
+        args.root, decode=args.decode, workers=args.workers, progress=not args.quiet and sys.stderr.isatty()
+    )
     for problem in report.problems:
         print(f"DAMAGED {escaped(problem)}")
     if report.ok:
@@ -226,15 +256,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OutOfSpaceError as exc:
         print(f"fastdata: error: {escaped(exc)}", file=sys.stderr)
         return EXIT_NO_SPACE
-    except (FileNotFoundError, FileExistsError, NotADirectoryError, PermissionError, ValueError, ImportError,
-            ConnectionError) as exc:
+    except (
+        FileNotFoundError,
+        FileExistsError,
+        NotADirectoryError,
+        PermissionError,
+        ValueError,
+        ImportError,
+        ConnectionError,
+    ) as exc:
         print(f"fastdata: error: {escaped(exc)}", file=sys.stderr)
         return 2
 
 
 def _stdout_gone() -> bool:
     """Whether standard output is a pipe whose reader has gone (``| head`` read what it wanted); what is buffered is
-    flushed first."""
+    flushed first.
+    """
     try:
         sys.stdout.flush()
     except BrokenPipeError:
@@ -250,7 +288,8 @@ def _stdout_gone() -> bool:
 
 def _quiet_exit() -> int:
     """Stop printing, as a coreutils program stopped by SIGPIPE does: what is still buffered goes to /dev/null (not
-    to a "Broken pipe" message when Python flushes at exit)."""
+    to a "Broken pipe" message when Python flushes at exit).
+    """
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

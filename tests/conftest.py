@@ -61,6 +61,8 @@ def pytest_terminal_summary(terminalreporter) -> None:
     if _bad_skips and not os.environ.get(ALLOW_SKIPS_ENV):
         terminalreporter.write_line(
             f"FAIL: {len(_bad_skips)} test(s) skipped for a reason other than a missing CUDA device; install what "
-            f"they need (bash tools/setup.sh test,dali) or set {ALLOW_SKIPS_ENV}=1 on a developer machine:", red=True)
+            f"they need (bash tools/setup.sh test,dali) or set {ALLOW_SKIPS_ENV}=1 on a developer machine:",
+            red=True,
+        )
         for nodeid, reason in _bad_skips:
             terminalreporter.write_line(f"  {nodeid}: {reason}", red=True)

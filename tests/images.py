@@ -80,10 +80,22 @@ def make_image_folder(root: Path, *, with_bad: bool = True, seed: int = 0) -> Im
     # torchvision's order: per class, sorted(os.walk(...)) then sorted file names, so the files
     # directly in a class folder come before those in its subfolders ("zz_top" before "nested/").
     order = [
-        "ant/a_baseline.jpg", "ant/b_progressive.JPG", "ant/d_gray.jpg", "ant/zz_top.jpg",
+        "ant/a_baseline.jpg",
+        "ant/b_progressive.JPG",
+        "ant/d_gray.jpg",
+        "ant/zz_top.jpg",
         "ant/nested/deeper/c_444.jpeg",
-        "bee/a_rgb.png", "bee/b_rgba.png", "bee/c_palette.png", "bee/d_tiny.jpg", "bee/z_truncated.jpg",
-        "cat/a_cmyk.jpg", "cat/b_large.jpg", "cat/c.bmp", "cat/d.webp", "cat/z_empty.png", "cat/z_garbage.jpg",
+        "bee/a_rgb.png",
+        "bee/b_rgba.png",
+        "bee/c_palette.png",
+        "bee/d_tiny.jpg",
+        "bee/z_truncated.jpg",
+        "cat/a_cmyk.jpg",
+        "cat/b_large.jpg",
+        "cat/c.bmp",
+        "cat/d.webp",
+        "cat/z_empty.png",
+        "cat/z_garbage.jpg",
     ]
     order = [rel for rel in order if rel in files]
     assert sorted(order) == sorted(files), "fixture order list is out of date"
@@ -103,8 +115,9 @@ def encode_cmyk(array: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def pack_one_image_per_class(tmp_path_factory, count: int, *, samples_per_shard: int, shape=lambda k: (6, 6),
-                             **options) -> Path:
+def pack_one_image_per_class(
+    tmp_path_factory, count: int, *, samples_per_shard: int, shape=lambda k: (6, 6), **options
+) -> Path:
     """Pack ``count`` classes of one PNG each into LMDB shards: a sample's label identifies it."""
     from fastdata.packing.packer import pack
 

@@ -12,8 +12,14 @@ from fastdata.packing.packer import pack
 from tests.images import encode, natural_image
 
 
-def make_distinct_folder(root: Path, *, per_class: int = 15, classes: tuple[str, ...] = ("ant", "bee"),
-                         size: tuple[int, int] = (40, 56), seed: int = 1) -> dict[bytes, int]:
+def make_distinct_folder(
+    root: Path,
+    *,
+    per_class: int = 15,
+    classes: tuple[str, ...] = ("ant", "bee"),
+    size: tuple[int, int] = (40, 56),
+    seed: int = 1,
+) -> dict[bytes, int]:
     """An ImageFolder of small JPEGs whose bytes are all different; returns {image bytes: label}."""
     rng = np.random.default_rng(seed)
     truth: dict[bytes, int] = {}
@@ -71,8 +77,9 @@ def copy_with_wrong_target(src: Path, dst: Path, sample: int, classes: int = 3) 
     return labels
 
 
-def write_tiny_shards(root: Path, shards: int, *, fmt: str = "tfrecord", per_shard: int = 1, classes: int = 10,
-                      seed: int = 0) -> Path:
+def write_tiny_shards(
+    root: Path, shards: int, *, fmt: str = "tfrecord", per_shard: int = 1, classes: int = 10, seed: int = 0
+) -> Path:
     """A pack of ``shards`` shards of ``per_shard`` distinct tiny JPEGs each, written with ``ShardWriter``.
 
     Without fsync (a test pack need not survive a power cut): 2,000 shards take seconds, not half a minute.
@@ -135,8 +142,14 @@ def write_pack(out: Path, fmt: str, shards: int, per_shard: int) -> Path:
         infos.append(writer.close(out))
     data = encode_targets(np.arange(shards * per_shard) % 10)
     (out / "targets.npy").write_bytes(data)
-    Manifest(format=fmt, classes=[f"c{c}" for c in range(10)], shards=infos, targets="targets.npy",
-             targets_nbytes=len(data), targets_crc32c=crc32c_hex(data)).save(out)
+    Manifest(
+        format=fmt,
+        classes=[f"c{c}" for c in range(10)],
+        shards=infos,
+        targets="targets.npy",
+        targets_nbytes=len(data),
+        targets_crc32c=crc32c_hex(data),
+    ).save(out)
     return out
 
 

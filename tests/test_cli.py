@@ -15,8 +15,17 @@ def run(capsys, *argv):
 def test_pack_inspect_verify(capsys, image_folder, tmp_path):
     for fmt in ("tfrecord", "lmdb"):
         out = tmp_path / fmt
-        code, text, err = run(capsys, "pack", str(image_folder.root), str(out), "--format", fmt,
-                              "--samples-per-shard", "4", "--no-progress")
+        code, text, err = run(
+            capsys,
+            "pack",
+            str(image_folder.root),
+            str(out),
+            "--format",
+            fmt,
+            "--samples-per-shard",
+            "4",
+            "--no-progress",
+        )
         assert code == 0, err
         assert f"packed {len(image_folder.good)} images of 3 classes into 4 {fmt} shard(s)" in text
         assert "skipped 3 bad file(s)" in text and "bee/z_truncated.jpg" in text
@@ -30,8 +39,20 @@ def test_pack_inspect_verify(capsys, image_folder, tmp_path):
 @pytest.mark.parametrize("fmt", ["tfrecord", "lmdb"])
 def test_verify_catches_a_flipped_byte(capsys, image_folder, tmp_path, fmt):
     out = tmp_path / fmt
-    assert run(capsys, "pack", str(image_folder.root), str(out), "--format", fmt, "--samples-per-shard", "4",
-               "--no-progress")[0] == 0
+    assert (
+        run(
+            capsys,
+            "pack",
+            str(image_folder.root),
+            str(out),
+            "--format",
+            fmt,
+            "--samples-per-shard",
+            "4",
+            "--no-progress",
+        )[0]
+        == 0
+    )
     shard = Manifest.load(out).shards[1]
     path = out / shard.path
     data = bytearray(path.read_bytes())
@@ -52,7 +73,10 @@ def test_verify_catches_a_flipped_byte(capsys, image_folder, tmp_path, fmt):
         (["pack", "{missing}", "{out}", "--format", "lmdb"], "does not exist"),
         (["pack", "{empty}", "{out}", "--format", "lmdb"], "no class folders"),
         (["pack", "{src}", "{file}", "--format", "lmdb"], "is a file"),
-        (["pack", "{file}", "{out}", "--format", "lmdb"], "pass a .csv, .jsonl or .parquet file list, a WebDataset .tar"),
+        (
+            ["pack", "{file}", "{out}", "--format", "lmdb"],
+            "pass a .csv, .jsonl or .parquet file list, a WebDataset .tar",
+        ),
         (["pack", "{src}", "{out}", "--format", "lmdb", "--shuffle-seed", "-1"], "shuffle_seed must be a non-negative"),
         (["inspect", "{empty}"], "not a finished fastdata pack"),
         (["verify", "{empty}"], "not a finished fastdata pack"),
@@ -61,8 +85,13 @@ def test_verify_catches_a_flipped_byte(capsys, image_folder, tmp_path, fmt):
 def test_bad_input_is_one_line_error(capsys, image_folder, tmp_path, argv, message):
     (tmp_path / "empty").mkdir()
     (tmp_path / "file").write_text("x")
-    names = {"missing": tmp_path / "nope", "empty": tmp_path / "empty", "out": tmp_path / "out",
-             "src": image_folder.root, "file": tmp_path / "file"}
+    names = {
+        "missing": tmp_path / "nope",
+        "empty": tmp_path / "empty",
+        "out": tmp_path / "out",
+        "src": image_folder.root,
+        "file": tmp_path / "file",
+    }
     code, out, err = run(capsys, *[a.format(**names) for a in argv])
     assert code == 2
     assert message in err and err.startswith("fastdata: error:") and err.count("\n") == 1
@@ -153,8 +182,15 @@ def test_output_into_a_closed_pipe_ends_quietly(capsys, image_folder, tmp_path, 
     os.close(read)  # the reader is gone before the first line is written
     env = dict(os.environ, PYTHONPATH=str(Path(fastdata.__file__).resolve().parents[1]))
     try:
-        done = subprocess.run([sys.executable, "-m", "fastdata.cli", *[a.format(out=out) for a in argv]],
-                              stdout=write, stderr=subprocess.PIPE, text=True, env=env, timeout=120, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "fastdata.cli", *[a.format(out=out) for a in argv]],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
     finally:
         os.close(write)
     assert done.stderr == "" and done.returncode == 141

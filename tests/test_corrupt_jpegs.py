@@ -22,8 +22,11 @@ CORRUPTIONS = 3000
 def test_random_corruptions_give_an_image_or_a_decode_error(decoder):
     sources = list(odd_images.jpeg_variants().values())
     rng = np.random.default_rng(12 if decoder == "auto" else 13)
-    transforms = [Decode(decoder=decoder), RandomResizedCrop(24, decoder=decoder),
-                  ResizeCenterCrop(32, 24, decoder=decoder)]
+    transforms = [
+        Decode(decoder=decoder),
+        RandomResizedCrop(24, decoder=decoder),
+        ResizeCenterCrop(32, 24, decoder=decoder),
+    ]
     count = CORRUPTIONS if decoder == "auto" else CORRUPTIONS // 3
     images = errors = 0
     with warnings.catch_warnings():

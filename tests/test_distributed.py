@@ -59,7 +59,7 @@ def test_two_ranks_disjoint_per_pass_and_cover(one_image_per_class, tmp_path):
     assert per_pass == 12 // WORLD
     passes = []
     for p in range(RATIO):
-        chunks = [r["labels"][p * per_pass:(p + 1) * per_pass] for r in gathered]
+        chunks = [r["labels"][p * per_pass : (p + 1) * per_pass] for r in gathered]
         assert all(len(c) == len(set(c)) == per_pass for c in chunks)
         assert not set(chunks[0]) & set(chunks[1])  # ranks disjoint within the pass
         assert set(chunks[0]) | set(chunks[1]) == set(range(12))  # and together they cover the dataset

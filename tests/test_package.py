@@ -12,9 +12,11 @@ PACKAGE = Path(fastdata.__file__).parent
 
 
 def test_import_fastdata_loads_no_benchmark_dali_or_plotting():
-    code = ("import sys, fastdata, fastdata.packing; "
-            "print(sorted(m for m in sys.modules if m.startswith(('fastdata.bench', 'fastdata.dali', 'nvidia', "
-            "'matplotlib', 'boto3', 'botocore', 's3fs', 'gcsfs', 'fsspec', 'obstore', 'urllib3'))))")
+    code = (
+        "import sys, fastdata, fastdata.packing; "
+        "print(sorted(m for m in sys.modules if m.startswith(('fastdata.bench', 'fastdata.dali', 'nvidia', "
+        "'matplotlib', 'boto3', 'botocore', 's3fs', 'gcsfs', 'fsspec', 'obstore', 'urllib3'))))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -43,6 +45,7 @@ ARCHITECTURE = (PACKAGE.parent / "ARCHITECTURE.md").read_text(encoding="utf-8")
 
 def _docstring(path: Path) -> str:
     import ast
+
     return ast.get_docstring(ast.parse(path.read_text())) or ""
 
 
@@ -52,15 +55,20 @@ def test_at_most_six_modules_at_the_top_level():
 
 
 def test_a_module_over_330_lines_says_why_it_is_one_piece():
-    long = {p.relative_to(PACKAGE).as_posix(): p for p in PACKAGE.rglob("*.py") if len(p.read_text().splitlines()) > 330}
+    long = {
+        p.relative_to(PACKAGE).as_posix(): p for p in PACKAGE.rglob("*.py") if len(p.read_text().splitlines()) > 330
+    }
     assert {name for name, p in long.items() if "indivisible" not in _docstring(p)} == set()
 
 
 def test_architecture_describes_every_folder_and_module():
     """Each folder of the package as `fastdata/NAME/` and each module by its path inside the package."""
     folders = sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("__init__.py") if p.parent != PACKAGE)
-    missing = [f"fastdata/{Path(f).parent.as_posix()}/" for f in folders
-               if f"`fastdata/{Path(f).parent.as_posix()}/`" not in ARCHITECTURE]
+    missing = [
+        f"fastdata/{Path(f).parent.as_posix()}/"
+        for f in folders
+        if f"`fastdata/{Path(f).parent.as_posix()}/`" not in ARCHITECTURE
+    ]
     modules = sorted(p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py") if p.name != "__init__.py")
     missing += [m for m in modules if f"`{m}`" not in ARCHITECTURE and f"`fastdata/{m}`" not in ARCHITECTURE]
     assert missing == []

@@ -15,12 +15,24 @@ DOCS = [ROOT / "README.md", ROOT / "bench" / "README.md"]
 
 #: Paths users had before the move, and which still resolve (the README now shows the new homes).
 OLD_PATHS = [
-    "fastdata.transforms.RandomResizedCrop", "fastdata.transforms.ResizeCenterCrop", "fastdata.transforms.Decode",
-    "fastdata.transforms.DecodeTransform", "fastdata.multicrop.MultiCrop", "fastdata.resolution.ramp",
-    "fastdata.resolution.SizedBatch", "fastdata.timm_loader.create_dataset", "fastdata.timm_loader.create_loader",
-    "fastdata.timm_loader.TimmLoader", "fastdata.cpus.available_cpus", "fastdata.gpu_transforms.Mixup",
-    "fastdata.gpu_transforms.MixUp", "fastdata.gpu_transforms.CutMix", "fastdata.gpu_transforms.MixupCutmix",
-    "fastdata.ShardDataset", "fastdata.MixedDataset", "fastdata.MixedSampler",
+    "fastdata.transforms.RandomResizedCrop",
+    "fastdata.transforms.ResizeCenterCrop",
+    "fastdata.transforms.Decode",
+    "fastdata.transforms.DecodeTransform",
+    "fastdata.multicrop.MultiCrop",
+    "fastdata.resolution.ramp",
+    "fastdata.resolution.SizedBatch",
+    "fastdata.timm_loader.create_dataset",
+    "fastdata.timm_loader.create_loader",
+    "fastdata.timm_loader.TimmLoader",
+    "fastdata.cpus.available_cpus",
+    "fastdata.gpu_transforms.Mixup",
+    "fastdata.gpu_transforms.MixUp",
+    "fastdata.gpu_transforms.CutMix",
+    "fastdata.gpu_transforms.MixupCutmix",
+    "fastdata.ShardDataset",
+    "fastdata.MixedDataset",
+    "fastdata.MixedSampler",
 ]
 
 

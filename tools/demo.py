@@ -43,20 +43,25 @@ def main(argv: list[str] | None = None) -> int:
         manifest = fastdata.pack(images, target, format=fmt, samples_per_shard=100, overwrite=True)
         seconds = time.perf_counter() - start
         size = sum(s.nbytes for s in manifest.shards)
-        print(f"   {manifest.num_samples} images -> {len(manifest.shards)} shards, {size / 1e6:.1f} MB, "
-              f"{manifest.num_samples / seconds:.0f} images/s, skipped {len(manifest.skipped)}")
+        print(
+            f"   {manifest.num_samples} images -> {len(manifest.shards)} shards, {size / 1e6:.1f} MB, "
+            f"{manifest.num_samples / seconds:.0f} images/s, skipped {len(manifest.skipped)}"
+        )
         report = verify(target)
         print(f"   verify: {'OK' if report.ok else report.problems}, {report.records} records checked")
 
     print("\n3. summary of the TFRecord dataset (`fastdata inspect`):")
     print("   " + "\n   ".join(describe(out / "tfrecord").splitlines()[:8]) + "\n   ...")
 
-    print("\n4. reading back: ShardDataset -> DataLoaderX -> DataPrefetcher (normalize on the "
-          f"{'GPU' if torch.cuda.is_available() else 'CPU, no CUDA here'})")
+    print(
+        "\n4. reading back: ShardDataset -> DataLoaderX -> DataPrefetcher (normalize on the "
+        f"{'GPU' if torch.cuda.is_available() else 'CPU, no CUDA here'})"
+    )
     for fmt in ("tfrecord", "lmdb"):
         dataset = fastdata.ShardDataset(out / fmt, transform=RandomResizedCrop(224))
-        loader = fastdata.DataLoaderX(dataset, batch_size=64, shuffle=True, num_workers=2,
-                                      collate_fn=fastdata.fast_collate)
+        loader = fastdata.DataLoaderX(
+            dataset, batch_size=64, shuffle=True, num_workers=2, collate_fn=fastdata.fast_collate
+        )
         prefetcher = fastdata.DataPrefetcher(
             loader, transform=T.Compose([T.RandomHorizontalFlip(), T.Normalize(T.IMAGENET_MEAN, T.IMAGENET_STD)])
         )
@@ -65,9 +70,11 @@ def main(argv: list[str] | None = None) -> int:
         for images_batch, labels in prefetcher:
             seen += len(labels)
         seconds = time.perf_counter() - start
-        print(f"   {fmt:8s}: {seen} samples in {len(prefetcher)} batches, last batch {tuple(images_batch.shape)} "
-              f"{images_batch.dtype} on {images_batch.device}, mean {images_batch.mean():+.3f}, "
-              f"{seen / seconds:.0f} images/s (first pass, includes worker start-up)")
+        print(
+            f"   {fmt:8s}: {seen} samples in {len(prefetcher)} batches, last batch {tuple(images_batch.shape)} "
+            f"{images_batch.dtype} on {images_batch.device}, mean {images_batch.mean():+.3f}, "
+            f"{seen / seconds:.0f} images/s (first pass, includes worker start-up)"
+        )
     print(f"\ndone: everything is in {out}/ (delete it when you are done)")
     return 0
 

@@ -52,6 +52,7 @@ DECOMPRESSOR_MAX_PIXELS = 1 << 26
 
 # ---- corpus ---------------------------------------------------------------------------
 
+
 def _cjpeg(array, *args: str) -> bytes | None:
     """Encode with libjpeg-turbo's cjpeg (arithmetic coding, unusual sampling), if installed."""
     cjpeg = shutil.which("cjpeg")
@@ -77,8 +78,17 @@ def _jpegtran(data: bytes, *args: str) -> bytes | None:
 def restart_corpus(corpus: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
     """``jpegtran -optimize -restart`` copies of the baseline files: intervals of 1, 2 MCUs and a whole row,
     the layout whose crops the kernel decodes from only their intervals."""
-    wanted = ("baseline420", "baseline422_odd", "baseline444", "gray", "cmyk", "tiny", "thin444", "sample411",
-              "sample440_restart")
+    wanted = (
+        "baseline420",
+        "baseline422_odd",
+        "baseline444",
+        "gray",
+        "cmyk",
+        "tiny",
+        "thin444",
+        "sample411",
+        "sample440_restart",
+    )
     out = []
     for name, data in corpus:
         if name not in wanted:
@@ -142,6 +152,7 @@ def build_corpus(*, small: bool = False, restart_only: bool = False) -> list[tup
 
 # ---- mutations ------------------------------------------------------------------------
 
+
 def _first_sos(data: bytes) -> int:
     pos = data.find(b"\xff\xda")
     return pos if pos > 0 else len(data)
@@ -166,9 +177,9 @@ def mutate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
             if action == 0:
                 buf[pos + 1] = 0xD0 + rng.randrange(8)
             elif action == 1:
-                del buf[pos:pos + 2]
+                del buf[pos : pos + 2]
             elif action == 2:
-                buf[pos:pos] = buf[pos:pos + 2]
+                buf[pos:pos] = buf[pos : pos + 2]
             else:
                 at = rng.randrange(start, len(buf))
                 buf[at:at] = bytes((0xFF, 0xD0 + rng.randrange(8)))
@@ -190,14 +201,14 @@ def mutate(data: bytes, rng: random.Random) -> tuple[bytes, str]:
         buf[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
     elif kind == "delete":
         pos = rng.randrange(len(buf))
-        del buf[pos:pos + rng.randint(1, 32)]
+        del buf[pos : pos + rng.randint(1, 32)]
     elif kind == "duplicate":
         start = rng.randrange(len(buf))
-        chunk = buf[start:start + rng.randint(1, 200)]
+        chunk = buf[start : start + rng.randint(1, 200)]
         pos = rng.randrange(len(buf) + 1)
         buf[pos:pos] = chunk
     if kind in ("truncate", "flip+truncate"):
-        del buf[rng.randrange(len(buf) + 1):]
+        del buf[rng.randrange(len(buf) + 1) :]
     return bytes(buf), kind
 
 
@@ -210,6 +221,7 @@ def make_case(corpus: list[tuple[str, bytes]], seed: int, index: int) -> tuple[s
 
 
 # ---- one case -------------------------------------------------------------------------
+
 
 def run_case(module, decompressor, data: bytes, rng: random.Random) -> str:
     """Decode one damaged JPEG every way; 'ok', 'warn' (image with warnings) or 'error'.
@@ -276,6 +288,7 @@ def load_module(path: str | None):
 
 # ---- worker and driver ----------------------------------------------------------------
 
+
 def _worker(args: argparse.Namespace) -> None:
     corpus = [(p.stem, p.read_bytes()) for p in sorted(Path(args.corpus_dir).iterdir())]
     module = load_module(args.ext)
@@ -298,8 +311,18 @@ def build_asan(workdir: Path) -> Path:
     target = workdir / ("_jpegcrop_asan" + sysconfig.get_config_var("EXT_SUFFIX"))
     include = sysconfig.get_paths()["include"]
     command = [
-        os.environ.get("CC", "gcc"), "-shared", "-fPIC", "-O1", "-g", "-fsanitize=address",
-        "-fno-omit-frame-pointer", f"-I{include}", str(SOURCE), "-o", str(target), "-ljpeg",
+        os.environ.get("CC", "gcc"),
+        "-shared",
+        "-fPIC",
+        "-O1",
+        "-g",
+        "-fsanitize=address",
+        "-fno-omit-frame-pointer",
+        f"-I{include}",
+        str(SOURCE),
+        "-o",
+        str(target),
+        "-ljpeg",
     ]
     subprocess.run(command, check=True)
     return target
@@ -308,8 +331,7 @@ def build_asan(workdir: Path) -> Path:
 # Errors whose innermost frame is inside CPython itself (pyenv builds are not memcheck-clean,
 # e.g. int.from_bytes during start-up); errors in the kernel and libjpeg still count.
 _CPYTHON_SUPPRESSIONS = "".join(
-    f"{{\n   cpython-{kind}\n   Memcheck:{kind}\n   obj:*libpython3*\n}}\n"
-    for kind in ("Cond", "Value8", "Value4")
+    f"{{\n   cpython-{kind}\n   Memcheck:{kind}\n   obj:*libpython3*\n}}\n" for kind in ("Cond", "Value8", "Value4")
 )
 
 
@@ -346,8 +368,15 @@ def drive(args: argparse.Namespace) -> int:
         env["PYTHONMALLOC"] = "malloc"  # CPython's small-object allocator confuses memcheck
         suppressions = tmp / "cpython.supp"
         suppressions.write_text(_CPYTHON_SUPPRESSIONS)
-        prefix = ["valgrind", "--quiet", f"--suppressions={suppressions}", "--error-exitcode=99",
-                  "--leak-check=no", "--track-origins=yes", "--exit-on-first-error=yes"]
+        prefix = [
+            "valgrind",
+            "--quiet",
+            f"--suppressions={suppressions}",
+            "--error-exitcode=99",
+            "--leak-check=no",
+            "--track-origins=yes",
+            "--exit-on-first-error=yes",
+        ]
         tool = "valgrind memcheck"
     print(f"sanitizer: {tool}; {args.cases} cases from seed {args.seed}, per-case timeout {args.timeout}s")
     failures_dir = Path(args.failures)
@@ -358,8 +387,18 @@ def drive(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     while next_index < end:
         command = [
-            *prefix, sys.executable, str(Path(__file__).resolve()), "--worker", "--corpus-dir", str(corpus_dir),
-            "--seed", str(args.seed), "--start", str(next_index), "--cases", str(end - next_index),
+            *prefix,
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--worker",
+            "--corpus-dir",
+            str(corpus_dir),
+            "--seed",
+            str(args.seed),
+            "--start",
+            str(next_index),
+            "--cases",
+            str(end - next_index),
         ]
         if ext:
             command += ["--ext", ext]
@@ -441,10 +480,16 @@ def main() -> int:
     parser.add_argument("--valgrind", action="store_true", help="run the workers under valgrind memcheck")
     parser.add_argument("--ext", help="path of the extension .so to fuzz (default: the in-tree build)")
     parser.add_argument("--small", action="store_true", help="a corpus of smaller images")
-    parser.add_argument("--restart", action="store_true",
-                        help="only restart-interval transcodes (jpegtran), whose crops decode from their intervals")
-    parser.add_argument("--failures", default=str(Path(tempfile.gettempdir()) / "fuzz_jpeg_failures"),
-                        help="where damaged inputs that fail are saved")
+    parser.add_argument(
+        "--restart",
+        action="store_true",
+        help="only restart-interval transcodes (jpegtran), whose crops decode from their intervals",
+    )
+    parser.add_argument(
+        "--failures",
+        default=str(Path(tempfile.gettempdir()) / "fuzz_jpeg_failures"),
+        help="where damaged inputs that fail are saved",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--corpus-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -135,8 +135,9 @@ def _sample_size(rng: np.random.Generator, profile: str = "imagenet") -> tuple[i
     return (short, long) if orient > 1.0 - _P_PORTRAIT else (long, short)
 
 
-def image_spec(seed: int, index: int, *, png_fraction: float = 0.01, gray_fraction: float = 0.02,
-               profile: str = "imagenet") -> ImageSpec:
+def image_spec(
+    seed: int, index: int, *, png_fraction: float = 0.01, gray_fraction: float = 0.02, profile: str = "imagenet"
+) -> ImageSpec:
     """Draw the size, encoding and kind of image ``index``.
 
     Args:
@@ -221,8 +222,13 @@ def _draw_shape(rng: np.random.Generator, planes: list[np.ndarray], scale: float
     """
     height, width = planes[0].shape
     pts = _shape_polygon(rng, height, width, scale)
-    values = (rng.uniform(15, 240), rng.normal(0, 22), rng.normal(0, 22), contrast * rng.uniform(0.15, 1.4),
-              fine * rng.uniform(0.3, 1.6) * (rng.random() > 0.4))
+    values = (
+        rng.uniform(15, 240),
+        rng.normal(0, 22),
+        rng.normal(0, 22),
+        contrast * rng.uniform(0.15, 1.4),
+        fine * rng.uniform(0.3, 1.6) * (rng.random() > 0.4),
+    )
     shading = np.float32(rng.normal(0, 30))
     x, y, w, h = cv2.boundingRect(pts)
     x0, y0, x1, y1 = max(x - 1, 0), max(y - 1, 0), min(x + w + 1, width), min(y + h + 1, height)
@@ -257,9 +263,13 @@ def _draw_clutter(rng: np.random.Generator, planes: list[np.ndarray], count: int
             box = cv2.boxPoints((center, (2 * radius, 2 * radius * (squash + 0.2)), angle))
             cv2.fillConvexPoly(label, box.astype(np.int32), k)
     table = np.zeros((len(planes), 256), np.float32)
-    table[:, 1:count + 1] = (rng.uniform(15, 240, count), rng.normal(0, 22, count), rng.normal(0, 22, count),
-                             contrast * rng.uniform(0.15, 1.4, count),
-                             fine * rng.uniform(0.3, 1.6, count) * (rng.random(count) > 0.4))
+    table[:, 1 : count + 1] = (
+        rng.uniform(15, 240, count),
+        rng.normal(0, 22, count),
+        rng.normal(0, 22, count),
+        contrast * rng.uniform(0.15, 1.4, count),
+        fine * rng.uniform(0.3, 1.6, count) * (rng.random(count) > 0.4),
+    )
     mask = label > 0
     for plane, row in zip(planes, table, strict=True):
         np.copyto(plane, cv2.LUT(label, row[None, :]), where=mask)
@@ -279,7 +289,7 @@ def _background(rng: np.random.Generator, height: int, width: int, contrast: flo
     chroma = _octave_noise(rng, height, width * 2, 0.6, finest=8)  # the two fields side by side
     planes = [luma]
     for c in range(2):
-        field = chroma[:, c * width:(c + 1) * width] * np.float32(rng.uniform(3, 14))
+        field = chroma[:, c * width : (c + 1) * width] * np.float32(rng.uniform(3, 14))
         planes.append(np.ascontiguousarray(field + np.float32(rng.normal(0, 12))))
     planes.append(np.full((height, width), contrast, np.float32))
     planes.append(np.full((height, width), fine * rng.uniform(0, 1.2), np.float32))
@@ -328,9 +338,12 @@ def encode_image(image: np.ndarray, spec: ImageSpec) -> bytes:
         ok, buf = cv2.imencode(".png", image, [cv2.IMWRITE_PNG_COMPRESSION, 1])
     else:
         params = [
-            cv2.IMWRITE_JPEG_QUALITY, spec.quality,
-            cv2.IMWRITE_JPEG_SAMPLING_FACTOR, cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420,
-            cv2.IMWRITE_JPEG_PROGRESSIVE, int(spec.progressive),
+            cv2.IMWRITE_JPEG_QUALITY,
+            spec.quality,
+            cv2.IMWRITE_JPEG_SAMPLING_FACTOR,
+            cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420,
+            cv2.IMWRITE_JPEG_PROGRESSIVE,
+            int(spec.progressive),
         ]
         ok, buf = cv2.imencode(".jpg", image, params)
     if not ok:
@@ -388,8 +401,9 @@ def _write_one(index: int) -> tuple[int, int, int, bool, bool]:
     job = _JOB
     if job is None:
         raise RuntimeError("_write_one called outside a worker (missing _init_worker)")
-    spec, data = make_image(job.seed, index, png_fraction=job.png_fraction, gray_fraction=job.gray_fraction,
-                            profile=job.profile)
+    spec, data = make_image(
+        job.seed, index, png_fraction=job.png_fraction, gray_fraction=job.gray_fraction, profile=job.profile
+    )
     (Path(job.out) / file_name(spec, job.class_names)).write_bytes(data)
     return spec.width, spec.height, len(data), spec.png, spec.gray
 
@@ -430,13 +444,15 @@ def _prepare_out(out: Path, overwrite: bool) -> None:
     if entries and not overwrite:
         raise FileExistsError(
             f"output folder {str(out)!r} is not empty; pass --overwrite (overwrite=True) to replace it "
-            "or choose an empty folder")
+            "or choose an empty folder"
+        )
     foreign = [p.name for p in entries if not (p.is_dir() and CLASS_NAME_RE.match(p.name))]
     if foreign:
         raise FileExistsError(
             f"output folder {str(out)!r} holds entries this tool did not write ({', '.join(foreign[:3])}"
             f"{', ...' if len(foreign) > 3 else ''}); --overwrite only replaces class folders like n01440764, "
-            "so remove them yourself or choose an empty folder")
+            "so remove them yourself or choose an empty folder"
+        )
     for path in entries:
         shutil.rmtree(path)
     out.mkdir(parents=True, exist_ok=True)
@@ -506,9 +522,14 @@ def generate(
     workers = cores if workers is None else _check("workers", workers, 1)
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
-    job = _Job(os.fspath(out), seed, tuple(class_names(num_classes, seed)),
-               _check("png_fraction", png_fraction, 0, 1, float), _check("gray_fraction", gray_fraction, 0, 1, float),
-               profile)
+    job = _Job(
+        os.fspath(out),
+        seed,
+        tuple(class_names(num_classes, seed)),
+        _check("png_fraction", png_fraction, 0, 1, float),
+        _check("gray_fraction", gray_fraction, 0, 1, float),
+        profile,
+    )
     _prepare_out(Path(out), overwrite)
     for name in job.class_names:
         (Path(out) / name).mkdir()
@@ -533,7 +554,8 @@ def format_stats(stats: dict) -> str:
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="make_imagenet_like.py",
-        description="Write a realistic synthetic ImageNet-like ImageFolder tree (deterministic, parallel).")
+        description="Write a realistic synthetic ImageNet-like ImageFolder tree (deterministic, parallel).",
+    )
     parser.add_argument("out", help="output folder (missing or empty)")
     parser.add_argument("--num-images", type=int, default=10000, help="number of images (default 10000)")
     parser.add_argument("--num-classes", type=int, default=100, help="number of classes (default 100)")
@@ -541,8 +563,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores)")
     parser.add_argument("--png-fraction", type=float, default=0.01, help="fraction of PNGs (default 0.01)")
     parser.add_argument("--gray-fraction", type=float, default=0.02, help="fraction of grayscale (default 0.02)")
-    parser.add_argument("--profile", choices=PROFILES, default="imagenet",
-                        help="image sizes: imagenet (mean ~470x390, default) or photos (mean ~1650x1200)")
+    parser.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default="imagenet",
+        help="image sizes: imagenet (mean ~470x390, default) or photos (mean ~1650x1200)",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace the class folders of a previous run")
     parser.add_argument("--quiet", action="store_true", help="no progress bar (the statistics line is kept)")
     return parser.parse_args(argv)
@@ -553,9 +579,17 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     try:
         stats = generate(
-            args.out, num_images=args.num_images, num_classes=args.num_classes, seed=args.seed,
-            workers=args.workers, png_fraction=args.png_fraction, gray_fraction=args.gray_fraction,
-            progress=not args.quiet, overwrite=args.overwrite, profile=args.profile)
+            args.out,
+            num_images=args.num_images,
+            num_classes=args.num_classes,
+            seed=args.seed,
+            workers=args.workers,
+            png_fraction=args.png_fraction,
+            gray_fraction=args.gray_fraction,
+            progress=not args.quiet,
+            overwrite=args.overwrite,
+            profile=args.profile,
+        )
     except (TypeError, ValueError, OSError) as exc:
         print(f"make_imagenet_like.py: error: {exc}", file=sys.stderr)
         return 2

@@ -21,8 +21,16 @@ import numpy as np
 from PIL import Image
 
 __all__ = [
-    "apng_with_separate_default", "bitfield_bmp", "corrupt", "jpeg_bomb", "jpeg_with_junk", "picture",
-    "jpeg_variants", "pil_mode_corpus", "png_bomb", "tiff",
+    "apng_with_separate_default",
+    "bitfield_bmp",
+    "corrupt",
+    "jpeg_bomb",
+    "jpeg_with_junk",
+    "picture",
+    "jpeg_variants",
+    "pil_mode_corpus",
+    "png_bomb",
+    "tiff",
 ]
 
 
@@ -54,7 +62,9 @@ def png_bomb(width: int = 30000, height: int = 30000) -> bytes:
     parts.append(compressor.flush())
     header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
     return (
-        b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", header) + _png_chunk(b"IDAT", b"".join(parts))
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", header)
+        + _png_chunk(b"IDAT", b"".join(parts))
         + _png_chunk(b"IEND", b"")
     )
 
@@ -121,8 +131,14 @@ def bitfield_bmp(pixels: np.ndarray, bits: int, masks: tuple[int, int, int]) -> 
 
 
 def tiff(
-    data: bytes, width: int, height: int, *, bits: tuple[int, ...], photometric: int,
-    extra_samples: tuple[int, ...] = (), sample_format: int = 1,
+    data: bytes,
+    width: int,
+    height: int,
+    *,
+    bits: tuple[int, ...],
+    photometric: int,
+    extra_samples: tuple[int, ...] = (),
+    sample_format: int = 1,
 ) -> bytes:
     """A little-endian, uncompressed, single-strip TIFF around already packed pixel ``data``.
 
@@ -137,8 +153,16 @@ def tiff(
     """
     samples = len(bits)
     tags = [
-        (256, 4, [width]), (257, 4, [height]), (258, 3, list(bits)), (259, 3, [1]), (262, 3, [photometric]),
-        (273, 4, [0]), (277, 3, [samples]), (278, 4, [height]), (279, 4, [len(data)]), (284, 3, [1]),
+        (256, 4, [width]),
+        (257, 4, [height]),
+        (258, 3, list(bits)),
+        (259, 3, [1]),
+        (262, 3, [photometric]),
+        (273, 4, [0]),
+        (277, 3, [samples]),
+        (278, 4, [height]),
+        (279, 4, [len(data)]),
+        (284, 3, [1]),
     ]
     if extra_samples:
         tags.append((338, 3, list(extra_samples)))
@@ -190,25 +214,46 @@ def _mode_images(height: int, width: int) -> dict[str, Image.Image]:
     rgba = rgb.copy()
     rgba.putalpha(alpha)
     return {
-        "1": rgb.convert("1"), "L": rgb.convert("L"), "P": palette, "P_transparent": palette_t,
-        "LA": Image.merge("LA", (rgb.convert("L"), alpha)), "RGB": rgb, "RGBA": rgba,
-        "I;16": Image.fromarray(gray.astype(np.uint16) * 300), "I": Image.fromarray(gray.astype(np.int32) * 3 - 100),
-        "F": Image.fromarray(gray.astype(np.float32) * 1.3 - 20), "CMYK": rgb.convert("CMYK"),
-        "YCbCr": rgb.convert("YCbCr"), "LAB": rgb.convert("LAB"), "HSV": rgb.convert("HSV"),
+        "1": rgb.convert("1"),
+        "L": rgb.convert("L"),
+        "P": palette,
+        "P_transparent": palette_t,
+        "LA": Image.merge("LA", (rgb.convert("L"), alpha)),
+        "RGB": rgb,
+        "RGBA": rgba,
+        "I;16": Image.fromarray(gray.astype(np.uint16) * 300),
+        "I": Image.fromarray(gray.astype(np.int32) * 3 - 100),
+        "F": Image.fromarray(gray.astype(np.float32) * 1.3 - 20),
+        "CMYK": rgb.convert("CMYK"),
+        "YCbCr": rgb.convert("YCbCr"),
+        "LAB": rgb.convert("LAB"),
+        "HSV": rgb.convert("HSV"),
     }
 
 
 _FORMAT_OPTIONS: dict[str, list[dict]] = {
     "PNG": [{}, {"optimize": True}],
     "BMP": [{}],
-    "TIFF": [{}, {"compression": "tiff_lzw"}, {"compression": "tiff_deflate"}, {"compression": "packbits"},
-             {"compression": "tiff_adobe_deflate"}, {"compression": "jpeg"}, {"compression": "group4"}],
+    "TIFF": [
+        {},
+        {"compression": "tiff_lzw"},
+        {"compression": "tiff_deflate"},
+        {"compression": "packbits"},
+        {"compression": "tiff_adobe_deflate"},
+        {"compression": "jpeg"},
+        {"compression": "group4"},
+    ],
     "GIF": [{}, {"interlace": False}],
     "PPM": [{}],
     "WEBP": [{"quality": 90}, {"lossless": True}],
-    "JPEG": [{"quality": 90}, {"quality": 75, "progressive": True}, {"quality": 95, "subsampling": 0},
-             {"quality": 85, "subsampling": 1}, {"quality": 90, "optimize": True},
-             {"quality": 80, "restart_marker_rows": 1}],
+    "JPEG": [
+        {"quality": 90},
+        {"quality": 75, "progressive": True},
+        {"quality": 95, "subsampling": 0},
+        {"quality": 85, "subsampling": 1},
+        {"quality": 90, "optimize": True},
+        {"quality": 80, "restart_marker_rows": 1},
+    ],
 }
 
 
@@ -234,8 +279,9 @@ def _animations(height: int, width: int) -> dict[str, bytes]:
     return {
         "PNG/APNG/default_image": apng_with_separate_default(height, width),
         "PNG/APNG/dispose_blend": _save(frames[0], "PNG", save_all=True, append_images=frames[1:], disposal=2, blend=1),
-        "GIF/animated/disposal": _save(gif_frames[0], "GIF", save_all=True, append_images=gif_frames[1:], disposal=2,
-                                       transparency=0, duration=50),
+        "GIF/animated/disposal": _save(
+            gif_frames[0], "GIF", save_all=True, append_images=gif_frames[1:], disposal=2, transparency=0, duration=50
+        ),
         "WEBP/animated": _save(frames[0], "WEBP", save_all=True, append_images=frames[1:], quality=90),
         "TIFF/multipage": _save(frames[0], "TIFF", save_all=True, append_images=frames[1:]),
     }
@@ -253,21 +299,23 @@ def _hand_made(height: int, width: int) -> dict[str, bytes]:
         "BMP/bitfields/555": bitfield_bmp(rgb, 16, (0x7C00, 0x03E0, 0x001F)),
         "BMP/bitfields/XBGR": bitfield_bmp(rgb, 32, (0xFF000000, 0x00FF0000, 0x0000FF00)),
         "BMP/bitfields/BGXR": bitfield_bmp(rgb, 32, (0xFF000000, 0x0000FF00, 0x000000FF)),
-        "TIFF/RGBA/associated": tiff(premultiplied.tobytes(), width, height, bits=(8,) * 4, photometric=2,
-                                     extra_samples=(1,)),
-        "TIFF/RGBA/unassociated": tiff(rgba.tobytes(), width, height, bits=(8,) * 4, photometric=2,
-                                       extra_samples=(2,)),
+        "TIFF/RGBA/associated": tiff(
+            premultiplied.tobytes(), width, height, bits=(8,) * 4, photometric=2, extra_samples=(1,)
+        ),
+        "TIFF/RGBA/unassociated": tiff(rgba.tobytes(), width, height, bits=(8,) * 4, photometric=2, extra_samples=(2,)),
         "TIFF/L;16/hand": tiff((gray.astype("<u2") * 257).tobytes(), width, height, bits=(16,), photometric=1),
-        "TIFF/F/hand": tiff((gray.astype("<f4") / 255).tobytes(), width, height, bits=(32,), photometric=1,
-                            sample_format=3),
+        "TIFF/F/hand": tiff(
+            (gray.astype("<f4") / 255).tobytes(), width, height, bits=(32,), photometric=1, sample_format=3
+        ),
         "JPEG/junk_before_SOF": jpeg_with_junk(jpeg, 0xC0),
         "JPEG/junk_before_SOS": jpeg_with_junk(jpeg, 0xDA, b"\x00" * 5),
         "JPEG/gray_bomb_small": jpeg_bomb(width, height),
         "PNG/bomb_small": png_bomb(width, height),
     }
     for depth in (2, 4):
-        cases[f"TIFF/L;{depth}/hand"] = tiff(_pack_bits(gray >> (8 - depth), depth), width, height, bits=(depth,),
-                                             photometric=1)
+        cases[f"TIFF/L;{depth}/hand"] = tiff(
+            _pack_bits(gray >> (8 - depth), depth), width, height, bits=(depth,), photometric=1
+        )
     return cases
 
 
@@ -317,4 +365,3 @@ def jpeg_variants(height: int = 40, width: int = 56) -> dict[str, bytes]:
         "cmyk": _save(rgb.convert("CMYK"), "JPEG", quality=90),
         "restart": _save(rgb, "JPEG", quality=85, restart_marker_blocks=2),
     }
-

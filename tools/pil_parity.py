@@ -45,8 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import odd_images  # noqa: E402
 
 from fastdata.decode import DecodeError, get_decoder  # noqa: E402
-from fastdata.decode.headers import image_format  # noqa: E402
 from fastdata.decode.capture import codec_messages  # noqa: E402
+from fastdata.decode.headers import image_format  # noqa: E402
 
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp", ".gif", ".pbm", ".pnm")
 OUTCOMES = ("equal", "skipped", "differs", "fastdata only", "both refuse")

@@ -90,10 +90,38 @@ def main(argv: list[str] | None = None) -> int:
         patched.write_text(patch(args.train_py.read_text()))
         data = args.data or make_data(tmp_path)
         output = tmp_path / "output"
-        command = [sys.executable, "-c", RUNNER, str(patched), str(data), "--device", "cpu", "--model", "test_resnet",
-                   "--num-classes", "2", "--img-size", "32", "-b", "8", "--workers", "2", "--epochs", "1",
-                   "--warmup-epochs", "0", "--lr", "0.01", "--log-interval", "1", "--output", str(output),
-                   "--experiment", "run", *extra]
+        command = [
+            sys.executable,
+            "-c",
+            RUNNER,
+            str(patched),
+            str(data),
+            "--device",
+            "cpu",
+            "--model",
+            "test_resnet",
+            "--num-classes",
+            "2",
+            "--img-size",
+            "32",
+            "-b",
+            "8",
+            "--workers",
+            "2",
+            "--epochs",
+            "1",
+            "--warmup-epochs",
+            "0",
+            "--lr",
+            "0.01",
+            "--log-interval",
+            "1",
+            "--output",
+            str(output),
+            "--experiment",
+            "run",
+            *extra,
+        ]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
         print("$", " ".join(command[:2]), "RUNNER", " ".join(command[3:]), flush=True)
         code = subprocess.run(command, env=env, cwd=tmp_path).returncode

@@ -149,8 +149,10 @@ def main(argv: list[str]) -> int:
     if len(argv) > 1 or (argv and argv[0].startswith("-")):
         print("usage: python3 tools/torchvision_ops.py [--uninstall] [SITE_DIR]", file=sys.stderr)
         return 2
-    print(f"==> torchvision's op schemas declared on import when its compiled ops cannot load "
-          f"({os.path.join(install(argv[0] if argv else None), PTH)})")
+    print(
+        f"==> torchvision's op schemas declared on import when its compiled ops cannot load "
+        f"({os.path.join(install(argv[0] if argv else None), PTH)})"
+    )
     return 0
 
 

@@ -90,8 +90,9 @@ def _folders(base: Path, own: str | None) -> list[Path]:
     return [base.joinpath(*parts[:depth]) for depth in range(len(parts), -1, -1)]
 
 
-def cgroup_cpu_limit(cgroup_root: str | os.PathLike | None = None, proc_cgroup: str | os.PathLike = "/proc/self/cgroup"
-                     ) -> float | None:
+def cgroup_cpu_limit(
+    cgroup_root: str | os.PathLike | None = None, proc_cgroup: str | os.PathLike = "/proc/self/cgroup"
+) -> float | None:
     """The cgroup CPU quota of this process in CPUs (e.g. 2.5), or None when there is none.
 
     The tightest quota of the process's cgroup and its ancestors, in the cgroup v2 hierarchy
@@ -119,8 +120,11 @@ def _env_count(name: str) -> int | None:
     except ValueError:
         count = 0
     if count < 1:
-        warnings.warn(f"ignoring {name}={value!r}: not a whole number of CPUs >= 1; set e.g. {name}=4",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"ignoring {name}={value!r}: not a whole number of CPUs >= 1; set e.g. {name}=4",
+            RuntimeWarning,
+            stacklevel=3,
+        )
         return None
     return count
 
@@ -151,15 +155,19 @@ def available_cpus(*, cgroup_root: str | os.PathLike | None = None) -> int:
     if override is None:
         return detected
     if override > detected:
-        warnings.warn(f"{_ENV_OVERRIDE}={override} is above the {detected} CPUs this process may use (affinity, "
-                      "cgroup quota, SLURM): worker and thread counts will oversubscribe them", RuntimeWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"{_ENV_OVERRIDE}={override} is above the {detected} CPUs this process may use (affinity, "
+            "cgroup quota, SLURM): worker and thread counts will oversubscribe them",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     return override
 
 
 def pin_to_one_core(core: int | None = None) -> list[int]:
     """Pin this process to one core (``core``, or the last it may use) and OpenCV and torch to one thread each, as
-    the one-core benchmarks measure; return the cores it could use before (``os.sched_setaffinity`` restores them)."""
+    the one-core benchmarks measure; return the cores it could use before (``os.sched_setaffinity`` restores them).
+    """
     import cv2
     import torch
 

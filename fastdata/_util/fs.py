@@ -32,7 +32,7 @@ def tmp_path(path: str | os.PathLike) -> Path:
 
 
 def publish(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
-    """fsync ``tmp``, rename it to ``final`` atomically and flush the directory entry."""
+    """Fsync ``tmp``, rename it to ``final`` atomically and flush the directory entry."""
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
     os.replace(tmp, final)

@@ -30,7 +30,8 @@ _done_in_pid: int | None = None
 
 def pin_mmap_threshold(nbytes: int = MMAP_THRESHOLD_BYTES, keep: int = TRIM_THRESHOLD_BYTES) -> bool:
     """Fix glibc's mmap threshold at ``nbytes`` and its trim threshold at ``keep`` in this process (once); False
-    where not glibc."""
+    where not glibc.
+    """
     global _done_in_pid
     if _done_in_pid == os.getpid():
         return True

@@ -20,13 +20,10 @@ TURBOJPEG_HINT = (
     "(Debian/Ubuntu: `apt-get install -y libturbojpeg0`; conda: `conda install libjpeg-turbo`) "
     "and the Python binding (`pip install 'PyTurboJPEG>=1.7,<2'`)."
 )
-DALI_HINT = (
-    "NVIDIA DALI is not installed: `pip install 'fastdata[dali]'` "
-    "(or `pip install nvidia-dali-cuda120`)."
-)
+DALI_HINT = "NVIDIA DALI is not installed: `pip install 'fastdata[dali]'` (or `pip install nvidia-dali-cuda120`)."
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def turbojpeg_handle() -> Any:
     """Return a ready ``turbojpeg.TurboJPEG`` instance.
 

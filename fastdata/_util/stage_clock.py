@@ -33,10 +33,26 @@ T = TypeVar("T")
 #: The stages, in timeline order (the benchmark's report labels them).
 STAGES: tuple[str, ...] = (
     # a DataLoader worker, per batch
-    "alloc", "read", "sample_rng", "header", "crop", "setup", "kernel", "resize", "hand_back", "fallback", "wrap",
-    "collate", "worker_loop",
+    "alloc",
+    "read",
+    "sample_rng",
+    "header",
+    "crop",
+    "setup",
+    "kernel",
+    "resize",
+    "hand_back",
+    "fallback",
+    "wrap",
+    "collate",
+    "worker_loop",
     # the loader's main process
-    "sampler", "fetch", "releaser", "queue", "take", "consumer",
+    "sampler",
+    "fetch",
+    "releaser",
+    "queue",
+    "take",
+    "consumer",
 )
 _INDEX = {name: k for k, name in enumerate(STAGES)}
 # after the stages: the stage in progress and the clock at its mark (the marking thread's), 1 in a worker, its tid
@@ -103,7 +119,8 @@ def marker() -> Callable[[str], None]:
 
 def charged(iterable: Iterable[T], stage: str, then: str) -> Iterable[T]:
     """``iterable`` itself when the counters are off; else its items, each ``next()`` charged to ``stage``, and the
-    thread back in ``then`` after it (the loader's sampler, drawn inside torch's fetch)."""
+    thread back in ``then`` after it (the loader's sampler, drawn inside torch's fetch).
+    """
     mark = marker()
     if mark is _noop:
         return iterable
@@ -132,7 +149,8 @@ def process_cpu_ns(pid: int) -> int | None:
 
 def _thread_sched_ns(pid: int, tid: int) -> tuple[int, int] | None:
     """Another process's thread's CPU time (the clock ``thread_time_ns`` reads there) and its time spent runnable
-    but waiting for a CPU, in nanoseconds (``/proc/<pid>/task/<tid>/schedstat``)."""
+    but waiting for a CPU, in nanoseconds (``/proc/<pid>/task/<tid>/schedstat``).
+    """
     try:
         with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
             run, wait = f.read().split()[:2]
@@ -167,6 +185,9 @@ def read_counters(folder: str | os.PathLike) -> dict[int, dict[str, int]]:
             if sched is not None and process is not None and 0 <= current < len(STAGES):
                 counts[current] += max(sched[0] - since, 0)
                 others, wait = max(process - sched[0], 0), sched[1]
-        out[pid] = ({name: int(counts[k]) for k, name in enumerate(STAGES)}
-                    | {"worker_threads": others, "worker_wait": wait, "worker": int(counts[_WORKER])})
+        out[pid] = {name: int(counts[k]) for k, name in enumerate(STAGES)} | {
+            "worker_threads": others,
+            "worker_wait": wait,
+            "worker": int(counts[_WORKER]),
+        }
     return out

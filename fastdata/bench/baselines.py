@@ -31,9 +31,20 @@ from fastdata.packing.scan import scan_image_folder
 from fastdata.transforms import RandomResizedCrop as _DecodeRandomResizedCrop
 
 __all__ = [
-    "IMAGENET_MEAN", "IMAGENET_STD", "CV2RandomResizedCropFlip", "FolderDataset", "PILRandomResizedCrop",
-    "PILRandomHorizontalFlip", "PILToNormalizedTensor", "cv2_bgr_loader", "cv2_decode_bgr", "cv2_loader",
-    "cv2_worker_init", "pil_loader", "pil_train_transform", "uint8_collate",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "CV2RandomResizedCropFlip",
+    "FolderDataset",
+    "PILRandomResizedCrop",
+    "PILRandomHorizontalFlip",
+    "PILToNormalizedTensor",
+    "cv2_bgr_loader",
+    "cv2_decode_bgr",
+    "cv2_loader",
+    "cv2_worker_init",
+    "pil_loader",
+    "pil_train_transform",
+    "uint8_collate",
 ]
 
 _SCALE = (0.08, 1.0)
@@ -41,7 +52,7 @@ _RATIO = (3.0 / 4.0, 4.0 / 3.0)
 
 
 def pil_loader(path: str) -> Any:
-    """torchvision's ``default_loader``: ``PIL.Image.open(path).convert("RGB")``."""
+    """Torchvision's ``default_loader``: ``PIL.Image.open(path).convert("RGB")``."""
     from PIL import Image
 
     with open(path, "rb") as f:
@@ -51,7 +62,8 @@ def pil_loader(path: str) -> Any:
 
 def cv2_decode_bgr(data: bytes | np.ndarray, name: str = "the image") -> np.ndarray:
     """``cv2.imdecode`` of encoded bytes: BGR uint8 HWC, as OpenCV decodes (:class:`CV2RandomResizedCropFlip` turns
-    its crop into RGB)."""
+    its crop into RGB).
+    """
     bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
     if bgr is None:
         raise ValueError(f"OpenCV cannot decode {name}; remove the file or convert it to JPEG/PNG")
@@ -84,8 +96,9 @@ class FolderDataset(Dataset):
         image, label = ds[0]   # float [3, 224, 224], int
     """
 
-    def __init__(self, root: str | os.PathLike, transform: Callable | None = None,
-                 loader: Callable[[str], Any] = pil_loader) -> None:
+    def __init__(
+        self, root: str | os.PathLike, transform: Callable | None = None, loader: Callable[[str], Any] = pil_loader
+    ) -> None:
         scan = scan_image_folder(root)
         self.root = Path(root)
         self.classes = scan.classes
@@ -109,7 +122,7 @@ class FolderDataset(Dataset):
 
 
 def _crop_params(height: int, width: int) -> tuple[int, int, int, int]:
-    """torchvision's ``RandomResizedCrop.get_params`` (the same algorithm, torch's RNG)."""
+    """Torchvision's ``RandomResizedCrop.get_params`` (the same algorithm, torch's RNG)."""
     return _DecodeRandomResizedCrop.get_params(height, width, _SCALE, _RATIO)
 
 
@@ -173,16 +186,16 @@ def pil_train_transform(size: int = 224) -> Callable[[Any], torch.Tensor]:
 class CV2RandomResizedCropFlip:
     """RandomResizedCrop (torchvision's parameters) of a BGR image, ``cv2.resize(INTER_LINEAR)``, BGR → RGB of the
     resized crop only (the careful order: the colour conversion touches 224x224 pixels, not the whole image) and a
-    50 % numpy flip. Returns RGB uint8 HWC."""
+    50 % numpy flip. Returns RGB uint8 HWC.
+    """
 
     def __init__(self, size: int) -> None:
         self.size = int(size)
 
     def __call__(self, bgr: np.ndarray) -> np.ndarray:
         top, left, height, width = _crop_params(bgr.shape[0], bgr.shape[1])
-        crop = bgr[top:top + height, left:left + width]
-        out = cv2.cvtColor(cv2.resize(crop, (self.size, self.size), interpolation=cv2.INTER_LINEAR),
-                           cv2.COLOR_BGR2RGB)
+        crop = bgr[top : top + height, left : left + width]
+        out = cv2.cvtColor(cv2.resize(crop, (self.size, self.size), interpolation=cv2.INTER_LINEAR), cv2.COLOR_BGR2RGB)
         if torch.rand(1) < 0.5:
             out = out[:, ::-1]
         return out
@@ -190,7 +203,8 @@ class CV2RandomResizedCropFlip:
 
 def uint8_collate(batch: Sequence[tuple[np.ndarray, int]]) -> tuple[torch.Tensor, torch.Tensor]:
     """The careful collate: the HWC uint8 images stacked once, inside a DataLoader worker straight into shared
-    memory (as ``default_collate`` allocates), seen as NCHW (channels_last in memory); int64 labels."""
+    memory (as ``default_collate`` allocates), seen as NCHW (channels_last in memory); int64 labels.
+    """
     first = batch[0][0]
     shape = (len(batch), *first.shape)
     if get_worker_info() is not None:  # the batch goes to the main process through shared memory: put it there now

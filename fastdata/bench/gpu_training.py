@@ -22,14 +22,18 @@ def _dummy_model(num_classes: int) -> torch.nn.Module:
     layers: list[torch.nn.Module] = []
     channels = [3, 32, 64, 128, 256]
     for cin, cout in zip(channels, channels[1:]):
-        layers += [torch.nn.Conv2d(cin, cout, 3, stride=2, padding=1, bias=False), torch.nn.BatchNorm2d(cout),
-                   torch.nn.ReLU(inplace=True)]
+        layers += [
+            torch.nn.Conv2d(cin, cout, 3, stride=2, padding=1, bias=False),
+            torch.nn.BatchNorm2d(cout),
+            torch.nn.ReLU(inplace=True),
+        ]
     layers += [torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(channels[-1], num_classes)]
     return torch.nn.Sequential(*layers)
 
 
-def measure_gpu_training(iterable: Iterable, *, num_classes: int, batch_size: int, size: int = 224,
-                         max_steps: int = 200, warmup: int = 5) -> dict[str, Any]:
+def measure_gpu_training(
+    iterable: Iterable, *, num_classes: int, batch_size: int, size: int = 224, max_steps: int = 200, warmup: int = 5
+) -> dict[str, Any]:
     """Train a dummy model on the batches of ``iterable`` (one pass at most) and measure GPU idle time.
 
     Each step is bracketed by CUDA events on the current stream; the GPU is busy inside the
@@ -89,5 +93,11 @@ def measure_gpu_training(iterable: Iterable, *, num_classes: int, batch_size: in
     wall = time.perf_counter() - t0
     busy = sum(b.elapsed_time(e) for b, e in events) / 1e3
     span = events[0][0].elapsed_time(events[-1][1]) / 1e3
-    return {"images_per_s": images / wall, "model_only_images_per_s": model_ips, "gpu_busy_s": busy,
-            "span_s": span, "gpu_idle_fraction": max(0.0, 1.0 - busy / span) if span else 0.0, "steps": len(events)}
+    return {
+        "images_per_s": images / wall,
+        "model_only_images_per_s": model_ips,
+        "gpu_busy_s": busy,
+        "span_s": span,
+        "gpu_idle_fraction": max(0.0, 1.0 - busy / span) if span else 0.0,
+        "steps": len(events),
+    }

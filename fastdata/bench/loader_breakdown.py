@@ -54,10 +54,14 @@ LABELS = {
 #: The report's sections, in order: (title, stages).
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("kernel (the work the kernel bound does)", ("header", "crop", "kernel", "resize", "fallback")),
-    ("outside the kernel, in the workers", ("alloc", "read", "sample_rng", "setup", "hand_back", "wrap", "collate",
-                                            "worker_loop", "worker_threads")),
-    ("outside the kernel, in the main process", ("sampler", "fetch", "releaser", "queue", "take", "consumer",
-                                                 "main_other")),
+    (
+        "outside the kernel, in the workers",
+        ("alloc", "read", "sample_rng", "setup", "hand_back", "wrap", "collate", "worker_loop", "worker_threads"),
+    ),
+    (
+        "outside the kernel, in the main process",
+        ("sampler", "fetch", "releaser", "queue", "take", "consumer", "main_other"),
+    ),
     ("not the loader's", ("bench_memory", "idle")),
 )
 _MAIN = ("sampler", "fetch", "releaser", "queue", "take", "consumer")
@@ -100,12 +104,17 @@ class BreakdownWindow:
 
     def event(self, what: str) -> None:
         """``"start"`` or ``"end"`` of the timed window: read every counter now."""
-        self._marks[what] = (stage_clock.read_counters(self.folder), time.process_time_ns(), self.memory_thread_ns(),
-                             time.perf_counter())
+        self._marks[what] = (
+            stage_clock.read_counters(self.folder),
+            time.process_time_ns(),
+            self.memory_thread_ns(),
+            time.perf_counter(),
+        )
 
     def result(self, images: int, seconds: float) -> dict[str, Any] | None:
         """Core-nanoseconds of each stage in the window (``ns``), the images and the wall seconds; None without a
-        window (a run too short to leave its warm-up out)."""
+        window (a run too short to leave its warm-up out).
+        """
         if "start" not in self._marks or "end" not in self._marks or images <= 0:
             return None
         (before, cpu0, mem0, _), (after, cpu1, mem1, _) = self._marks["start"], self._marks["end"]
@@ -115,8 +124,9 @@ class BreakdownWindow:
             start = before.get(pid, {})
             for stage in (*stage_clock.STAGES, "worker_threads"):
                 ns[stage] += counts[stage] - start.get(stage, 0)
-        main_counted = sum(after.get(main_pid, {}).get(s, 0) - before.get(main_pid, {}).get(s, 0)
-                           for s in stage_clock.STAGES)
+        main_counted = sum(
+            after.get(main_pid, {}).get(s, 0) - before.get(main_pid, {}).get(s, 0) for s in stage_clock.STAGES
+        )
         ns["bench_memory"] = max(mem1 - mem0, 0)
         ns["main_other"] = max((cpu1 - cpu0) - main_counted - ns["bench_memory"], 0)
         ns["idle"] = int(self.cores * seconds * 1e9) - sum(ns.values())
@@ -126,8 +136,11 @@ class BreakdownWindow:
         workers = [pid for pid, counts in after.items() if counts["worker"]]
         waited = sum(after[pid]["worker_wait"] - before.get(pid, {}).get("worker_wait", 0) for pid in workers)
         ran = sum(sum(after[pid][s] - before.get(pid, {}).get(s, 0) for s in stage_clock.STAGES) for pid in workers)
-        threads = {"waiting_for_core": waited, "blocked": max(int(len(workers) * seconds * 1e9) - ran - waited, 0),
-                   "workers": len(workers)}
+        threads = {
+            "waiting_for_core": waited,
+            "blocked": max(int(len(workers) * seconds * 1e9) - ran - waited, 0),
+            "workers": len(workers),
+        }
         return {"ns": ns, "images": images, "seconds": seconds, "cores": self.cores, "worker_threads": threads}
 
 
@@ -142,20 +155,32 @@ def combine(parts: list[dict[str, Any] | None]) -> dict[str, Any] | None:
     total = sum(per_image.values())
     kernel = sum(per_image[s] for s in GROUPS[0][1])
     seconds = sum(p["seconds"] for p in parts)
-    threads = {key: sum(p["worker_threads"][key] for p in parts) / images / 1e3
-               for key in ("waiting_for_core", "blocked")}
-    return {"us_per_image": per_image, "total_us": total, "kernel_us": kernel, "outside_kernel_us": total - kernel
-            - per_image["idle"] - per_image["bench_memory"], "images": images, "seconds": seconds,
-            "images_per_s": images / seconds if seconds else 0.0, "cores": parts[0]["cores"], "runs": len(parts),
-            "worker_threads_us": threads, "workers": parts[0]["worker_threads"]["workers"]}
+    threads = {
+        key: sum(p["worker_threads"][key] for p in parts) / images / 1e3 for key in ("waiting_for_core", "blocked")
+    }
+    return {
+        "us_per_image": per_image,
+        "total_us": total,
+        "kernel_us": kernel,
+        "outside_kernel_us": total - kernel - per_image["idle"] - per_image["bench_memory"],
+        "images": images,
+        "seconds": seconds,
+        "images_per_s": images / seconds if seconds else 0.0,
+        "cores": parts[0]["cores"],
+        "runs": len(parts),
+        "worker_threads_us": threads,
+        "workers": parts[0]["worker_threads"]["workers"],
+    }
 
 
 def format_loader_breakdown(name: str, part: dict[str, Any]) -> str:
     """One pipeline's breakdown as text: core-microseconds per image by stage, summing to ``cores / (images/s)``."""
     total, per = part["total_us"], part["us_per_image"]
-    lines = [f"{name}: {part['images']} images in {part['runs']} run(s), {part['images_per_s']:.0f} images/s on "
-             f"{part['cores']} cores = {total:.1f} core-us per image (cores x wall / images); the kernel's work "
-             f"{part['kernel_us']:.1f} us ({100 * part['kernel_us'] / total:.0f}%)"]
+    lines = [
+        f"{name}: {part['images']} images in {part['runs']} run(s), {part['images_per_s']:.0f} images/s on "
+        f"{part['cores']} cores = {total:.1f} core-us per image (cores x wall / images); the kernel's work "
+        f"{part['kernel_us']:.1f} us ({100 * part['kernel_us'] / total:.0f}%)"
+    ]
     for title, stages in GROUPS:
         subtotal = sum(per[s] for s in stages)
         lines.append(f"  {title:<64} {subtotal:8.1f} us  {100 * subtotal / total:5.1f}%")
@@ -163,7 +188,9 @@ def format_loader_breakdown(name: str, part: dict[str, Any]) -> str:
             if per[stage] != 0.0:
                 lines.append(f"    {LABELS[stage]:<62} {per[stage]:8.1f} us  {100 * per[stage] / total:5.1f}%")
     threads = part["worker_threads_us"]
-    lines.append(f"  besides running, the {part['workers']} workers' data threads were blocked (waiting for indices, "
-                 f"or the pass's end) {threads['blocked']:.1f} us and waiting for a core "
-                 f"{threads['waiting_for_core']:.1f} us per image (worker-time, not lines of the sum)")
+    lines.append(
+        f"  besides running, the {part['workers']} workers' data threads were blocked (waiting for indices, "
+        f"or the pass's end) {threads['blocked']:.1f} us and waiting for a core "
+        f"{threads['waiting_for_core']:.1f} us per image (worker-time, not lines of the sum)"
+    )
     return "\n".join(lines)

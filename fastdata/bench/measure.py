@@ -19,8 +19,16 @@ from fastdata._util.cpus import available_cpus
 logger = logging.getLogger(__name__)
 _END = object()
 
-__all__ = ["BatchCheck", "MemorySampler", "measure_decode_bound", "measure_run", "run_isolated", "set_page_cache",
-           "split_batch", "usable_cores"]
+__all__ = [
+    "BatchCheck",
+    "MemorySampler",
+    "measure_decode_bound",
+    "measure_run",
+    "run_isolated",
+    "set_page_cache",
+    "split_batch",
+    "usable_cores",
+]
 
 
 # -- page cache ----------------------------------------------------------------------------------
@@ -57,6 +65,7 @@ class MemorySampler(threading.Thread):
         self.cpu_ns = 0  # this thread's CPU time so far (what sampling costs the run)
         self._stop_event = threading.Event()
         self._ticks = 0
+
     def sample(self, *, pss: bool = True) -> None:
         """Take one sample now (RSS always; PSS when ``pss``)."""
         try:
@@ -110,10 +119,18 @@ class BatchCheck:
     def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> int:
         """Check one batch; return its number of samples."""
         n = int(labels.shape[0]) if labels.dim() else 0
-        desc = (f"images {str(images.dtype).replace('torch.', '')}{list(images.shape)} on {images.device.type}, "
-                f"labels {str(labels.dtype).replace('torch.', '')}{list(labels.shape)}")
-        ok = (images.dim() == 4 and tuple(images.shape[1:]) == (3, self.size, self.size) and images.dtype == self.dtype
-              and labels.dtype == torch.int64 and labels.dim() == 1 and images.shape[0] == n <= self.batch_size)
+        desc = (
+            f"images {str(images.dtype).replace('torch.', '')}{list(images.shape)} on {images.device.type}, "
+            f"labels {str(labels.dtype).replace('torch.', '')}{list(labels.shape)}"
+        )
+        ok = (
+            images.dim() == 4
+            and tuple(images.shape[1:]) == (3, self.size, self.size)
+            and images.dtype == self.dtype
+            and labels.dtype == torch.int64
+            and labels.dim() == 1
+            and images.shape[0] == n <= self.batch_size
+        )
         self.batches += 1
         self.first = self.first or desc
         if not ok:
@@ -124,8 +141,14 @@ class BatchCheck:
     def result(self) -> dict[str, Any]:
         """What was seen, for the results."""
         expected = f"images {str(self.dtype).replace('torch.', '')}[N, 3, {self.size}, {self.size}], labels int64[N]"
-        return {"expected": expected, "seen": self.first, "batches_checked": self.batches,
-                "mismatches": self.mismatches, "first_mismatch": self.problem, "ok": self.mismatches == 0}
+        return {
+            "expected": expected,
+            "seen": self.first,
+            "batches_checked": self.batches,
+            "mismatches": self.mismatches,
+            "first_mismatch": self.problem,
+            "ok": self.mismatches == 0,
+        }
 
 
 def split_batch(batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
@@ -143,9 +166,18 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure_run(iterable: Iterable, *, check: BatchCheck, epochs: int = 1, batches: int | None = None,
-                warmup: int = 1, device: torch.device = torch.device("cpu"), desc: str = "",
-                progress: bool = True, on_window: Callable[[str], None] | None = None) -> dict[str, Any]:
+def measure_run(
+    iterable: Iterable,
+    *,
+    check: BatchCheck,
+    epochs: int = 1,
+    batches: int | None = None,
+    warmup: int = 1,
+    device: torch.device = torch.device("cpu"),
+    desc: str = "",
+    progress: bool = True,
+    on_window: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Time whole passes over ``iterable`` (or ``batches`` batches), the first ``warmup`` batches excluded.
 
     Args:
@@ -210,9 +242,16 @@ def measure_run(iterable: Iterable, *, check: BatchCheck, epochs: int = 1, batch
     if not excluded:  # too few batches for a warm-up: time everything from iter()
         t_start, timed_images = begin, all_images
     seconds = end - t_start
-    return {"images": timed_images, "seconds": seconds, "images_per_s": timed_images / seconds if seconds else 0.0,
-            "first_batch_s": first, "batches": seen, "warmup": warmup if excluded else 0, "passes": passes,
-            "warmup_excluded": excluded}
+    return {
+        "images": timed_images,
+        "seconds": seconds,
+        "images_per_s": timed_images / seconds if seconds else 0.0,
+        "first_batch_s": first,
+        "batches": seen,
+        "warmup": warmup if excluded else 0,
+        "passes": passes,
+        "warmup_excluded": excluded,
+    }
 
 
 # -- decode bound ----------------------------------------------------------------------------------
@@ -247,8 +286,14 @@ def _decode_chunk(indices: list[int]) -> tuple[int, float, float, int]:
     return len(payloads), start, time.monotonic(), time.process_time_ns() - cpu
 
 
-def measure_decode_bound(root: str | os.PathLike, *, size: int = 224, processes: int | None = None,
-                         limit: int | None = None, method: str = "fastdata") -> dict[str, Any]:
+def measure_decode_bound(
+    root: str | os.PathLike,
+    *,
+    size: int = 224,
+    processes: int | None = None,
+    limit: int | None = None,
+    method: str = "fastdata",
+) -> dict[str, Any]:
     """The machine's limit: the per-image decode + crop + resize alone, one process per core.
 
     Every process reads its share of the records of the packed dataset ``root`` into memory, waits
@@ -281,9 +326,17 @@ def measure_decode_bound(root: str | os.PathLike, *, size: int = 224, processes:
     wall = max(end for _, _, end, _ in parts) - min(start for _, start, _, _ in parts)
     rate = sum(n / (end - start) for n, start, end, _ in parts if end > start)
     cpu_us = sum(cpu for _, _, _, cpu in parts) / images / 1e3 if images else None
-    return {"images": images, "seconds": wall, "images_per_s": rate,
-            "wall_images_per_s": images / wall if wall else 0.0, "processes": len(chunks),
-            "cpu_us_per_image": cpu_us, "first_batch_s": None, "batches": None, "warmup_excluded": False}
+    return {
+        "images": images,
+        "seconds": wall,
+        "images_per_s": rate,
+        "wall_images_per_s": images / wall if wall else 0.0,
+        "processes": len(chunks),
+        "cpu_us_per_image": cpu_us,
+        "first_batch_s": None,
+        "batches": None,
+        "warmup_excluded": False,
+    }
 
 
 def usable_cores() -> int:

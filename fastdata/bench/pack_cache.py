@@ -41,8 +41,14 @@ def folder_fingerprint(data: Path, paths: Sequence[str], classes: Sequence[str])
     return digest.hexdigest()
 
 
-def prepare_cache(data: str | os.PathLike, cache: str | os.PathLike, *, formats: Sequence[str] = ("tfrecord", "lmdb"),
-                  workers: int | None = None, progress: bool = True) -> dict[str, Path]:
+def prepare_cache(
+    data: str | os.PathLike,
+    cache: str | os.PathLike,
+    *,
+    formats: Sequence[str] = ("tfrecord", "lmdb"),
+    workers: int | None = None,
+    progress: bool = True,
+) -> dict[str, Path]:
     """Pack ``data`` into ``cache/<format>`` unless a pack of the same files is already there.
 
     The shards are packed in a seeded shuffled order (``shuffle_seed=0``), as one packs for
@@ -70,13 +76,24 @@ def prepare_cache(data: str | os.PathLike, cache: str | os.PathLike, *, formats:
     roots = {}
     for fmt in formats:
         out, stamp_file = cache / fmt, cache / f"{fmt}{STAMP}"
-        fresh = (out / MANIFEST_NAME).is_file() and stamp_file.is_file() and \
-            json.loads(stamp_file.read_text()).get("fingerprint") == stamp
+        fresh = (
+            (out / MANIFEST_NAME).is_file()
+            and stamp_file.is_file()
+            and json.loads(stamp_file.read_text()).get("fingerprint") == stamp
+        )
         if not fresh:
             logger.info("packing %s into %s", data, out)
             start = time.perf_counter()
             pack(data, out, format=fmt, shuffle_seed=_PACK_SEED, workers=workers, overwrite=True, progress=progress)
-            stamp_file.write_text(json.dumps({"fingerprint": stamp, "source": str(data),
-                                              "pack_s": time.perf_counter() - start, "workers": workers}))
+            stamp_file.write_text(
+                json.dumps(
+                    {
+                        "fingerprint": stamp,
+                        "source": str(data),
+                        "pack_s": time.perf_counter() - start,
+                        "workers": workers,
+                    }
+                )
+            )
         roots[fmt] = out
     return roots

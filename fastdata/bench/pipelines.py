@@ -18,16 +18,37 @@ from torch.utils.data import DataLoader
 
 from fastdata._util import optional as _optional
 from fastdata.bench.baselines import (
-    IMAGENET_MEAN, IMAGENET_STD, CV2RandomResizedCropFlip, FolderDataset, cv2_bgr_loader, cv2_worker_init,
-    pil_train_transform, uint8_collate,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    CV2RandomResizedCropFlip,
+    FolderDataset,
+    cv2_bgr_loader,
+    cv2_worker_init,
+    pil_train_transform,
+    uint8_collate,
 )
 from fastdata.bench.peers import harness
 
-__all__ = ["BREAKDOWN_PIPELINES", "DESCRIPTIONS", "FLOAT_OUTPUT", "PIPELINES", "Context", "build", "inputs", "unavailable"]
+__all__ = [
+    "BREAKDOWN_PIPELINES",
+    "DESCRIPTIONS",
+    "FLOAT_OUTPUT",
+    "PIPELINES",
+    "Context",
+    "build",
+    "inputs",
+    "unavailable",
+]
 
 #: Every pipeline the benchmark knows, in the default order.
 PIPELINES: tuple[str, ...] = (
-    "torch-pil", "torch-cv2", "fastdata-lmdb", "fastdata-tfrecord", "fastdata-uint8", "dali", "decode-bound",
+    "torch-pil",
+    "torch-cv2",
+    "fastdata-lmdb",
+    "fastdata-tfrecord",
+    "fastdata-uint8",
+    "dali",
+    "decode-bound",
     "decode-bound-cv2",
 )
 
@@ -36,7 +57,7 @@ DESCRIPTIONS = {
     "torch-pil": "ImageFolder + PIL RandomResizedCrop/flip/ToTensor/Normalize in workers, DataLoader",
     "torch-cv2": "ImageFolder + cv2.imdecode/resize/numpy flip, uint8 collate, DataLoader",
     "fastdata-lmdb": "ShardDataset(lmdb, RandomResizedCrop, batch decoded in place) > DataLoaderX > float: "
-                     "NormalizeCollate in the workers (CPU) or DataPrefetcher (CUDA)",
+    "NormalizeCollate in the workers (CPU) or DataPrefetcher (CUDA)",
     "fastdata-tfrecord": "the same over the TFRecord shards",
     "fastdata-uint8": "ShardDataset(tfrecord) > DataLoaderX(fast_collate): uint8 batches, no prefetcher",
     "dali": "fastdata.dali.DALILoader over the TFRecord shards",
@@ -93,8 +114,8 @@ def _shard_files(root: Path) -> list[Path]:
 def build(name: str, ctx: Context) -> tuple[Iterable, Callable[[], None]]:
     """Build the iterable for one run of ``name`` and its closer."""
     from fastdata.datasets.shard_dataset import ShardDataset
-    from fastdata.loader.collate import NormalizeCollate, fast_collate
     from fastdata.gpu_transforms import Compose, Normalize, RandomHorizontalFlip
+    from fastdata.loader.collate import NormalizeCollate, fast_collate
     from fastdata.loader.dataloader import DataLoaderX
     from fastdata.loader.prefetcher import DataPrefetcher
     from fastdata.transforms import RandomResizedCrop
@@ -104,29 +125,60 @@ def build(name: str, ctx: Context) -> tuple[Iterable, Callable[[], None]]:
         return harness.build(name, ctx.peer_dirs[name], ctx.batch_size, ctx.workers, ctx.size)
     if name == "torch-pil":
         ds = FolderDataset(ctx.data, transform=pil_train_transform(ctx.size))
-        loader = DataLoader(ds, ctx.batch_size, shuffle=True, num_workers=ctx.workers, pin_memory=cuda,
-                            persistent_workers=ctx.workers > 0)
+        loader = DataLoader(
+            ds,
+            ctx.batch_size,
+            shuffle=True,
+            num_workers=ctx.workers,
+            pin_memory=cuda,
+            persistent_workers=ctx.workers > 0,
+        )
         return (_ToDevice(loader, ctx.device) if cuda else loader), lambda: _shutdown(loader)
     if name == "torch-cv2":
         ds = FolderDataset(ctx.data, transform=CV2RandomResizedCropFlip(ctx.size), loader=cv2_bgr_loader)
-        loader = DataLoader(ds, ctx.batch_size, shuffle=True, num_workers=ctx.workers, collate_fn=uint8_collate,
-                            worker_init_fn=cv2_worker_init, persistent_workers=ctx.workers > 0)
+        loader = DataLoader(
+            ds,
+            ctx.batch_size,
+            shuffle=True,
+            num_workers=ctx.workers,
+            collate_fn=uint8_collate,
+            worker_init_fn=cv2_worker_init,
+            persistent_workers=ctx.workers > 0,
+        )
         return loader, lambda: _shutdown(loader)
     if name == "dali":
         from fastdata.dali import DALILoader
 
-        dali = DALILoader(ctx.roots["tfrecord"], ctx.batch_size, device="gpu" if cuda else "cpu", size=ctx.size,
-                          train=True, num_threads=max(1, ctx.workers))
+        dali = DALILoader(
+            ctx.roots["tfrecord"],
+            ctx.batch_size,
+            device="gpu" if cuda else "cpu",
+            size=ctx.size,
+            train=True,
+            num_threads=max(1, ctx.workers),
+        )
         return dali, getattr(dali, "close", lambda: None)
     fmt = "lmdb" if name == "fastdata-lmdb" else "tfrecord"
     ds = ShardDataset(ctx.roots[fmt], transform=RandomResizedCrop(ctx.size))
     if name != "fastdata-uint8" and not cuda:  # CPU training: normalized float made in the workers
         collate = NormalizeCollate(IMAGENET_MEAN, IMAGENET_STD, hflip_p=0.5)
-        loader = DataLoaderX(ds, ctx.batch_size, shuffle=True, num_workers=ctx.workers, collate_fn=collate,
-                             persistent_workers=ctx.workers > 0)
+        loader = DataLoaderX(
+            ds,
+            ctx.batch_size,
+            shuffle=True,
+            num_workers=ctx.workers,
+            collate_fn=collate,
+            persistent_workers=ctx.workers > 0,
+        )
         return loader, lambda: _shutdown(loader)
-    loader = DataLoaderX(ds, ctx.batch_size, shuffle=True, num_workers=ctx.workers, collate_fn=fast_collate,
-                         persistent_workers=ctx.workers > 0)
+    loader = DataLoaderX(
+        ds,
+        ctx.batch_size,
+        shuffle=True,
+        num_workers=ctx.workers,
+        collate_fn=fast_collate,
+        persistent_workers=ctx.workers > 0,
+    )
     if name == "fastdata-uint8":
         return loader, lambda: _shutdown(loader)
     augment = Compose([RandomHorizontalFlip(), Normalize(IMAGENET_MEAN, IMAGENET_STD)])

@@ -27,8 +27,17 @@ from fastdata.bench.loader_breakdown import combine, format_loader_breakdown
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "MATPLOTLIB_HINT", "MAX_SPREAD_PCT", "MIN_TIMED_BATCHES", "OWN_BOUND", "dataset_stats", "format_report",
-    "machine_info", "plot_results", "summarize", "summarize_pipelines", "write_json",
+    "MATPLOTLIB_HINT",
+    "MAX_SPREAD_PCT",
+    "MIN_TIMED_BATCHES",
+    "OWN_BOUND",
+    "dataset_stats",
+    "format_report",
+    "machine_info",
+    "plot_results",
+    "summarize",
+    "summarize_pipelines",
+    "write_json",
 ]
 
 #: Fewer timed batches per run than this and the run is mostly start-up and pass tail: its row is flagged.
@@ -36,9 +45,12 @@ MIN_TIMED_BATCHES = 10
 #: Repeats spread wider than this (max - min, percent of the median) are flagged as noise.
 MAX_SPREAD_PCT = 25.0
 #: Each pipeline's kernel bound: its per-image work alone, one process per core.
-OWN_BOUND = {"fastdata-lmdb": "decode-bound", "fastdata-tfrecord": "decode-bound", "fastdata-uint8": "decode-bound",
-             "torch-cv2": "decode-bound-cv2"}
-
+OWN_BOUND = {
+    "fastdata-lmdb": "decode-bound",
+    "fastdata-tfrecord": "decode-bound",
+    "fastdata-uint8": "decode-bound",
+    "torch-cv2": "decode-bound-cv2",
+}
 
 
 def summarize(values: Sequence[float]) -> dict[str, float]:
@@ -59,9 +71,13 @@ def summarize(values: Sequence[float]) -> dict[str, float]:
         raise ValueError("summarize needs at least one value, got an empty sequence")
     median = statistics.median(values)
     return {
-        "median": median, "min": min(values), "max": max(values), "mean": statistics.fmean(values),
+        "median": median,
+        "min": min(values),
+        "max": max(values),
+        "mean": statistics.fmean(values),
         "stdev": statistics.stdev(values) if len(values) > 1 else 0.0,
-        "spread_pct": 100.0 * (max(values) - min(values)) / median if median else 0.0, "n": len(values),
+        "spread_pct": 100.0 * (max(values) - min(values)) / median if median else 0.0,
+        "n": len(values),
     }
 
 
@@ -88,10 +104,13 @@ def summarize_pipelines(entries: dict[str, dict[str, Any]], batch_size: int | No
         outputs = [r["output"] for r in runs if "output" in r]
         if outputs:
             ok = all(o["ok"] for o in outputs)
-            entry["output"] = {**outputs[0], "ok": ok, "mismatches": sum(o["mismatches"] for o in outputs),
-                               "batches_checked": sum(o["batches_checked"] for o in outputs),
-                               "first_mismatch": next((o["first_mismatch"] for o in outputs if o["first_mismatch"]),
-                                                      None)}
+            entry["output"] = {
+                **outputs[0],
+                "ok": ok,
+                "mismatches": sum(o["mismatches"] for o in outputs),
+                "batches_checked": sum(o["batches_checked"] for o in outputs),
+                "first_mismatch": next((o["first_mismatch"] for o in outputs if o["first_mismatch"]), None),
+            }
             kind = "float32" if "float32" in outputs[0]["expected"] else "uint8"
             entry["output_summary"] = f"{kind} {'ok' if ok else 'MISMATCH'}"
         else:
@@ -117,12 +136,16 @@ def _flags(entry: dict[str, Any], batch_size: int | None) -> list[str]:
     runs = entry["runs"]
     timed = [r["batches"] - (r.get("warmup") or 0) for r in runs if r.get("batches") is not None]
     if timed and min(timed) < MIN_TIMED_BATCHES:
-        flags.append(f"too few timed batches ({min(timed)} < {MIN_TIMED_BATCHES} per run): start-up and the pass's "
-                     "tail weigh in; use a larger folder, --epochs or --batches")
+        flags.append(
+            f"too few timed batches ({min(timed)} < {MIN_TIMED_BATCHES} per run): start-up and the pass's "
+            "tail weigh in; use a larger folder, --epochs or --batches"
+        )
     images = [r["images"] for r in runs if r.get("batches") is None and r.get("images") is not None]
     if images and batch_size and min(images) < MIN_TIMED_BATCHES * batch_size:
-        flags.append(f"a bound over {min(images)} images (< {MIN_TIMED_BATCHES} batches of {batch_size}): too short "
-                     "to be stable; use a larger folder")
+        flags.append(
+            f"a bound over {min(images)} images (< {MIN_TIMED_BATCHES} batches of {batch_size}): too short "
+            "to be stable; use a larger folder"
+        )
     spread = entry["images_per_s"]["spread_pct"]
     if len(runs) > 1 and spread > MAX_SPREAD_PCT:
         flags.append(f"repeats spread {spread:.0f}% of the median (> {MAX_SPREAD_PCT:.0f}%): a noisy measurement")
@@ -161,11 +184,20 @@ def machine_info() -> dict[str, Any]:
     usable = available_cpus()
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else None
     info: dict[str, Any] = {
-        "cpu": _cpu_model(), "logical_cores": os.cpu_count(), "usable_cores": usable,
-        "ram_gb": round(ram / 2**30, 1) if ram else None, "platform": platform.platform(),
-        "python": platform.python_version(), "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
-        "numpy": np.__version__, "cv2": _version("cv2"), "pillow": _version("PIL"),
-        "turbojpeg": _version("turbojpeg"), "dali": _dali_version(), "fastdata": _version("fastdata"),
+        "cpu": _cpu_model(),
+        "logical_cores": os.cpu_count(),
+        "usable_cores": usable,
+        "ram_gb": round(ram / 2**30, 1) if ram else None,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "numpy": np.__version__,
+        "cv2": _version("cv2"),
+        "pillow": _version("PIL"),
+        "turbojpeg": _version("turbojpeg"),
+        "dali": _dali_version(),
+        "fastdata": _version("fastdata"),
         "cuda": torch.cuda.is_available(),
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
     }
@@ -208,7 +240,8 @@ def dataset_stats(root: str | os.PathLike, paths: Sequence[str], *, max_headers:
         ext = os.path.splitext(p)[1].lower()
         extensions[ext] = extensions.get(ext, 0) + 1
     return {
-        "count": len(paths), "total_mb": round(sizes.sum() / 1e6, 1),
+        "count": len(paths),
+        "total_mb": round(sizes.sum() / 1e6, 1),
         "mean_file_kb": round(sizes.mean() / 1e3, 1) if len(sizes) else 0.0,
         "mean_height": round(dims_arr[:, 0].mean(), 1) if len(dims_arr) else None,
         "mean_width": round(dims_arr[:, 1].mean(), 1) if len(dims_arr) else None,
@@ -223,8 +256,10 @@ def _fmt(value: float | None, spec: str, missing: str = "-") -> str:
 
 def format_results_table(results: dict[str, Any]) -> str:
     """The main table: one line per pipeline; a flagged row is marked ``!`` and its reasons listed below."""
-    header = (f"{'pipeline':<18} {'output':<22} {'images/s median [min-max]':<28} {'x torch-pil':>11} "
-              f"{'of its bound':>12} {'1st batch s':>11} {'peak mem MB':>12}")
+    header = (
+        f"{'pipeline':<18} {'output':<22} {'images/s median [min-max]':<28} {'x torch-pil':>11} "
+        f"{'of its bound':>12} {'1st batch s':>11} {'peak mem MB':>12}"
+    )
     lines, notes = [header, "-" * len(header)], []
     for name, entry in results["pipelines"].items():
         if entry["status"] != "ok":
@@ -237,15 +272,22 @@ def format_results_table(results: dict[str, Any]) -> str:
         frac = entry.get("fraction_of_own_bound")
         frac_s = _fmt(None if frac is None else 100 * frac, ".0f") + ("%" if frac is not None else "")
         mem = entry.get("peak_mem_mb")
-        lines.append(f"{name:<18} {entry.get('output_summary', ''):<22} {spread:<28} {ratio:>11} {frac_s:>12} "
-                     f"{_fmt(entry.get('first_batch_s'), '.2f'):>11} {_fmt(mem, '.0f'):>12}")
+        lines.append(
+            f"{name:<18} {entry.get('output_summary', ''):<22} {spread:<28} {ratio:>11} {frac_s:>12} "
+            f"{_fmt(entry.get('first_batch_s'), '.2f'):>11} {_fmt(mem, '.0f'):>12}"
+        )
         notes += [f"! {name}: {flag}" for flag in entry.get("flags", [])]
     kinds = {e.get("peak_mem_kind") for e in results["pipelines"].values() if e.get("peak_mem_kind")}
     bounds = sorted({b for n, b in OWN_BOUND.items() if n in results["pipelines"]})
-    lines.append("of its bound: images/s over the same per-image work alone, one process per core ("
-                 + "; ".join(f"{b} for {', '.join(n for n, o in OWN_BOUND.items() if o == b)}" for b in bounds) + ")")
-    lines.append(f"peak mem: {'/'.join(sorted(kinds)) or 'n/a (pip install psutil)'} summed over the main process "
-                 "and its children, sampled every 0.25 s; 1st batch: from iter() to the first batch")
+    lines.append(
+        "of its bound: images/s over the same per-image work alone, one process per core ("
+        + "; ".join(f"{b} for {', '.join(n for n, o in OWN_BOUND.items() if o == b)}" for b in bounds)
+        + ")"
+    )
+    lines.append(
+        f"peak mem: {'/'.join(sorted(kinds)) or 'n/a (pip install psutil)'} summed over the main process "
+        "and its children, sampled every 0.25 s; 1st batch: from iter() to the first batch"
+    )
     return "\n".join(lines + notes)
 
 
@@ -256,8 +298,10 @@ def format_breakdown(breakdown: dict[str, Any]) -> str:
         if not isinstance(part, dict) or "stages" not in part:
             continue
         total = part["total_ms"]
-        lines.append(f"{name}: {part['samples']} samples, {total:.2f} ms/image on one core "
-                     f"(= {1000 / total if total else 0:.0f} images/s/core); {part.get('note', '')}")
+        lines.append(
+            f"{name}: {part['samples']} samples, {total:.2f} ms/image on one core "
+            f"(= {1000 / total if total else 0:.0f} images/s/core); {part.get('note', '')}"
+        )
         for stage in part["stages"]:
             share = 100 * stage["ms_per_image"] / total if total else 0.0
             lines.append(f"  {stage['stage']:<34} {stage['ms_per_image']:8.3f} ms  {share:5.1f}%")
@@ -275,13 +319,19 @@ def format_report(results: dict[str, Any]) -> str:
         f"({d['total_mb']} MB), {c['data']}",
         f"config: batch {c['batch_size']}, {c['workers']} workers, {c['window']}, {c['repeats']} repeats "
         f"(round-robin), page cache {c['mode']}, output {c['size']}x{c['size']}",
-        "", format_results_table(results), "", "breakdown (measured in-process, one thread):",
+        "",
+        format_results_table(results),
+        "",
+        "breakdown (measured in-process, one thread):",
         format_breakdown(results.get("breakdown", {})),
     ]
     counted = [(n, e["loader_breakdown"]) for n, e in results["pipelines"].items() if e.get("loader_breakdown")]
     if counted:
-        out += ["", "loader breakdown (--breakdown: CPU time of each stage inside the runs above, in core-microseconds "
-                    "per image; the lines add up to cores / (images/s)):"]
+        out += [
+            "",
+            "loader breakdown (--breakdown: CPU time of each stage inside the runs above, in core-microseconds "
+            "per image; the lines add up to cores / (images/s)):",
+        ]
         out += [format_loader_breakdown(name, part) for name, part in counted]
     gpu = results.get("gpu_training")
     if gpu:
@@ -290,9 +340,11 @@ def format_report(results: dict[str, Any]) -> str:
             if "error" in g or "note" in g:
                 out.append(f"  {name:<18} {g.get('error') or g.get('note')}")
             else:
-                out.append(f"  {name:<18} {g['images_per_s']:8.1f} img/s, "
-                           f"model alone {g['model_only_images_per_s']:.1f}"
-                           f" img/s, GPU idle {100 * g['gpu_idle_fraction']:.1f}%")
+                out.append(
+                    f"  {name:<18} {g['images_per_s']:8.1f} img/s, "
+                    f"model alone {g['model_only_images_per_s']:.1f}"
+                    f" img/s, GPU idle {100 * g['gpu_idle_fraction']:.1f}%"
+                )
     return "\n".join(out)
 
 

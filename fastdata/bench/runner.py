@@ -24,12 +24,25 @@ from fastdata.bench import report
 from fastdata.bench.gpu_training import measure_gpu_training
 from fastdata.bench.loader_breakdown import BreakdownWindow
 from fastdata.bench.measure import (
-    BatchCheck, MemorySampler, measure_decode_bound, measure_run, run_isolated, set_page_cache, usable_cores,
+    BatchCheck,
+    MemorySampler,
+    measure_decode_bound,
+    measure_run,
+    run_isolated,
+    set_page_cache,
+    usable_cores,
 )
 from fastdata.bench.pack_cache import STAMP, default_cache, folder_fingerprint, prepare_cache
 from fastdata.bench.peers import harness
 from fastdata.bench.pipelines import (
-    BREAKDOWN_PIPELINES, DESCRIPTIONS, FLOAT_OUTPUT, PIPELINES, Context, build, inputs, unavailable,
+    BREAKDOWN_PIPELINES,
+    DESCRIPTIONS,
+    FLOAT_OUTPUT,
+    PIPELINES,
+    Context,
+    build,
+    inputs,
+    unavailable,
 )
 from fastdata.bench.stages import measure_breakdown
 from fastdata.packing.scan import scan_image_folder
@@ -53,10 +66,21 @@ def schedule(pipelines: Sequence[str], repeats: int) -> list[tuple[int, str]]:
 
 
 # -- the comparison --------------------------------------------------------------------------------
-def _one_run(name: str, ctx: Context, *, warm: bool, epochs: int, batches: int | None, progress: bool,
-             label: str, breakdown: bool = False, warmup: int | None = None) -> dict[str, Any]:
+def _one_run(
+    name: str,
+    ctx: Context,
+    *,
+    warm: bool,
+    epochs: int,
+    batches: int | None,
+    progress: bool,
+    label: str,
+    breakdown: bool = False,
+    warmup: int | None = None,
+) -> dict[str, Any]:
     """Set the page cache, then measure one run of ``name`` with the memory sampler on (and the loader's stage
-    counters with ``breakdown``, for fastdata's loaders)."""
+    counters with ``breakdown``, for fastdata's loaders).
+    """
     cache_s = set_page_cache(inputs(name, ctx), warm=warm)
     with MemorySampler() as mem:
         if name in _BOUNDS:
@@ -68,12 +92,19 @@ def _one_run(name: str, ctx: Context, *, warm: bool, epochs: int, batches: int |
             with window:
                 iterable, close = build(name, ctx)
                 try:
-                    check = BatchCheck(ctx.size, ctx.batch_size,
-                                       torch.float32 if name in FLOAT_OUTPUT else torch.uint8)
+                    check = BatchCheck(ctx.size, ctx.batch_size, torch.float32 if name in FLOAT_OUTPUT else torch.uint8)
                     device = ctx.device if name in FLOAT_OUTPUT else torch.device("cpu")
-                    run = measure_run(iterable, check=check, epochs=epochs, batches=batches,
-                                      warmup=_warmup(warmup, ctx), device=device, desc=label, progress=progress,
-                                      on_window=window.event if counted else None)
+                    run = measure_run(
+                        iterable,
+                        check=check,
+                        epochs=epochs,
+                        batches=batches,
+                        warmup=_warmup(warmup, ctx),
+                        device=device,
+                        desc=label,
+                        progress=progress,
+                        on_window=window.event if counted else None,
+                    )
                     run["output"] = check.result()
                 finally:
                     close()
@@ -88,14 +119,29 @@ def _warmup(warmup: int | None, ctx: Context) -> int:
     return max(1, ctx.workers) if warmup is None else warmup
 
 
-def _check_args(pipelines: Sequence[str] | None, batch_size: int, workers: int | None, batches: int | None,
-                epochs: int, repeats: int, size: int, warmup: int | None = None) -> list[str]:
+def _check_args(
+    pipelines: Sequence[str] | None,
+    batch_size: int,
+    workers: int | None,
+    batches: int | None,
+    epochs: int,
+    repeats: int,
+    size: int,
+    warmup: int | None = None,
+) -> list[str]:
     names = list(PIPELINES if pipelines is None else pipelines)
     unknown = [n for n in names if n not in PIPELINES]
     if unknown or not names or len(set(names)) != len(names):
         raise ValueError(f"pipelines must be distinct names from {list(PIPELINES)}, got {names!r}")
-    for arg, value, low in (("batch_size", batch_size, 1), ("epochs", epochs, 1), ("repeats", repeats, 1),
-                            ("size", size, 1), ("workers", workers, 0), ("batches", batches, 1), ("warmup", warmup, 0)):
+    for arg, value, low in (
+        ("batch_size", batch_size, 1),
+        ("epochs", epochs, 1),
+        ("repeats", repeats, 1),
+        ("size", size, 1),
+        ("workers", workers, 0),
+        ("batches", batches, 1),
+        ("warmup", warmup, 0),
+    ):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
             raise ValueError(f"{arg} must be an int >= {low}, got {value!r}")
     return names
@@ -115,11 +161,25 @@ def _gpu_training(names: list[str], entries: dict[str, Any], ctx: Context, class
     return out
 
 
-def run_benchmark(data: str | os.PathLike, *, pipelines: Sequence[str] | None = None, batch_size: int = 256,
-                  workers: int | None = None, batches: int | None = None, epochs: int = 1, repeats: int = 3,
-                  cache: str | os.PathLike | None = None, warm: bool = True, size: int = 224,
-                  breakdown_samples: int = 500, isolate: bool = True, progress: bool = True,
-                  peers: Sequence[str] = (), breakdown: bool = False, warmup: int | None = None) -> dict[str, Any]:
+def run_benchmark(
+    data: str | os.PathLike,
+    *,
+    pipelines: Sequence[str] | None = None,
+    batch_size: int = 256,
+    workers: int | None = None,
+    batches: int | None = None,
+    epochs: int = 1,
+    repeats: int = 3,
+    cache: str | os.PathLike | None = None,
+    warm: bool = True,
+    size: int = 224,
+    breakdown_samples: int = 500,
+    isolate: bool = True,
+    progress: bool = True,
+    peers: Sequence[str] = (),
+    breakdown: bool = False,
+    warmup: int | None = None,
+) -> dict[str, Any]:
     """Measure the pipelines on the image folder ``data`` in round-robin order and return all results.
 
     Args:
@@ -174,9 +234,15 @@ def run_benchmark(data: str | os.PathLike, *, pipelines: Sequence[str] | None = 
             entries[name]["note"] = note
             _say(f"{name}: {note}", progress)
     if peers:  # converted first by their own writers, then measured in the same rounds
-        ready = harness.prepare_peers([str(p) for p in ctx.folder_files], scan.labels, cache, peers, isolate=isolate,
-                                      fingerprint=folder_fingerprint(data, scan.paths, scan.classes),
-                                      say=lambda line: _say(line, progress))
+        ready = harness.prepare_peers(
+            [str(p) for p in ctx.folder_files],
+            scan.labels,
+            cache,
+            peers,
+            isolate=isolate,
+            fingerprint=folder_fingerprint(data, scan.paths, scan.classes),
+            say=lambda line: _say(line, progress),
+        )
         entries.update(ready)
         if "fastdata-uint8" in entries:  # fastdata's own conversion: the TFRecord pack
             entries["fastdata-uint8"]["conversion"] = harness.pack_stats(roots["tfrecord"], cache / f"tfrecord{STAMP}")
@@ -188,8 +254,15 @@ def run_benchmark(data: str | os.PathLike, *, pipelines: Sequence[str] | None = 
             continue
         label = f"[{k}/{len(order)}] {name}"
         try:
-            kwargs = {"warm": warm, "epochs": epochs, "batches": batches, "progress": progress, "label": label,
-                      "breakdown": breakdown, "warmup": warmup}
+            kwargs = {
+                "warm": warm,
+                "epochs": epochs,
+                "batches": batches,
+                "progress": progress,
+                "label": label,
+                "breakdown": breakdown,
+                "warmup": warmup,
+            }
             run = run_isolated(_one_run, name, ctx, **kwargs) if isolate else _one_run(name, ctx, **kwargs)
         except Exception as exc:  # noqa: BLE001 - one broken pipeline must not hide the others' numbers
             logger.debug("%s failed", name, exc_info=True)
@@ -198,25 +271,45 @@ def run_benchmark(data: str | os.PathLike, *, pipelines: Sequence[str] | None = 
             continue
         entries[name]["runs"].append({"repeat": rep, **run})
         first = "" if run["first_batch_s"] is None else f"  first batch {run['first_batch_s']:.2f} s"
-        _say(f"{label:<28} {run['images_per_s']:9.1f} images/s{first}  "
-             f"peak {run['peak_pss_mb'] or run['peak_rss_mb'] or 0:.0f} MB", progress)
+        _say(
+            f"{label:<28} {run['images_per_s']:9.1f} images/s{first}  "
+            f"peak {run['peak_pss_mb'] or run['peak_rss_mb'] or 0:.0f} MB",
+            progress,
+        )
     report.summarize_pipelines(entries, batch_size)
     files = [str(p) for p in ctx.folder_files]
-    breakdown = measure_breakdown(roots, files, size=size, samples=breakdown_samples,
-                                  batch_size=batch_size) if breakdown_samples > 0 else {}
+    breakdown = (
+        measure_breakdown(roots, files, size=size, samples=breakdown_samples, batch_size=batch_size)
+        if breakdown_samples > 0
+        else {}
+    )
     gpu = _gpu_training(names, entries, ctx, len(scan.classes), warm) if device.type == "cuda" else None
     window = f"{batches} batches" if batches else f"{epochs} epoch(s)"
     left_out = _warmup(warmup, ctx)
     return {
-        "config": {"data": str(data), "cache": str(cache), "batch_size": batch_size, "workers": workers,
-                   "epochs": None if batches else epochs, "batches": batches, "repeats": repeats, "size": size,
-                   "mode": "warm" if warm else "cold", "isolated": isolate, "device": str(device),
-                   "dataset_count": len(scan.paths),
-                   "warmup": left_out, "window": f"{window} per run, first {left_out} batch(es) not timed",
-                   "order": [f"{name}#{rep}" for rep, name in order]},
-        "machine": report.machine_info(), "dataset": report.dataset_stats(data, scan.paths),
-        "pipelines": entries, "breakdown": breakdown,
-        "gpu_training": gpu, "gpu_note": None if gpu is not None else "no CUDA device: the GPU path was not measured",
+        "config": {
+            "data": str(data),
+            "cache": str(cache),
+            "batch_size": batch_size,
+            "workers": workers,
+            "epochs": None if batches else epochs,
+            "batches": batches,
+            "repeats": repeats,
+            "size": size,
+            "mode": "warm" if warm else "cold",
+            "isolated": isolate,
+            "device": str(device),
+            "dataset_count": len(scan.paths),
+            "warmup": left_out,
+            "window": f"{window} per run, first {left_out} batch(es) not timed",
+            "order": [f"{name}#{rep}" for rep, name in order],
+        },
+        "machine": report.machine_info(),
+        "dataset": report.dataset_stats(data, scan.paths),
+        "pipelines": entries,
+        "breakdown": breakdown,
+        "gpu_training": gpu,
+        "gpu_note": None if gpu is not None else "no CUDA device: the GPU path was not measured",
         **({"peers": {"names": list(peers), "baseline": "fastdata-uint8"}} if peers else {}),
     }
 

@@ -21,11 +21,17 @@ import cv2
 import numpy as np
 import torch
 
-from fastdata.decode import Decoder, choose_scale
 from fastdata.bench.baselines import (
-    IMAGENET_MEAN, IMAGENET_STD, CV2RandomResizedCropFlip, PILRandomHorizontalFlip, PILRandomResizedCrop,
-    PILToNormalizedTensor, cv2_decode_bgr, uint8_collate,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    CV2RandomResizedCropFlip,
+    PILRandomHorizontalFlip,
+    PILRandomResizedCrop,
+    PILToNormalizedTensor,
+    cv2_decode_bgr,
+    uint8_collate,
 )
+from fastdata.decode import Decoder, choose_scale
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +72,7 @@ def _batched(name: str, fn: Callable[[list], Any], samples: Sequence[Any], batch
     labels = np.random.default_rng(0).integers(0, 1000, len(samples)).tolist()
     total, results = 0.0, []
     for start in range(0, len(samples), batch_size):
-        chunk = list(zip(samples[start:start + batch_size], labels[start:start + batch_size]))
+        chunk = list(zip(samples[start : start + batch_size], labels[start : start + batch_size]))
         t = time.perf_counter()
         results.append(fn(chunk))
         total += time.perf_counter() - t
@@ -74,8 +80,13 @@ def _batched(name: str, fn: Callable[[list], Any], samples: Sequence[Any], batch
 
 
 def _part(stages: list[dict[str, Any]], samples: int, note: str, **extra: Any) -> dict[str, Any]:
-    return {"samples": samples, "stages": stages, "total_ms": sum(s["ms_per_image"] for s in stages),
-            "note": note, **extra}
+    return {
+        "samples": samples,
+        "stages": stages,
+        "total_ms": sum(s["ms_per_image"] for s in stages),
+        "note": note,
+        **extra,
+    }
 
 
 class _TimedDecoder(Decoder):
@@ -129,8 +140,8 @@ def _timed_transform(size: int) -> tuple[Any, _TimedDecoder]:
 
 def _fastdata_part(roots: dict[str, Path], picks: np.ndarray, size: int, batch_size: int) -> tuple[dict, list[bytes]]:
     """Time read, header, decode, crop/resize (the rest of the transform), collate, flip + normalize."""
-    from fastdata.decode.batch import DecodedBatch
     from fastdata.datasets.shard_dataset import ShardDataset
+    from fastdata.decode.batch import DecodedBatch
     from fastdata.gpu_transforms import Compose, Normalize, RandomHorizontalFlip
     from fastdata.loader.collate import fast_collate
 
@@ -145,14 +156,20 @@ def _fastdata_part(roots: dict[str, Path], picks: np.ndarray, size: int, batch_s
     rrc, timed = _timed_transform(size)
     (whole,), crops = _chain(data, [("transform", rrc)])
     header, decode, region = (1e3 * t / n for t in (timed.header_s, timed.decode_s, timed.region_s))
-    stages = [{"stage": f"read record ({fmt})", "ms_per_image": reads[fmt]},
-              {"stage": "header (read_size)", "ms_per_image": header}]
+    stages = [
+        {"stage": f"read record ({fmt})", "ms_per_image": reads[fmt]},
+        {"stage": "header (read_size)", "ms_per_image": header},
+    ]
     if region:  # the native kernel decodes only the crop's region and resizes it in one call
-        stages += [{"stage": f"decode crop region + resize ({timed.name})", "ms_per_image": region},
-                   {"stage": "crop params", "ms_per_image": whole["ms_per_image"] - header - region}]
+        stages += [
+            {"stage": f"decode crop region + resize ({timed.name})", "ms_per_image": region},
+            {"stage": "crop params", "ms_per_image": whole["ms_per_image"] - header - region},
+        ]
     else:
-        stages += [{"stage": "decode (DCT-scaled)", "ms_per_image": decode},
-                   {"stage": "crop params + crop + resize (cv2)", "ms_per_image": whole["ms_per_image"] - header - decode}]
+        stages += [
+            {"stage": "decode (DCT-scaled)", "ms_per_image": decode},
+            {"stage": "crop params + crop + resize (cv2)", "ms_per_image": whole["ms_per_image"] - header - decode},
+        ]
     collate, batches = _batched("fast_collate (uint8 NCHW)", fast_collate, crops, batch_size)
     norm = Compose([RandomHorizontalFlip(), Normalize(IMAGENET_MEAN, IMAGENET_STD)])
     start = time.perf_counter()
@@ -161,15 +178,21 @@ def _fastdata_part(roots: dict[str, Path], picks: np.ndarray, size: int, batch_s
     torch_ops_ms = 1e3 * (time.perf_counter() - start) / n  # what DataPrefetcher's transform costs on the CPU
     in_place = [DecodedBatch(images.permute(0, 2, 3, 1).contiguous(), labels) for images, labels in batches]
     fresh_ms = _normalize_collate_ms(in_place, reuse=False)
-    worker_norm = {"stage": "flip + normalize (CPU, NormalizeCollate in workers, ring buffers)",
-                   "ms_per_image": _normalize_collate_ms(in_place, reuse=True)}
+    worker_norm = {
+        "stage": "flip + normalize (CPU, NormalizeCollate in workers, ring buffers)",
+        "ms_per_image": _normalize_collate_ms(in_place, reuse=True),
+    }
     stages += [collate, worker_norm]
-    extra = {"transform_end_to_end_ms": whole["ms_per_image"], "read_ms": reads,
-             "cpu_flip_normalize_torch_ops_ms": torch_ops_ms, "cpu_flip_normalize_fresh_memory_ms": fresh_ms,
-             "full_decode_ms": _chain(data, [("full", timed.inner.decode)])[0][0]["ms_per_image"],
-             "dct_scales": {k: round(v / n, 3) for k, v in sorted(timed.scale_counts.items())},
-             "mean_full_megapixels": timed.full_pixels / n / 1e6,
-             "mean_decoded_megapixels": timed.decoded_pixels / n / 1e6}
+    extra = {
+        "transform_end_to_end_ms": whole["ms_per_image"],
+        "read_ms": reads,
+        "cpu_flip_normalize_torch_ops_ms": torch_ops_ms,
+        "cpu_flip_normalize_fresh_memory_ms": fresh_ms,
+        "full_decode_ms": _chain(data, [("full", timed.inner.decode)])[0][0]["ms_per_image"],
+        "dct_scales": {k: round(v / n, 3) for k, v in sorted(timed.scale_counts.items())},
+        "mean_full_megapixels": timed.full_pixels / n / 1e6,
+        "mean_decoded_megapixels": timed.decoded_pixels / n / 1e6,
+    }
     if torch.cuda.is_available():
         extra["gpu_h2d_normalize_ms"] = _gpu_normalize_ms(batches, norm)
     note = f"the {fmt} read in the total (reads of every format in read_ms); full_decode_ms: without DCT scaling"
@@ -233,21 +256,34 @@ def _pil_decode(data: bytes) -> Any:
 def _baseline_parts(files: Sequence[str], size: int, batch_size: int) -> dict[str, dict[str, Any]]:
     from torch.utils.data import default_collate
 
-    stages, tensors = _chain(files, [("read file", _read_file), ("decode (PIL open + convert RGB)", _pil_decode),
-                                     ("crop + resize (PIL BILINEAR)", PILRandomResizedCrop(size)),
-                                     ("flip (PIL transpose)", PILRandomHorizontalFlip()),
-                                     ("ToTensor + Normalize", PILToNormalizedTensor())])
+    stages, tensors = _chain(
+        files,
+        [
+            ("read file", _read_file),
+            ("decode (PIL open + convert RGB)", _pil_decode),
+            ("crop + resize (PIL BILINEAR)", PILRandomResizedCrop(size)),
+            ("flip (PIL transpose)", PILRandomHorizontalFlip()),
+            ("ToTensor + Normalize", PILToNormalizedTensor()),
+        ],
+    )
     stages.append(_batched("default_collate (float)", default_collate, tensors, batch_size)[0])
     parts = {"torch-pil": _part(stages, len(files), "in the DataLoader workers")}
-    stages, crops = _chain(files, [("read file", _read_file), ("decode (cv2.imdecode, BGR)", cv2_decode_bgr),
-                                   ("crop + resize + BGR2RGB + flip (cv2)", CV2RandomResizedCropFlip(size))])
+    stages, crops = _chain(
+        files,
+        [
+            ("read file", _read_file),
+            ("decode (cv2.imdecode, BGR)", cv2_decode_bgr),
+            ("crop + resize + BGR2RGB + flip (cv2)", CV2RandomResizedCropFlip(size)),
+        ],
+    )
     stages.append(_batched("uint8 collate (one stack, channels_last)", uint8_collate, crops, batch_size)[0])
     parts["torch-cv2"] = _part(stages, len(files), "in the DataLoader workers")
     return parts
 
 
-def measure_breakdown(roots: dict[str, Path], files: Sequence[str], *, size: int = 224, samples: int = 500,
-                      batch_size: int = 256) -> dict[str, Any]:
+def measure_breakdown(
+    roots: dict[str, Path], files: Sequence[str], *, size: int = 224, samples: int = 500, batch_size: int = 256
+) -> dict[str, Any]:
     """Per-stage CPU time per image of fastdata's pipeline and of the two reference pipelines.
 
     Args:
@@ -280,7 +316,8 @@ def measure_breakdown(roots: dict[str, Path], files: Sequence[str], *, size: int
 
 def _match_files(payloads: Sequence[bytes], files: Sequence[str], names: Sequence[str]) -> list[str | None]:
     """The source file of each packed record: same bytes, else the file the record names (a JPEG pack re-coded
-    losslessly: same pixels), or None where neither matches (a re-encoded pack)."""
+    losslessly: same pixels), or None where neither matches (a re-encoded pack).
+    """
     by_size: dict[int, list[str]] = {}
     for path in files:
         by_size.setdefault(os.stat(path).st_size, []).append(path)
@@ -288,7 +325,7 @@ def _match_files(payloads: Sequence[bytes], files: Sequence[str], names: Sequenc
     found: list[str | None] = []
     for k, data in enumerate(payloads):
         same = next((p for p in by_size.get(len(data), []) if _read_file(p) == data), None)
-        named = [p for rel in names[k:k + 1] if rel for key, p in by_name.items() if key.endswith("/" + rel)]
+        named = [p for rel in names[k : k + 1] if rel for key, p in by_name.items() if key.endswith("/" + rel)]
         found.append(same or (named[0] if len(named) == 1 else None))
     return found
 
@@ -303,10 +340,17 @@ def _record_names(roots: dict[str, Path], picks: np.ndarray) -> list[str]:
         return []
     pack = open_pack(roots["tfrecord"])
     shard_of, starts = np.searchsorted(pack.starts, picks, side="right") - 1, pack.starts
-    readers = {int(s): (TFRecordShardReader(Path(pack.shard_paths[s])), *pack.locate(int(s))) for s in np.unique(shard_of)}
-    names = [decode_example(readers[int(s)][0].read_payload(int(readers[int(s)][1][i - starts[s]]),
-                                                            int(readers[int(s)][2][i - starts[s]]))).filename
-             for i, s in zip(picks, shard_of)]
+    readers = {
+        int(s): (TFRecordShardReader(Path(pack.shard_paths[s])), *pack.locate(int(s))) for s in np.unique(shard_of)
+    }
+    names = [
+        decode_example(
+            readers[int(s)][0].read_payload(
+                int(readers[int(s)][1][i - starts[s]]), int(readers[int(s)][2][i - starts[s]])
+            )
+        ).filename
+        for i, s in zip(picks, shard_of)
+    ]
     for reader, _, _ in readers.values():
         reader.close()
     return names

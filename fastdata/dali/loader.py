@@ -21,6 +21,7 @@ out as 3-channel RGB (alpha dropped).
 ``nvidia.dali`` is imported only when a pipeline is built, so ``import fastdata.dali`` works
 without it; the first use raises ImportError with the install hint.
 """
+
 from __future__ import annotations
 
 import logging
@@ -33,10 +34,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from fastdata._util.optional import import_dali
 from fastdata._util.cpus import available_cpus
+from fastdata._util.optional import import_dali
 from fastdata.dali.pipeline import (
-    DEFAULT_INITIAL_FILL, READER_NAME, PipelineOptions, build_pipeline,
+    DEFAULT_INITIAL_FILL,
+    READER_NAME,
+    PipelineOptions,
+    build_pipeline,
     shard_bounds,
 )
 from fastdata.formats.manifest import Manifest
@@ -221,15 +225,27 @@ class DALILoader:
         shards = [self.manifest.shards[i] for i in order]
         root = Path(self.root)
         options = PipelineOptions(
-            size=self.size, train=self.train, shuffle=self.shuffle, mean=self.mean, std=self.std,
-            half=self.dtype == torch.float16, channels_last=self.channels_last, resize_size=self.resize_size,
+            size=self.size,
+            train=self.train,
+            shuffle=self.shuffle,
+            mean=self.mean,
+            std=self.std,
+            half=self.dtype == torch.float16,
+            channels_last=self.channels_last,
+            resize_size=self.resize_size,
             initial_fill=self.initial_fill,
         )
         seed = int(np.random.SeedSequence([self.seed, epoch, self.shard_id]).generate_state(1)[0] & 0x7FFFFFFF)
         return build_pipeline(
-            [str(root / s.path) for s in shards], [str(root / s.index) for s in shards], options,
-            batch_size=self.batch_size, num_threads=self.num_threads, device_id=self.device_id,
-            seed=seed, shard_id=self.shard_id, num_shards=self.num_shards,
+            [str(root / s.path) for s in shards],
+            [str(root / s.index) for s in shards],
+            options,
+            batch_size=self.batch_size,
+            num_threads=self.num_threads,
+            device_id=self.device_id,
+            seed=seed,
+            shard_id=self.shard_id,
+            num_shards=self.num_shards,
         )
 
     def _to_contract(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -255,5 +271,7 @@ class DALILoader:
         self.set_epoch(state["epoch"])
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(root={str(self.root)!r}, batch_size={self.batch_size}, device={self.device!r}, "
-                f"train={self.train}, shard_id={self.shard_id}, num_shards={self.num_shards}, epoch={self.epoch})")
+        return (
+            f"{type(self).__name__}(root={str(self.root)!r}, batch_size={self.batch_size}, device={self.device!r}, "
+            f"train={self.train}, shard_id={self.shard_id}, num_shards={self.num_shards}, epoch={self.epoch})"
+        )

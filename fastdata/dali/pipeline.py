@@ -13,8 +13,15 @@ from typing import Any
 from fastdata._util.optional import import_dali
 from fastdata.gpu_transforms.colour import IMAGENET_MEAN, IMAGENET_STD
 
-__all__ = ["DEFAULT_INITIAL_FILL", "EVAL_CROP_FRACTION", "READER_NAME", "PipelineOptions", "build_pipeline",
-           "default_resize_size", "shard_bounds"]
+__all__ = [
+    "DEFAULT_INITIAL_FILL",
+    "EVAL_CROP_FRACTION",
+    "READER_NAME",
+    "PipelineOptions",
+    "build_pipeline",
+    "default_resize_size",
+    "shard_bounds",
+]
 
 logger = logging.getLogger(__name__)
 

@@ -47,8 +47,12 @@ CHUNK_BYTES = 24 << 20
 
 def batch_capable(transform) -> bool:
     """True when ``transform``'s per-sample decode is the one :func:`decode_batch_into` reproduces."""
-    return (type(transform).decode_into is RandomResizedCrop.decode_into and isinstance(transform, RandomResizedCrop)
-            and native.available() and isinstance(transform.resolve_decoder(), native.NativeJpegDecoder))
+    return (
+        type(transform).decode_into is RandomResizedCrop.decode_into
+        and isinstance(transform, RandomResizedCrop)
+        and native.available()
+        and isinstance(transform.resolve_decoder(), native.NativeJpegDecoder)
+    )
 
 
 def _decompressors(threads: int) -> list:
@@ -82,8 +86,14 @@ def _scratch(nbytes: int) -> np.ndarray:
     return buffer
 
 
-def decode_batch_into(transform: RandomResizedCrop, datas: Sequence[bytes], out: np.ndarray,
-                      rngs: Sequence[np.random.Generator | None], *, threads: int = 1) -> None:
+def decode_batch_into(
+    transform: RandomResizedCrop,
+    datas: Sequence[bytes],
+    out: np.ndarray,
+    rngs: Sequence[np.random.Generator | None],
+    *,
+    threads: int = 1,
+) -> None:
     """Decode every record's random crop into ``out[i]``, like ``transform.decode_into(datas[i], out[i], rng=rngs[i])``.
 
     Args:
@@ -117,8 +127,9 @@ def decode_batch_into(transform: RandomResizedCrop, datas: Sequence[bytes], out:
             plans.append((i, transform._params(size[0], size[1], rngs[i])))
         else:  # what the sample's generator would draw (transforms.crop_params.sample_crop with rng)
             draws = uniforms[i].tolist()
-            plans.append((i, crop_params._params_from_uniforms(size[0], size[1], transform.scale, transform.ratio,
-                                                                draws)))
+            plans.append(
+                (i, crop_params._params_from_uniforms(size[0], size[1], transform.scale, transform.ratio, draws))
+            )
     mark("setup")
     jobs = [_job(datas[i], box, sizes[i], out_h, out_w) for i, box in plans]
     start = 0
@@ -135,7 +146,8 @@ def decode_batch_into(transform: RandomResizedCrop, datas: Sequence[bytes], out:
 def _job(data, box: tuple[int, int, int, int], size: tuple[int, int], out_h: int, out_w: int) -> list:
     """``[data, scale, y0, y1, x0, x1, region or None, scratch bytes]``: what ``native.decode_crop_into`` would decode
     for ``box`` (the smallest of :data:`~fastdata.decode.native.NATIVE_SCALES` that keeps the box at least the
-    output's size, the box mapped into it: :func:`~fastdata.decode.scaling.plan_region`)."""
+    output's size, the box mapped into it: :func:`~fastdata.decode.scaling.plan_region`).
+    """
     scale, y0, y1, x0, x1 = plan_region(box, size[0], size[1], out_h, out_w, native.NATIVE_SCALES)
     rows, cols = y1 - y0, x1 - x0
     return [data, scale, y0, y1, x0, x1, None, 0 if (rows, cols) == (out_h, out_w) else rows * cols * 3]
@@ -144,7 +156,8 @@ def _job(data, box: tuple[int, int, int, int], size: tuple[int, int], out_h: int
 class SampleGenerators(Sequence):
     """The per-sample generators of a batch's indices (:func:`fastdata.sampler.seeding.sample_generator`), each made
     only when asked for: the batch call draws the crops of all seeded samples in one native call instead
-    (:meth:`uniforms`), the same numbers, without a ``numpy.random.Generator`` per sample (9 us each)."""
+    (:meth:`uniforms`), the same numbers, without a ``numpy.random.Generator`` per sample (9 us each).
+    """
 
     def __init__(self, indices: Sequence[Any]) -> None:
         self.indices = list(indices)
@@ -157,7 +170,8 @@ class SampleGenerators(Sequence):
 
     def uniforms(self, draws: int) -> np.ndarray | None:
         """``[n, draws]``: row i is ``self[i].random(draws)``; None unless every index carries its pass (and its
-        position and index are below 2**63, as numpy takes them)."""
+        position and index are below 2**63, as numpy takes them).
+        """
         keys = [getattr(index, "pass_key", None) for index in self.indices]
         if not self.indices or None in keys or native._jpegcrop is None:
             return None
@@ -166,21 +180,25 @@ class SampleGenerators(Sequence):
         if min(positions + values) < 0 or max(positions + values) >= 1 << 63:
             return None
         out = np.empty((len(keys), draws), np.float64)
-        native._jpegcrop.philox_uniforms(np.array(keys, np.uint64), np.array(positions, np.uint64),
-                                         np.array(values, np.uint64), out)
+        native._jpegcrop.philox_uniforms(
+            np.array(keys, np.uint64), np.array(positions, np.uint64), np.array(values, np.uint64), out
+        )
         return out
 
 
 def sample_generators(indices: Sequence[Any]) -> SampleGenerators:
     """The generators of a batch's samples, made lazily (:class:`SampleGenerators`); what ``ShardDataset`` hands
-    :func:`decode_all_into`."""
+    :func:`decode_all_into`.
+    """
     return SampleGenerators(indices)
 
 
 def _uniforms(transform: RandomResizedCrop, rngs: Sequence[Any]) -> np.ndarray | None:
     """The crop draws of every sample in one call, where the transform samples its crop the stock way."""
-    stock = (type(transform)._params is RandomResizedCrop._params
-             and type(transform).get_params is RandomResizedCrop.get_params)
+    stock = (
+        type(transform)._params is RandomResizedCrop._params
+        and type(transform).get_params is RandomResizedCrop.get_params
+    )
     return rngs.uniforms(4 * crop_params._TRIES) if stock and isinstance(rngs, SampleGenerators) else None
 
 
@@ -194,14 +212,22 @@ def _jpeg_size(data) -> tuple[int, int] | None:
         return None
 
 
-def _decode_chunk(transform: RandomResizedCrop, decoder, jobs: list[list], plans: list[tuple], out: np.ndarray,
-                  threads: int, mark: Callable[[str], None], nbytes: int) -> None:
+def _decode_chunk(
+    transform: RandomResizedCrop,
+    decoder,
+    jobs: list[list],
+    plans: list[tuple],
+    out: np.ndarray,
+    threads: int,
+    mark: Callable[[str], None],
+    nbytes: int,
+) -> None:
     out_h, out_w = out.shape[1], out.shape[2]
     scratch = _scratch(nbytes)
     offset = 0
     for job, (i, _) in zip(jobs, plans):
         size = job[7]
-        job[6] = out[i] if size == 0 else scratch[offset:offset + size].reshape(job[3] - job[2], job[5] - job[4], 3)
+        job[6] = out[i] if size == 0 else scratch[offset : offset + size].reshape(job[3] - job[2], job[5] - job[4], 3)
         offset += size
     calls = [tuple(job[:7]) for job in jobs]
     mark("kernel")
@@ -217,8 +243,9 @@ def _decode_chunk(transform: RandomResizedCrop, decoder, jobs: list[list], plans
         elif job[7]:  # decoded into the scratch: resize into the slot, as resize_into does
             region, slot = job[6], out[i]
             rows, cols = region.shape[0], region.shape[1]
-            result = cv2.resize(region, (out_w, out_h), dst=slot,
-                                interpolation=interpolation(rows, cols, out_h, out_w, antialias))
+            result = cv2.resize(
+                region, (out_w, out_h), dst=slot, interpolation=interpolation(rows, cols, out_h, out_w, antialias)
+            )
             if result is not slot:
                 np.copyto(slot, result)
 
@@ -230,8 +257,9 @@ def _decode_chunk(transform: RandomResizedCrop, decoder, jobs: list[list], plans
             pass
 
 
-def decode_all_into(transform: Any, datas: Sequence[bytes], slots: np.ndarray, rngs: Sequence[Any], *,
-                    threads: int = 1) -> None:
+def decode_all_into(
+    transform: Any, datas: Sequence[bytes], slots: np.ndarray, rngs: Sequence[Any], *, threads: int = 1
+) -> None:
     """Decode a batch's records into ``slots``: in one native call when the transform allows it
     (:func:`batch_capable`), else one ``transform.decode_into`` per record.
 
@@ -245,10 +273,13 @@ def decode_all_into(transform: Any, datas: Sequence[bytes], slots: np.ndarray, r
     """
     if batch_capable(transform):
         decode_batch_into(transform, datas, slots, rngs, threads=threads)
-    elif (isinstance(transform, DecodeCompose) and batch_capable(transform.crop)
-          # One generator per sample, made once, for crop and augmentations alike: the augmentations draw after the
-          # crop from the same stream, as the per-sample path does (SampleGenerators makes a fresh one per access).
-          and None not in (rngs := list(rngs))):
+    elif (
+        isinstance(transform, DecodeCompose)
+        and batch_capable(transform.crop)
+        # One generator per sample, made once, for crop and augmentations alike: the augmentations draw after the
+        # crop from the same stream, as the per-sample path does (SampleGenerators makes a fresh one per access).
+        and None not in (rngs := list(rngs))
+    ):
         decode_batch_into(transform.crop, datas, slots, rngs, threads=threads)
         if threads == 1 or len(datas) < 2:
             for slot, rng in enumerate(rngs):

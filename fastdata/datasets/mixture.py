@@ -21,17 +21,18 @@ import torch
 from torch.utils.data import Dataset
 
 from fastdata.decode.batch import DecodedBatch, empty_tensor
-from fastdata.transforms.resolution import transform_for
 from fastdata.sampler.seeding import SampleIndex, sample_generator, wants_sample_index
 from fastdata.transforms import DecodeTransform
+from fastdata.transforms.resolution import transform_for
 
 __all__ = ["MixedDataset", "mixture_counts"]
 
 _MODES = ("proportion", "repeat")
 
 
-def mixture_counts(lengths: Sequence[int], weights: Sequence[float], mode: str,
-                   samples_per_pass: int | None) -> list[int]:
+def mixture_counts(
+    lengths: Sequence[int], weights: Sequence[float], mode: str, samples_per_pass: int | None
+) -> list[int]:
     """Samples per pass of each source.
 
     ``"proportion"``: ``weights`` normalized, times ``samples_per_pass`` (default: the sources' total),
@@ -88,7 +89,9 @@ class MixedDataset(Dataset):
     #: DataLoaderX hands this dataset :class:`SampleIndex` indices; it passes them on to sources that want them.
     wants_sample_index = True
 
-    def __init__(self, sources: Sequence[Any], *, mode: str = "proportion", samples_per_pass: int | None = None) -> None:
+    def __init__(
+        self, sources: Sequence[Any], *, mode: str = "proportion", samples_per_pass: int | None = None
+    ) -> None:
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
         pairs = [s if isinstance(s, tuple) else (s, 1.0) for s in sources]
@@ -113,8 +116,9 @@ class MixedDataset(Dataset):
         self.mode = mode
         self.source_lengths = [len(d) for d in self.datasets]
         self.source_offsets = np.concatenate([[0], np.cumsum(self.source_lengths)]).astype(np.int64)
-        self.pass_counts = mixture_counts(self.source_lengths, self.weights, mode,
-                                          None if samples_per_pass is None else int(samples_per_pass))
+        self.pass_counts = mixture_counts(
+            self.source_lengths, self.weights, mode, None if samples_per_pass is None else int(samples_per_pass)
+        )
         self.samples_per_pass = sum(self.pass_counts)
 
     def __len__(self) -> int:
@@ -162,13 +166,17 @@ class MixedDataset(Dataset):
     def _common_size(self, transforms: list[Any]) -> tuple[int, int] | None:
         sizes = set()
         for dataset, transform in zip(self.datasets, transforms):
-            if (not isinstance(transform, DecodeTransform) or getattr(dataset, "target_transform", None) is not None
-                    or not callable(getattr(dataset, "read", None))):
+            if (
+                not isinstance(transform, DecodeTransform)
+                or getattr(dataset, "target_transform", None) is not None
+                or not callable(getattr(dataset, "read", None))
+            ):
                 return None
             sizes.add(transform.output_size)
         return sizes.pop() if len(sizes) == 1 and None not in sizes else None
 
     def __repr__(self) -> str:
-        parts = ", ".join(f"{type(d).__name__}[{n}]x{c}" for d, n, c in
-                          zip(self.datasets, self.source_lengths, self.pass_counts))
+        parts = ", ".join(
+            f"{type(d).__name__}[{n}]x{c}" for d, n, c in zip(self.datasets, self.source_lengths, self.pass_counts)
+        )
         return f"MixedDataset({parts} per pass, mode={self.mode!r})"

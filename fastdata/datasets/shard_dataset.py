@@ -141,8 +141,13 @@ class ShardDataset(ShardSource, Dataset):
         self._readers = OpenReaders(self.max_open_shards)  # pickles without its readers; a forked child drops them
         self._remote: RemoteShards | None = None
         if is_url(root):
-            self._remote = RemoteShards(root, cache_dir=cache_dir, cache_limit=cache_limit, prefetch=prefetch,
-                                        max_open_shards=self.max_open_shards)
+            self._remote = RemoteShards(
+                root,
+                cache_dir=cache_dir,
+                cache_limit=cache_limit,
+                prefetch=prefetch,
+                max_open_shards=self.max_open_shards,
+            )
             self._init_packed(self._remote.meta_root, shards_here=False)
             self._root = self._remote.url  # type: ignore[assignment]
         elif has_manifest(root):
@@ -177,7 +182,9 @@ class ShardDataset(ShardSource, Dataset):
         :func:`fastdata.fast_collate` passes on without a copy and other collate functions see as the
         usual list of ``(image, label)`` pairs. Otherwise it is ``[self[i] for i in indices]``.
         """
-        transform = transform_for(self.transform, indices)  # at the loader's resolution (fastdata.transforms.resolution)
+        transform = transform_for(
+            self.transform, indices
+        )  # at the loader's resolution (fastdata.transforms.resolution)
         if callable(getattr(transform, "decode_batch", None)) and self.target_transform is None and not self.fields:
             return transform.decode_batch(self, indices)  # a transform with several outputs (MultiCrop)
         size = getattr(transform, "output_size", None)
@@ -224,8 +231,9 @@ class ShardDataset(ShardSource, Dataset):
                 position, size = self._locate(shard, position)
                 data, label = reader.read(position, size)
             if self._pack is not None:
-                label = self._checked_label(shard, position, label,
-                                            int(self._shard_labels(shard)[index - int(self._starts[shard])]))
+                label = self._checked_label(
+                    shard, position, label, int(self._shard_labels(shard)[index - int(self._starts[shard])])
+                )
         except CorruptRecordError as exc:
             raise exc.with_hint(self._verify_hint(index)) from None
         return data, int(label)
@@ -240,10 +248,12 @@ class ShardDataset(ShardSource, Dataset):
 
     def _checked_label(self, shard: int, position: int, label: int | None, packed: int) -> int:
         """The label of a packed sample: ``packed`` (``targets.npy``'s), which must equal the record's own (when it
-        has one)."""
+        has one).
+        """
         if label is not None and label != packed:
             raise CorruptRecordError(
-                self._shard_paths[shard], position,
+                self._shard_paths[shard],
+                position,
                 f"the record's own label {label} differs from {packed} in {self.manifest.targets} (mixed packs, or damage)",
             )
         return packed + self.label_offset

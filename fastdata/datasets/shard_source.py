@@ -5,7 +5,8 @@ bounded per-process LRU (:mod:`~fastdata.datasets.record_index`); and the shard 
 (never a parent's after a fork, none pickled, at most ``max_open_shards`` at once, the least recently used closed
 first; a pack's shard only while it is the file the pack was opened with, on every re-open). Nothing per sample is
 held beyond the shards being read, and nothing per shard is pickled: an unpickled pack reads its manifest again
-(:mod:`fastdata.formats.packed`)."""
+(:mod:`fastdata.formats.packed`).
+"""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ __all__ = ["ShardSource"]
 
 class ShardSource:
     """The opening and reading half of :class:`~fastdata.datasets.shard_dataset.ShardDataset`, which sets the
-    attributes below before calling :meth:`_init_packed` or :meth:`_init_tfrecords`."""
+    attributes below before calling :meth:`_init_packed` or :meth:`_init_tfrecords`.
+    """
 
     label_offset: int
     _readers: OpenReaders
@@ -64,7 +66,8 @@ class ShardSource:
 
     def __getstate__(self) -> dict:
         """A pack's dataset pickles without its shard list (the pack reads it again), so a spawn or forkserver worker
-        gets a few KB whatever the number of shards."""
+        gets a few KB whatever the number of shards.
+        """
         state = dict(self.__dict__)
         if self._pack is not None:
             state["_length"] = int(self._starts[-1])
@@ -107,8 +110,11 @@ class ShardSource:
         index = load_or_build_index(path)
         expected = int(self._starts[shard + 1] - self._starts[shard])
         if len(index) != expected:
-            raise CorruptRecordError(path, None, f"lists {len(index)} records by its index, {expected} when this "
-                                                 "dataset opened it (changed since?)")
+            raise CorruptRecordError(
+                path,
+                None,
+                f"lists {len(index)} records by its index, {expected} when this dataset opened it (changed since?)",
+            )
         return index[:, 0].copy(), index[:, 1].copy()
 
     def _shard_labels(self, shard: int) -> np.ndarray:
@@ -166,8 +172,11 @@ class ShardSource:
         for k, label in enumerate(own):
             if label is not None and label != labels[k]:
                 index, shard = int(wanted[k]), int(shards[k])
-                position = int(self._located.get(shard, self._load_positions)[0][numbers[k]]) \
-                    if self._storage.indexed else int(numbers[k])
+                position = (
+                    int(self._located.get(shard, self._load_positions)[0][numbers[k]])
+                    if self._storage.indexed
+                    else int(numbers[k])
+                )
                 try:
                     self._checked_label(shard, position, label, int(labels[k]))
                 except CorruptRecordError as exc:
@@ -184,7 +193,8 @@ class ShardSource:
 
     def _open_reader(self, shard: int) -> ShardReaderBase:
         """Open shard ``shard`` in this process, checked on every (re-)open: for a pack, only if it is still the
-        file the pack was opened with; for third-party TFRecords, only if it is the file this dataset first opened."""
+        file the pack was opened with; for third-party TFRecords, only if it is the file this dataset first opened.
+        """
         if self._pack is not None:
             self._pack.check_current(shard)  # replaced since the dataset was opened: say so, before any size check
         path = Path(self._shard_paths[shard])
@@ -195,7 +205,8 @@ class ShardSource:
                 reader.close()
                 raise DatasetChangedError(
                     f"{path} was replaced or rewritten since this dataset first read it; create a new ShardDataset "
-                    "(and DataLoader) to read the new files")
+                    "(and DataLoader) to read the new files"
+                )
             return reader
         reader = self._storage.reader(path, expected=self.manifest.shards[shard], index=self._pack.index_path(shard))
         try:

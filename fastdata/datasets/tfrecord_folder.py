@@ -1,5 +1,6 @@
 """Third-party TFRecord files read without a fastdata manifest: which files in a folder or glob are records,
-and each file's DALI-style ``.idx`` (read if present, else built and written beside it when the folder allows)."""
+and each file's DALI-style ``.idx`` (read if present, else built and written beside it when the folder allows).
+"""
 
 from __future__ import annotations
 
@@ -73,4 +74,3 @@ def load_or_build_index(path: Path) -> np.ndarray:
     except OSError:
         logger.info("built the index of %s in memory (its folder is not writable)", path)
     return index
-

@@ -12,14 +12,27 @@
 
 from fastdata.decode.base import DECODER_NAMES, DecodeError, Decoder, DecodeWarning
 from fastdata.decode.headers import is_jpeg
-from fastdata.decode.scaling import SIMD_SCALES, TURBOJPEG_SCALES, choose_scale, scaled_size
 from fastdata.decode.limits import DEFAULT_MAX_PIXELS, get_max_pixels, pixel_limit, set_max_pixels
 from fastdata.decode.opencv import OpenCVDecoder
 from fastdata.decode.registry import get_decoder
+from fastdata.decode.scaling import SIMD_SCALES, TURBOJPEG_SCALES, choose_scale, scaled_size
 from fastdata.decode.turbo import TurboJpegDecoder
 
 __all__ = [
-    "DECODER_NAMES", "DEFAULT_MAX_PIXELS", "SIMD_SCALES", "TURBOJPEG_SCALES", "DecodeError", "DecodeWarning",
-    "Decoder", "OpenCVDecoder", "TurboJpegDecoder", "choose_scale", "get_decoder", "get_max_pixels", "is_jpeg",
-    "pixel_limit", "scaled_size", "set_max_pixels",
+    "DECODER_NAMES",
+    "DEFAULT_MAX_PIXELS",
+    "SIMD_SCALES",
+    "TURBOJPEG_SCALES",
+    "DecodeError",
+    "DecodeWarning",
+    "Decoder",
+    "OpenCVDecoder",
+    "TurboJpegDecoder",
+    "choose_scale",
+    "get_decoder",
+    "get_max_pixels",
+    "is_jpeg",
+    "pixel_limit",
+    "scaled_size",
+    "set_max_pixels",
 ]

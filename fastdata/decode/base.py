@@ -136,9 +136,7 @@ class Decoder(abc.ABC):
                 "truncated JPEG", the pixel-limit message, the codec's own words, ...).
         """
 
-    def decode_crop_into(
-        self, data: bytes, box: Box | None, out: np.ndarray, *, antialias: bool | None = None
-    ) -> None:
+    def decode_crop_into(self, data: bytes, box: Box | None, out: np.ndarray, *, antialias: bool | None = None) -> None:
         """Decode the ``box`` of an image and resize it into ``out`` (e.g. one slot of a batch).
 
         The image is decoded at the smallest of :attr:`scales` that keeps the box at least

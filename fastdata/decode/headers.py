@@ -1,5 +1,6 @@
 """Reading encoded image headers without decoding: the container format from its signature, a JPEG's size and
-colour components from its markers, a PNG's size from its IHDR chunk."""
+colour components from its markers, a PNG's size from its IHDR chunk.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +11,21 @@ __all__ = ["image_format", "image_kind", "is_jpeg", "jpeg_components", "jpeg_hea
 _JPEG_SOI = b"\xff\xd8\xff"
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _SIGNATURES = (
-    (_JPEG_SOI, "JPEG"), (_PNG_SIGNATURE, "PNG"), (b"GIF87a", "GIF"), (b"GIF89a", "GIF"), (b"BM", "BMP"),
-    (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"), (b"P5", "PGM"), (b"P2", "PGM"), (b"P6", "PPM"), (b"P3", "PPM"),
-    (b"P4", "PBM"), (b"P1", "PBM"), (b"Pf", "PFM"), (b"PF", "PFM"),
+    (_JPEG_SOI, "JPEG"),
+    (_PNG_SIGNATURE, "PNG"),
+    (b"GIF87a", "GIF"),
+    (b"GIF89a", "GIF"),
+    (b"BM", "BMP"),
+    (b"II*\x00", "TIFF"),
+    (b"MM\x00*", "TIFF"),
+    (b"P5", "PGM"),
+    (b"P2", "PGM"),
+    (b"P6", "PPM"),
+    (b"P3", "PPM"),
+    (b"P4", "PBM"),
+    (b"P1", "PBM"),
+    (b"Pf", "PFM"),
+    (b"PF", "PFM"),
 )
 # SOF0..SOF15 except DHT (C4), JPG (C8) and DAC (CC) carry the frame size.
 _SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}

@@ -97,6 +97,4 @@ def check_pixels(height: int, width: int) -> None:
         raise DecodeError(f"damaged header: the image size is {width}×{height}")
     limit = _max_pixels
     if limit is not None and height * width > limit:
-        raise DecodeError(
-            f"{width}×{height} = {width * height} pixels exceeds the limit of {limit} (--max-pixels)"
-        )
+        raise DecodeError(f"{width}×{height} = {width * height} pixels exceeds the limit of {limit} (--max-pixels)")

@@ -35,12 +35,19 @@ import warnings
 import numpy as np
 
 from fastdata._util.optional import native_disabled
-from fastdata.decode.base import DecodeError, DecodeWarning, Decoder, check_not_empty
+from fastdata.decode.base import DecodeError, Decoder, DecodeWarning, check_not_empty
 from fastdata.decode.headers import image_kind, is_jpeg
-from fastdata.decode.scaling import (
-    KERNEL_SCALES, TURBOJPEG_SCALES, Box, check_out, plan_region, resize_into, resize_to, scaled_size,
-)
 from fastdata.decode.limits import check_pixels
+from fastdata.decode.scaling import (
+    KERNEL_SCALES,
+    TURBOJPEG_SCALES,
+    Box,
+    check_out,
+    plan_region,
+    resize_into,
+    resize_to,
+    scaled_size,
+)
 
 try:
     from fastdata.decode import _jpegcrop
@@ -48,8 +55,17 @@ except ImportError:  # not built: no compiler or no jpeglib.h at install time
     _jpegcrop = None
 _JpegError = _jpegcrop.JpegError if _jpegcrop is not None else ()  # () catches nothing
 
-__all__ = ["BUILD_HINT", "NATIVE_SCALES", "NativeJpegDecoder", "RecoveredDamage", "available", "decode_crop_into", "decode_full", "read_header",
-           "spliced_count"]
+__all__ = [
+    "BUILD_HINT",
+    "NATIVE_SCALES",
+    "NativeJpegDecoder",
+    "RecoveredDamage",
+    "available",
+    "decode_crop_into",
+    "decode_full",
+    "read_header",
+    "spliced_count",
+]
 
 Scale = tuple[int, int]
 
@@ -62,8 +78,10 @@ _local = threading.local()
 
 
 #: How to get the kernel where it was not built.
-BUILD_HINT = ("install a C compiler and libjpeg-turbo's headers (Debian/Ubuntu: apt-get install gcc libjpeg-dev), "
-              "then reinstall fastdata (pip install -e .)")
+BUILD_HINT = (
+    "install a C compiler and libjpeg-turbo's headers (Debian/Ubuntu: apt-get install gcc libjpeg-dev), "
+    "then reinstall fastdata (pip install -e .)"
+)
 
 
 def available() -> bool:
@@ -159,8 +177,9 @@ def read_header(data) -> tuple[int, int, int, int]:
     return header
 
 
-def decode_crop_into(data, box: Box | None, out: np.ndarray, *, antialias: bool | None = None,
-                     strict: bool = False) -> None:
+def decode_crop_into(
+    data, box: Box | None, out: np.ndarray, *, antialias: bool | None = None, strict: bool = False
+) -> None:
     """Decode the ``box`` of a JPEG and resize it into ``out``.
 
     The JPEG is decoded at the smallest DCT scale of :data:`NATIVE_SCALES` (1/8, 1/4, 1/2, 5/8 or 1) that keeps
@@ -293,8 +312,14 @@ class NativeJpegDecoder(Decoder):
         image = self.fallback.decode(data)
         return resize_to(image, *scaled_size(image.shape[0], image.shape[1], scale))
 
-    def decode_crop_into(self, data: bytes, box: Box | None, out: np.ndarray, *,  # noqa: D102
-                         antialias: bool | None = None) -> None:
+    def decode_crop_into(
+        self,
+        data: bytes,
+        box: Box | None,
+        out: np.ndarray,
+        *,  # noqa: D102
+        antialias: bool | None = None,
+    ) -> None:
         if not is_jpeg(data):
             self.fallback.decode_crop_into(data, box, out, antialias=antialias)
             return

@@ -17,9 +17,9 @@ import numpy as np
 
 from fastdata.decode.base import DecodeError, Decoder, check_not_empty
 from fastdata.decode.headers import is_jpeg, jpeg_components, jpeg_header
-from fastdata.decode.scaling import SIMD_SCALES, Scale, resize_to, scaled_size
 from fastdata.decode.limits import check_pixels
 from fastdata.decode.pil import pil_decode, pil_validate
+from fastdata.decode.scaling import SIMD_SCALES, Scale, resize_to, scaled_size
 
 __all__ = ["OpenCVDecoder", "opencv_decode", "opencv_validate"]
 

@@ -30,8 +30,8 @@ from PIL import Image, ImageFile
 
 from fastdata.decode.base import DecodeError, check_not_empty
 from fastdata.decode.headers import image_kind
-from fastdata.decode.scaling import Scale, resize_to, scaled_size
 from fastdata.decode.limits import check_pixels
+from fastdata.decode.scaling import Scale, resize_to, scaled_size
 
 for _plugin in ("Bmp", "Gif", "Jpeg", "Png", "Ppm", "Tiff", "WebP"):
     try:  # importing a plugin registers its format in PIL.Image.OPEN
@@ -42,9 +42,7 @@ for _plugin in ("Bmp", "Gif", "Jpeg", "Png", "Ppm", "Tiff", "WebP"):
 __all__ = ["PIL_FORMATS", "open_image", "pil_decode", "pil_validate"]
 
 #: The Pillow formats fastdata decodes, in the order they are tried.
-PIL_FORMATS: tuple[str, ...] = tuple(
-    f for f in ("JPEG", "PNG", "GIF", "BMP", "TIFF", "WEBP", "PPM") if f in Image.OPEN
-)
+PIL_FORMATS: tuple[str, ...] = tuple(f for f in ("JPEG", "PNG", "GIF", "BMP", "TIFF", "WEBP", "PPM") if f in Image.OPEN)
 # What Pillow's plugins raise for "not this format", as Image.open treats it.
 _NOT_THIS_FORMAT = (SyntaxError, IndexError, TypeError, struct.error)
 

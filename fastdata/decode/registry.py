@@ -44,8 +44,12 @@ def get_decoder(name: str = "auto") -> Decoder:
             return NativeJpegDecoder()
         if not native_disabled() and not _native_warned:
             _native_warned = True
-            warnings.warn(f"fastdata's native crop-region JPEG kernel is not built, so JPEGs decode whole and "
-                          f"more slowly: {native.BUILD_HINT}", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"fastdata's native crop-region JPEG kernel is not built, so JPEGs decode whole and "
+                f"more slowly: {native.BUILD_HINT}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         return fallback_decoder()
     if name == "native":
         return NativeJpegDecoder()

@@ -1,5 +1,6 @@
 """DCT scales and the resize helpers: which libjpeg scale to decode at, a box mapped into the scaled pixels, and the
-resize of a decoded image (or region) into the caller's ``uint8`` ``(H, W, 3)`` slot."""
+resize of a decoded image (or region) into the caller's ``uint8`` ``(H, W, 3)`` slot.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +10,18 @@ import cv2
 import numpy as np
 
 __all__ = [
-    "KERNEL_SCALES", "SIMD_SCALES", "TURBOJPEG_SCALES", "Box", "check_out", "choose_scale", "interpolation",
-    "plan_region", "resize_into", "resize_to", "scaled_box", "scaled_size",
+    "KERNEL_SCALES",
+    "SIMD_SCALES",
+    "TURBOJPEG_SCALES",
+    "Box",
+    "check_out",
+    "choose_scale",
+    "interpolation",
+    "plan_region",
+    "resize_into",
+    "resize_to",
+    "scaled_box",
+    "scaled_size",
 ]
 
 Scale = tuple[int, int]
@@ -34,9 +45,7 @@ def scaled_size(height: int, width: int, scale: Scale) -> tuple[int, int]:
     return -(-height * num // den), -(-width * num // den)
 
 
-def choose_scale(
-    scales: Iterable[Scale], height: int, width: int, min_height: int, min_width: int
-) -> Scale:
+def choose_scale(scales: Iterable[Scale], height: int, width: int, min_height: int, min_width: int) -> Scale:
     """The smallest scale whose ceil-scaled size is still at least the minimum.
 
     Args:
@@ -58,8 +67,9 @@ def choose_scale(
     return (1, 1)
 
 
-def plan_region(box: Box, height: int, width: int, out_h: int, out_w: int,
-                scales: tuple[Scale, ...]) -> tuple[Scale, int, int, int, int]:
+def plan_region(
+    box: Box, height: int, width: int, out_h: int, out_w: int, scales: tuple[Scale, ...]
+) -> tuple[Scale, int, int, int, int]:
     """``(scale, y0, y1, x0, x1)``: :func:`choose_scale` of ``scales`` for ``box`` and an ``out_h x out_w`` output,
     then :func:`scaled_box` of the ``height x width`` image at that scale, in one step (the per-image plan of the
     crop kernel, computed once per image; the same numbers as the two functions).
@@ -106,10 +116,18 @@ def scaled_box(box: Box, scale: Scale, shape: tuple[int, ...]) -> tuple[int, int
 
 def check_out(out: np.ndarray) -> None:
     """Raise ValueError unless ``out`` is a writable, C-contiguous uint8 ``(H, W, 3)`` array."""
-    if not (isinstance(out, np.ndarray) and out.dtype == np.uint8 and out.ndim == 3 and out.shape[2] == 3
-            and out.flags.c_contiguous and out.flags.writeable):
-        raise ValueError(f"out must be a writable C-contiguous uint8 (H, W, 3) array, got "
-                         f"{getattr(out, 'dtype', type(out).__name__)} {getattr(out, 'shape', '')}")
+    if not (
+        isinstance(out, np.ndarray)
+        and out.dtype == np.uint8
+        and out.ndim == 3
+        and out.shape[2] == 3
+        and out.flags.c_contiguous
+        and out.flags.writeable
+    ):
+        raise ValueError(
+            f"out must be a writable C-contiguous uint8 (H, W, 3) array, got "
+            f"{getattr(out, 'dtype', type(out).__name__)} {getattr(out, 'shape', '')}"
+        )
 
 
 def resize_into(image: np.ndarray, out: np.ndarray, antialias: bool | None) -> None:

@@ -13,9 +13,9 @@ import numpy as np
 from fastdata._util.optional import turbojpeg_handle
 from fastdata.decode.base import DecodeError, Decoder, DecodeWarning, check_not_empty
 from fastdata.decode.headers import is_jpeg
-from fastdata.decode.scaling import SIMD_SCALES, TURBOJPEG_SCALES, Scale
 from fastdata.decode.limits import check_pixels
 from fastdata.decode.pil import pil_decode, pil_validate
+from fastdata.decode.scaling import SIMD_SCALES, TURBOJPEG_SCALES, Scale
 
 __all__ = ["TurboJpegDecoder"]
 
@@ -30,8 +30,12 @@ _CMYK_COLORSPACES = (3, 4)  # TJCS_CMYK, TJCS_YCCK
 _EOF_WARNING = "Premature end of JPEG file"
 # libjpeg's warning messages (its JWRN_* codes); anything else it reports is a fatal error.
 _LIBJPEG_WARNINGS = (
-    _EOF_WARNING, "Corrupt JPEG data", "Inconsistent progression sequence", "Invalid SOS parameters for sequential",
-    "Unknown Adobe color transform code", "Warning: unknown JFIF revision",
+    _EOF_WARNING,
+    "Corrupt JPEG data",
+    "Inconsistent progression sequence",
+    "Invalid SOS parameters for sequential",
+    "Unknown Adobe color transform code",
+    "Warning: unknown JFIF revision",
     "Application transferred too many scanlines",
 )
 _T = TypeVar("_T")
@@ -71,9 +75,7 @@ class TurboJpegDecoder(Decoder):
         for scale in scales:
             pair = tuple(scale)
             if pair not in supported or pair[0] > pair[1]:
-                raise ValueError(
-                    f"scales must hold libjpeg-turbo factors <= 1 from {TURBOJPEG_SCALES}, got {scale!r}"
-                )
+                raise ValueError(f"scales must hold libjpeg-turbo factors <= 1 from {TURBOJPEG_SCALES}, got {scale!r}")
             checked.add(pair)
         checked.add((1, 1))
         self.scales = tuple(sorted(checked, key=lambda s: s[0] / s[1]))
@@ -98,9 +100,7 @@ class TurboJpegDecoder(Decoder):
         if header[2] in _CMYK_COLORSPACES:  # libjpeg-turbo has no CMYK -> RGB conversion
             return pil_decode(data, scale)
         try:
-            image = _turbojpeg().decode(
-                data, pixel_format=_TJPF_RGB, scaling_factor=None if scale == (1, 1) else scale
-            )
+            image = _turbojpeg().decode(data, pixel_format=_TJPF_RGB, scaling_factor=None if scale == (1, 1) else scale)
         except (OSError, UserWarning) as exc:  # UserWarning: libjpeg warnings under `-W error`
             return _pillow_or_raise(lambda: pil_decode(data, scale), str(exc))
         return image
@@ -137,7 +137,7 @@ class TurboJpegDecoder(Decoder):
         return size
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _turbojpeg() -> Any:
     """PyTurboJPEG, except that a fatal libjpeg error after a warning raises instead of passing for a warning.
 

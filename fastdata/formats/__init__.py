@@ -42,6 +42,13 @@ def get_format(name: str) -> StorageFormat:
 
 
 __all__ = [
-    "FORMATS", "MANIFEST_NAME", "CorruptRecordError", "DatasetChangedError", "Manifest", "ShardInfo", "SkippedFile",
-    "StorageFormat", "get_format",
+    "FORMATS",
+    "MANIFEST_NAME",
+    "CorruptRecordError",
+    "DatasetChangedError",
+    "Manifest",
+    "ShardInfo",
+    "SkippedFile",
+    "StorageFormat",
+    "get_format",
 ]

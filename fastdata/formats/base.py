@@ -105,7 +105,8 @@ class StorageFormat(abc.ABC):
         it (size; what else the format can check cheaply on open) is refused with CorruptRecordError.
 
         ``index`` is the shard's index file (the manifest's ``index``, resolved inside the pack) for a format whose
-        reader reads it when it opens (LMDB's ``.loc`` sidecar; a TFRecord reader is handed positions instead)."""
+        reader reads it when it opens (LMDB's ``.loc`` sidecar; a TFRecord reader is handed positions instead).
+        """
 
     @abc.abstractmethod
     def positions(self, root: Path, shard: ShardInfo) -> tuple[np.ndarray, np.ndarray]:

@@ -46,7 +46,11 @@ class CorruptRecordError(ValueError):
         self.offset = None if offset is None else int(offset)
         self.reason = "damaged" if reason is None else str(reason)
         self.hint = hint
-        where = f"corrupt record in {self.shard} at {self.offset}" if self.offset is not None else f"damaged file {self.shard}"
+        where = (
+            f"corrupt record in {self.shard} at {self.offset}"
+            if self.offset is not None
+            else f"damaged file {self.shard}"
+        )
         super().__init__(f"{where}: {self.reason}" + (f"; {hint}" if hint else ""))
 
     def with_hint(self, hint: str) -> CorruptRecordError:
@@ -70,7 +74,9 @@ class DatasetChangedError(RuntimeError):
     """
 
 
-_MESSAGE = re.compile(r"(?:corrupt record in (?P<shard>.+?) at (?P<offset>-?\d+)|damaged file (?P<file>.+?)): (?P<reason>[^\n]*)")
+_MESSAGE = re.compile(
+    r"(?:corrupt record in (?P<shard>.+?) at (?P<offset>-?\d+)|damaged file (?P<file>.+?)): (?P<reason>[^\n]*)"
+)
 
 
 def _parse_message(message: str) -> tuple[str | None, int | None, str | None]:

@@ -16,7 +16,9 @@ _F = descriptor_pb2.FieldDescriptorProto
 
 
 def _file_descriptor() -> descriptor_pb2.FileDescriptorProto:
-    fdp = descriptor_pb2.FileDescriptorProto(name="fastdata/tensorflow_example.proto", package="tensorflow", syntax="proto3")
+    fdp = descriptor_pb2.FileDescriptorProto(
+        name="fastdata/tensorflow_example.proto", package="tensorflow", syntax="proto3"
+    )
 
     def message(name: str, fields: list[tuple[str, int, int, int, str]]) -> descriptor_pb2.DescriptorProto:
         msg = fdp.message_type.add(name=name)

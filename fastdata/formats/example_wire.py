@@ -66,7 +66,8 @@ def _varint(buf: bytes, i: int, end: int) -> tuple[int, int]:
 
 def _lists(buf: bytes, i: int, end: int, kind: int) -> int | None:
     """Walk the values of one ``Feature``'s list (its content ``buf[i:end]``): every leaf inside ``end``, packed
-    floats a multiple of 4 bytes, packed int64s whole varints. The first int64 (None: none, or not an int list)."""
+    floats a multiple of 4 bytes, packed int64s whole varints. The first int64 (None: none, or not an int list).
+    """
     first = None
     while i < end:
         if buf[i] != _FIRST:  # unpacked numbers (or anything else): not plain
@@ -116,7 +117,7 @@ def walk(prefix: bytes, length: int) -> Generator[tuple[int, int], bytes, int | 
                 raise NotPlain
             size = buf[i + 1]
             size, i = (size, i + 2) if size < 0x80 else _varint(buf, i + 1, stop)
-            key = buf[i:i + size]
+            key = buf[i : i + size]
             i += size
             if i >= stop or buf[i] != _VALUE:
                 raise NotPlain

@@ -121,12 +121,15 @@ def infer_types(names: Iterable[str], rows: Iterable[Mapping[str, Any]], *, text
 
 def fits(spec: Mapping[str, Any], value: Any) -> bool:
     """True when ``value`` is stored unchanged as a field of type ``spec`` (``{"kind", "shape"}``): an int in a
-    float field fits, a float in an int field does not (it would be cut), a list of 3 in a ``[-1]`` array does."""
+    float field fits, a float in an int field does not (it would be cut), a list of 3 in a ``[-1]`` array does.
+    """
     declared = (spec["kind"], list(spec.get("shape") or []))
     return _join(declared, kind_of(value)) == declared
 
 
-def encode_values(types: Mapping[str, dict], values: Mapping[str, Any], *, text: bool = False) -> dict[str, tuple[str, list]]:
+def encode_values(
+    types: Mapping[str, dict], values: Mapping[str, Any], *, text: bool = False
+) -> dict[str, tuple[str, list]]:
     """A row's fields as feature lists: ``{name: ("int64" | "float" | "bytes", [values])}``.
 
     Raises:
@@ -166,7 +169,9 @@ def decode_values(types: Mapping[str, dict], names: Iterable[str], feature: Any)
             out[name] = (int(values[0]) if values else 0) if kind == "int" else np.asarray(values, dtype=np.int64)
         elif kind in ("float", "float_array"):
             values = np.asarray(entry.float_list.value if entry is not None else [], dtype=np.float32)
-            out[name] = (float(values[0]) if len(values) else 0.0) if kind == "float" else values.reshape(spec["shape"] or [-1])
+            out[name] = (
+                (float(values[0]) if len(values) else 0.0) if kind == "float" else values.reshape(spec["shape"] or [-1])
+            )
         else:
             raw = entry.bytes_list.value[0] if entry is not None and entry.bytes_list.value else b""
             out[name] = raw.decode("utf-8") if kind == "string" else (json.loads(raw) if raw else None)
@@ -186,15 +191,25 @@ def field_types(manifest: Any, names: Iterable[str] | None) -> tuple[tuple[str, 
     """
     names = tuple(names or ())
     types = dict(((manifest.options if manifest is not None else {}) or {}).get("field_types") or {})
-    missing = [n for n in names if n not in types or not isinstance(types[n], dict) or types[n].get("kind") not in KINDS]
+    missing = [
+        n for n in names if n not in types or not isinstance(types[n], dict) or types[n].get("kind") not in KINDS
+    ]
     if missing:
-        raise ValueError(f"the dataset has no field {', '.join(map(repr, missing))} (its fields: "
-                         f"{', '.join(sorted(types)) or 'none'}; pack with --fields to keep columns)")
+        raise ValueError(
+            f"the dataset has no field {', '.join(map(repr, missing))} (its fields: "
+            f"{', '.join(sorted(types)) or 'none'}; pack with --fields to keep columns)"
+        )
     return names, {n: types[n] for n in names}
 
 
-_READ_AS = {"int": "int", "float": "float (float32)", "string": "str", "int_list": "int64 array",
-            "float_array": "float32 array", "json": "JSON value"}
+_READ_AS = {
+    "int": "int",
+    "float": "float (float32)",
+    "string": "str",
+    "int_list": "int64 array",
+    "float_array": "float32 array",
+    "json": "JSON value",
+}
 
 
 def fields_table(types: Mapping[str, Mapping[str, Any]]) -> list[str]:

@@ -19,8 +19,16 @@ import google_crc32c
 
 from fastdata.formats.errors import CorruptRecordError
 
-__all__ = ["FileIdentity", "check_crc32c", "crc32c_hex", "inside", "open_regular", "read_regular", "resolve_inside",
-           "stat_regular"]
+__all__ = [
+    "FileIdentity",
+    "check_crc32c",
+    "crc32c_hex",
+    "inside",
+    "open_regular",
+    "read_regular",
+    "resolve_inside",
+    "stat_regular",
+]
 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)  # a FIFO opens without blocking
 
@@ -57,7 +65,9 @@ def resolve_inside(root: str | os.PathLike, rel: str) -> Path:
     path = (base / rel).resolve()
     if path != base and base not in path.parents:
         raise CorruptRecordError(
-            base / rel, None, "leads outside the dataset folder (a symlink or an absolute path?); refusing to read it",
+            base / rel,
+            None,
+            "leads outside the dataset folder (a symlink or an absolute path?); refusing to read it",
             hint="copy the real file into the dataset folder",
         )
     return path

@@ -52,7 +52,8 @@ def int_array(values: list, dtype: type, path: str | os.PathLike, key: str) -> n
 
 def locate_values(fd: int, file_size: int, path: str | os.PathLike) -> LMDBIndex:
     """Where each record, fields record and ``__meta__`` lies: compact arrays by record number, from the checked walk
-    of :mod:`~fastdata.formats.lmdb_pages` (which raises CorruptRecordError for a damaged or foreign file)."""
+    of :mod:`~fastdata.formats.lmdb_pages` (which raises CorruptRecordError for a damaged or foreign file).
+    """
     return index_values(fd, file_size, path, classify, 3)
 
 

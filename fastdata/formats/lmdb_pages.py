@@ -109,11 +109,19 @@ class LMDBIndex:
             return data
         overflow = (offset - _PAGE_HEADER) // self.page_size
         raw = os.pread(fd, _PAGE_HEADER + size, offset - _PAGE_HEADER)
-        number_read, _pad, flags, count = struct.unpack_from("<QHHI", raw, 0) if len(raw) >= _PAGE_HEADER else (-1, 0, 0, 0)
-        if (len(raw) != _PAGE_HEADER + size or number_read != overflow or not flags & _P_OVERFLOW
-                or _PAGE_HEADER + size > count * self.page_size):
+        number_read, _pad, flags, count = (
+            struct.unpack_from("<QHHI", raw, 0) if len(raw) >= _PAGE_HEADER else (-1, 0, 0, 0)
+        )
+        if (
+            len(raw) != _PAGE_HEADER + size
+            or number_read != overflow
+            or not flags & _P_OVERFLOW
+            or _PAGE_HEADER + size > count * self.page_size
+        ):
             raise CorruptRecordError(
-                path, None, f"its LMDB structure is damaged: overflow page {overflow} does not hold the {size}-byte value"
+                path,
+                None,
+                f"its LMDB structure is damaged: overflow page {overflow} does not hold the {size}-byte value",
             )
         return raw[_PAGE_HEADER:]
 
@@ -179,8 +187,12 @@ class _Walker:
             if len(twice):
                 raise self.fail(f"key number {int(numbers[twice[0]])} is stored twice")
         whole = len(numbers) == 0 or (int(numbers[0]) == 0 and int(numbers[-1]) == len(numbers) - 1)
-        return Located(None if whole else numbers.copy(), table[:, 0].copy(), table[:, 1].astype(np.uint32),
-                       table[:, 2].astype(np.bool_))
+        return Located(
+            None if whole else numbers.copy(),
+            table[:, 0].copy(),
+            table[:, 1].astype(np.uint32),
+            table[:, 2].astype(np.bool_),
+        )
 
     def _meta(self) -> tuple[int | None, int, int]:
         """The main database's root page, depth and entry count from the newer sound meta page."""
@@ -279,6 +291,6 @@ class _Walker:
         if start + 8 > self.page_size:
             raise self.fail(f"an overflow page number on page {pgno} runs past the page")
         (first,) = struct.unpack_from("<Q", page, start)
-        if not 2 <= first or first * self.page_size + _PAGE_HEADER + size > self.file_size:
+        if not first >= 2 or first * self.page_size + _PAGE_HEADER + size > self.file_size:
             raise self.fail(f"a {size}-byte value at overflow page {first} (from page {pgno}) runs past the file")
         return key, first * self.page_size + _PAGE_HEADER, size, True

@@ -34,7 +34,13 @@ import lmdb
 import numpy as np
 
 from fastdata._util.fs import atomic_write_bytes, file_crc32c, publish, tmp_path
-from fastdata.formats.base import CorruptRecordError, DatasetChangedError, ShardReaderBase, ShardWriterBase, StorageFormat
+from fastdata.formats.base import (
+    CorruptRecordError,
+    DatasetChangedError,
+    ShardReaderBase,
+    ShardWriterBase,
+    StorageFormat,
+)
 from fastdata.formats.example import ImageRecord, encode_fields, parse_features
 from fastdata.formats.files import FileIdentity, crc32c_hex, open_regular, resolve_inside
 from fastdata.formats.lmdb_keys import FIELDS, FIELDS_SUFFIX, META_KEY, RECORD, sample_key
@@ -88,8 +94,12 @@ class LMDBShardWriter(ShardWriterBase):
         if not self._txn.put(sample_key(self.num_samples), record.image, append=True):
             raise RuntimeError(f"could not append sample {self.num_samples} to {self._tmp}")
         values = {
-            "labels": record.label, "filenames": record.filename, "heights": record.height, "widths": record.width,
-            "formats": record.image_format, "crc32c": google_crc32c.value(record.image),
+            "labels": record.label,
+            "filenames": record.filename,
+            "heights": record.height,
+            "widths": record.width,
+            "formats": record.image_format,
+            "crc32c": google_crc32c.value(record.image),
             "class_names": record.class_name,
         }
         for key, value in values.items():
@@ -136,8 +146,12 @@ class LMDBShardWriter(ShardWriterBase):
         finally:
             os.close(fd)
         fields = self._meta.get("fields_crc32c")
-        return sidecar_bytes(index, np.asarray(self._meta["crc32c"], np.uint32), np.asarray(self._meta["labels"],
-                             np.int64), None if fields is None else np.asarray(fields, np.uint32))
+        return sidecar_bytes(
+            index,
+            np.asarray(self._meta["crc32c"], np.uint32),
+            np.asarray(self._meta["labels"], np.int64),
+            None if fields is None else np.asarray(fields, np.uint32),
+        )
 
     def abort(self) -> None:
         try:
@@ -171,8 +185,9 @@ class LMDBShardReader(ShardReaderBase):
         CorruptRecordError: the file is not a sound shard, or not the one the manifest describes.
     """
 
-    def __init__(self, path: Path, *, expected: ShardInfo | None = None, check_crc: bool = True,
-                 index: Path | None = None) -> None:
+    def __init__(
+        self, path: Path, *, expected: ShardInfo | None = None, check_crc: bool = True, index: Path | None = None
+    ) -> None:
         self._fd = -1  # set first: __del__ runs even when opening fails
         self.path = Path(path)
         self.check_crc = check_crc

@@ -37,8 +37,16 @@ from fastdata.formats.lmdb_keys import FIELDS, META, RECORD
 from fastdata.formats.lmdb_pages import PAGE_HEADER, PAGE_SIZES, LMDBIndex, Located
 from fastdata.formats.manifest_entries import ShardInfo
 
-__all__ = ["SUFFIX", "Sidecar", "max_sidecar_bytes", "parse_sidecar", "read_sidecar", "sidecar_bytes",
-           "sidecar_path_for", "sidecar_problems"]
+__all__ = [
+    "SUFFIX",
+    "Sidecar",
+    "max_sidecar_bytes",
+    "parse_sidecar",
+    "read_sidecar",
+    "sidecar_bytes",
+    "sidecar_path_for",
+    "sidecar_problems",
+]
 
 SUFFIX = ".loc"
 _MAGIC = b"FDLMDLOC"
@@ -85,13 +93,24 @@ def sidecar_bytes(index: LMDBIndex, crc32c: np.ndarray, labels: np.ndarray, fiel
     n, m = len(records), len(fields)
     if records.numbers is not None or fields.numbers is not None or len(crc32c) != n or len(labels) != n:
         raise ValueError(f"a shard of {n} records numbered other than 0 .. n - 1, or not one CRC32C and label each")
-    if m not in (0, n) or (fields_crc32c is None) != (m == 0) or (fields_crc32c is not None and len(fields_crc32c) != m):
+    if (
+        m not in (0, n)
+        or (fields_crc32c is None) != (m == 0)
+        or (fields_crc32c is not None and len(fields_crc32c) != m)
+    ):
         raise ValueError(f"fields stored for {m} of {n} records (a fastdata shard stores them for all or none)")
-    parts = [_HEADER.pack(_MAGIC, _VERSION, index.page_size, n, m), records.offsets.astype("<i8"),
-             np.asarray(labels).astype("<i8"), fields.offsets.astype("<i8"), records.lengths.astype("<u4"),
-             np.asarray(crc32c).astype("<u4"), fields.lengths.astype("<u4"),
-             np.asarray(fields_crc32c if m else [], dtype=np.uint32).astype("<u4"),
-             records.overflow.astype(np.uint8), fields.overflow.astype(np.uint8)]
+    parts = [
+        _HEADER.pack(_MAGIC, _VERSION, index.page_size, n, m),
+        records.offsets.astype("<i8"),
+        np.asarray(labels).astype("<i8"),
+        fields.offsets.astype("<i8"),
+        records.lengths.astype("<u4"),
+        np.asarray(crc32c).astype("<u4"),
+        fields.lengths.astype("<u4"),
+        np.asarray(fields_crc32c if m else [], dtype=np.uint32).astype("<u4"),
+        records.overflow.astype(np.uint8),
+        fields.overflow.astype(np.uint8),
+    ]
     return b"".join(p if isinstance(p, bytes) else p.tobytes() for p in parts)
 
 
@@ -110,8 +129,12 @@ def read_sidecar(path: str | os.PathLike, shard: ShardInfo, file_size: int) -> S
     try:
         data = read_regular(path, max_bytes=max_sidecar_bytes(shard.num_samples), nbytes=shard.index_nbytes)
     except FileNotFoundError:
-        raise CorruptRecordError(path, None, f"is missing (the location sidecar the manifest names for {shard.path})",
-                                 hint="run `fastdata verify` on the pack") from None
+        raise CorruptRecordError(
+            path,
+            None,
+            f"is missing (the location sidecar the manifest names for {shard.path})",
+            hint="run `fastdata verify` on the pack",
+        ) from None
     check_crc32c(data, shard.index_crc32c, path)
     return parse_sidecar(data, path, num_samples=shard.num_samples, file_size=file_size)
 
@@ -130,8 +153,9 @@ def parse_sidecar(data: bytes, path: str | os.PathLike, *, num_samples: int, fil
     if n != num_samples or m not in (0, n):
         raise CorruptRecordError(path, None, f"lists {n} records ({m} with fields), the manifest says {num_samples}")
     if page_size not in PAGE_SIZES or len(data) != _HEADER.size + _PER_RECORD * n + _PER_FIELDS * m:
-        raise CorruptRecordError(path, None, f"is {len(data)} bytes, not what its header declares (page size "
-                                             f"{page_size}, {n} records)")
+        raise CorruptRecordError(
+            path, None, f"is {len(data)} bytes, not what its header declares (page size {page_size}, {n} records)"
+        )
     at = _HEADER.size
 
     def take(dtype: str, count: int) -> np.ndarray:
@@ -151,10 +175,18 @@ def parse_sidecar(data: bytes, path: str | os.PathLike, *, num_samples: int, fil
     return Sidecar(index, crc, labels, fields_crc if m else None)
 
 
-def _located(offsets: np.ndarray, lengths: np.ndarray, flags: np.ndarray, page_size: int, file_size: int,
-             path: str | os.PathLike, what: str) -> Located:
+def _located(
+    offsets: np.ndarray,
+    lengths: np.ndarray,
+    flags: np.ndarray,
+    page_size: int,
+    file_size: int,
+    path: str | os.PathLike,
+    what: str,
+) -> Located:
     """The values of one kind, each checked to lie where an LMDB file of ``file_size`` bytes can hold it: past the two
-    meta pages and inside the file; an overflow value right after its run's page header; any other inside one page."""
+    meta pages and inside the file; an overflow value right after its run's page header; any other inside one page.
+    """
     if not len(offsets):
         return Located(None, offsets, lengths, flags.view(np.bool_))
     if int(flags.max()) > 1:
@@ -166,13 +198,24 @@ def _located(offsets: np.ndarray, lengths: np.ndarray, flags: np.ndarray, page_s
     sound = inside & (ends <= file_size) & np.where(big, within == PAGE_HEADER, within + lengths <= page_size)
     if not bool(sound.all()):
         k = int(np.flatnonzero(~sound)[0])
-        raise CorruptRecordError(path, None, f"places {what} ({int(lengths[k])} bytes at {int(offsets[k])}) outside "
-                                             f"the {file_size} bytes or the pages of its shard")
+        raise CorruptRecordError(
+            path,
+            None,
+            f"places {what} ({int(lengths[k])} bytes at {int(offsets[k])}) outside "
+            f"the {file_size} bytes or the pages of its shard",
+        )
     return Located(None, offsets, lengths, big)
 
 
-def sidecar_problems(root: Path, shard: ShardInfo, walked: LMDBIndex, crc32c: np.ndarray, labels: np.ndarray,
-                     fields_crc32c: np.ndarray | None, file_size: int) -> list[str]:
+def sidecar_problems(
+    root: Path,
+    shard: ShardInfo,
+    walked: LMDBIndex,
+    crc32c: np.ndarray,
+    labels: np.ndarray,
+    fields_crc32c: np.ndarray | None,
+    file_size: int,
+) -> list[str]:
     """What ``fastdata verify`` finds wrong with the sidecar the manifest names for ``shard`` (none: ``[]``): missing,
     damaged, or disagreeing with the walk of the shard and its ``__meta__`` (each problem names the sidecar).
     """
@@ -184,14 +227,24 @@ def sidecar_problems(root: Path, shard: ShardInfo, walked: LMDBIndex, crc32c: np
         return [f"{shard.index}: {exc.reason}"]
     except OSError as exc:
         return [f"{shard.index}: unreadable ({exc.strerror or type(exc).__name__})"]
-    pairs = [("page size", walked.page_size, found.index.page_size), ("CRC32Cs", crc32c, found.crc32c),
-             ("labels", labels, found.labels),
-             ("fields CRC32Cs", np.zeros(0) if fields_crc32c is None else fields_crc32c,
-              np.zeros(0) if found.fields_crc32c is None else found.fields_crc32c)]
+    pairs = [
+        ("page size", walked.page_size, found.index.page_size),
+        ("CRC32Cs", crc32c, found.crc32c),
+        ("labels", labels, found.labels),
+        (
+            "fields CRC32Cs",
+            np.zeros(0) if fields_crc32c is None else fields_crc32c,
+            np.zeros(0) if found.fields_crc32c is None else found.fields_crc32c,
+        ),
+    ]
     for kind, name in ((RECORD, "records'"), (FIELDS, "fields'")):
         mine, theirs = walked.located[kind], found.index.located[kind]
-        pairs += [(f"{name} numbering", mine.numbers is None, True), (f"{name} offsets", mine.offsets, theirs.offsets),
-                  (f"{name} lengths", mine.lengths, theirs.lengths), (f"{name} overflow", mine.overflow, theirs.overflow)]
+        pairs += [
+            (f"{name} numbering", mine.numbers is None, True),
+            (f"{name} offsets", mine.offsets, theirs.offsets),
+            (f"{name} lengths", mine.lengths, theirs.lengths),
+            (f"{name} overflow", mine.overflow, theirs.overflow),
+        ]
     differ = [name for name, a, b in pairs if not np.array_equal(a, b)]
     if differ:
         return [f"{shard.index}: does not match {shard.path} (its {', '.join(differ)} differ from the shard's)"]

@@ -80,7 +80,8 @@ class Manifest:
     @property
     def side_files(self) -> list[str]:
         """The files besides the shards and their indexes that this manifest names: the labels, and the transcoded
-        side file when there is one (uploaded, mirrored and verified with the shards)."""
+        side file when there is one (uploaded, mirrored and verified with the shards).
+        """
         return [self.targets] + ([self.transcoded_file] if self.transcoded_file else [])
 
     @property
@@ -137,10 +138,15 @@ class Manifest:
         shards = ShardTable(entries) if compact else list(entries)
         manifest = cls(
             format=f.string(root, "format", required=True),
-            classes=[f.check(c, f"classes[{i}]", str, "a string") for i, c in enumerate(f.array(root, "classes", required=True))],
+            classes=[
+                f.check(c, f"classes[{i}]", str, "a string")
+                for i, c in enumerate(f.array(root, "classes", required=True))
+            ],
             shards=shards,
             skipped=[f.skipped(entry, f"skipped[{i}]") for i, entry in enumerate(f.array(root, "skipped") or [])],
-            warnings=[f.file_warnings(entry, f"warnings[{i}]") for i, entry in enumerate(f.array(root, "warnings") or [])],
+            warnings=[
+                f.file_warnings(entry, f"warnings[{i}]") for i, entry in enumerate(f.array(root, "warnings") or [])
+            ],
             targets=f.path(root, "targets") or "targets.npy",
             options=f.options(root),
             version=version,
@@ -188,5 +194,16 @@ class Manifest:
 
 
 MAX_MANIFEST_BYTES = 256 << 20
-_OPTIONAL = ("index", "index_nbytes", "index_crc32c", "meta_crc32c", "targets_nbytes", "targets_crc32c", "transcoded",
-             "transcoded_records", "transcoded_file", "transcoded_nbytes", "transcoded_crc32c")
+_OPTIONAL = (
+    "index",
+    "index_nbytes",
+    "index_crc32c",
+    "meta_crc32c",
+    "targets_nbytes",
+    "targets_crc32c",
+    "transcoded",
+    "transcoded_records",
+    "transcoded_file",
+    "transcoded_nbytes",
+    "transcoded_crc32c",
+)

@@ -40,7 +40,8 @@ _NUMBERED = re.compile(r"targets-(\d+)\.npy")
 
 def bits_name(targets: str) -> str:
     """The side file that goes with a labels file: ``targets.npy`` → ``transcoded.bits``, ``targets-3.npy`` →
-    ``transcoded-3.bits`` (an append writes new ones beside the old, which a reader of the old manifest still uses)."""
+    ``transcoded-3.bits`` (an append writes new ones beside the old, which a reader of the old manifest still uses).
+    """
     match = _NUMBERED.fullmatch(Path(targets).name)
     return f"transcoded-{match.group(1)}.bits" if match else BITS_NAME
 
@@ -61,12 +62,15 @@ class TranscodedBits:
 
     def add(self, shard: ShardInfo | None, samples: int, positions: Sequence[int] | np.ndarray) -> None:
         """The next ``samples`` samples (``shard``'s records; None: no shard), of which ``positions`` (indices in
-        the shard, or a bool per record) were re-coded."""
+        the shard, or a bool per record) were re-coded.
+        """
         first, self._next = self._next, self._next + samples
         index = np.asarray(positions)
         index = (np.flatnonzero(index) if index.dtype == np.bool_ else index).astype(np.int64)
         if len(index) and (index.min() < 0 or index.max() >= samples):
-            raise ValueError(f"transcoded positions must lie in [0, {samples}), got {int(index.min())}..{int(index.max())}")
+            raise ValueError(
+                f"transcoded positions must lie in [0, {samples}), got {int(index.min())}..{int(index.max())}"
+            )
         index = np.unique(index) + first
         np.bitwise_or.at(self.bits, index >> 3, (1 << (index & 7)).astype(np.uint8))
         if shard is not None:
@@ -75,7 +79,8 @@ class TranscodedBits:
 
     def write(self, out: Path, targets: str) -> dict[str, Any]:
         """Write the side file beside ``targets`` if some shard is partly re-coded; return the manifest's fields
-        (``transcoded_records`` and, with the file, ``transcoded_file/_nbytes/_crc32c``)."""
+        (``transcoded_records`` and, with the file, ``transcoded_file/_nbytes/_crc32c``).
+        """
         if self._next != self.samples:
             raise ValueError(f"the shards hold {self._next} samples, not the {self.samples} expected")
         fields: dict[str, Any] = {"transcoded_records": sum(s.transcoded or 0 for s in self.shards)}
@@ -117,35 +122,47 @@ class TranscodedRecords:
             return cls(manifest, None)
         where = "manifest.json"
         if manifest.transcoded is not None:
-            raise ValueError(f"{where}: lists transcoded records both as ranges and as counts; re-create it with "
-                             "`fastdata pack`")
+            raise ValueError(
+                f"{where}: lists transcoded records both as ranges and as counts; re-create it with `fastdata pack`"
+            )
         counts = [s.transcoded for s in shards]
         over = [s for s in shards if s.transcoded is not None and s.transcoded > s.num_samples]
         if over:
-            raise ValueError(f"{where}: field transcoded of {over[0].path} is {over[0].transcoded}, more than its "
-                             f"{over[0].num_samples} records; re-create it with `fastdata pack`")
+            raise ValueError(
+                f"{where}: field transcoded of {over[0].path} is {over[0].transcoded}, more than its "
+                f"{over[0].num_samples} records; re-create it with `fastdata pack`"
+            )
         if any(c is None for c in counts) or sum(counts) != manifest.transcoded_records:
-            raise ValueError(f"{where}: field transcoded_records is {manifest.transcoded_records} but its shards "
-                             "do not count as many; re-create it with `fastdata pack`")
+            raise ValueError(
+                f"{where}: field transcoded_records is {manifest.transcoded_records} but its shards "
+                "do not count as many; re-create it with `fastdata pack`"
+            )
         partial = [k for k, s in enumerate(shards) if 0 < (s.transcoded or 0) < s.num_samples]
         if not partial:
             return cls(manifest, None)
         if manifest.transcoded_file is None or manifest.transcoded_nbytes is None or manifest.transcoded_crc32c is None:
-            raise ValueError(f"{where}: {shards[partial[0]].path} is partly transcoded but the manifest names no "
-                             "transcoded_file with its size and CRC32C; re-create it with `fastdata pack`")
+            raise ValueError(
+                f"{where}: {shards[partial[0]].path} is partly transcoded but the manifest names no "
+                "transcoded_file with its size and CRC32C; re-create it with `fastdata pack`"
+            )
         expected = (manifest.num_samples + 7) // 8
         path = resolve_inside(root, manifest.transcoded_file)
         if manifest.transcoded_nbytes != expected:
-            raise CorruptRecordError(path, None, f"the manifest gives it {manifest.transcoded_nbytes} bytes, a bit per "
-                                     f"sample is {expected}")
+            raise CorruptRecordError(
+                path, None, f"the manifest gives it {manifest.transcoded_nbytes} bytes, a bit per sample is {expected}"
+            )
         data = read_regular(path, max_bytes=expected, nbytes=expected)
         check_crc32c(data, manifest.transcoded_crc32c, path)
         records = cls(manifest, np.frombuffer(data, np.uint8))
         for k in partial:
             found = int(np.count_nonzero(records.shard_mask(k)))
             if found != shards[k].transcoded:
-                raise CorruptRecordError(path, None, f"marks {found} records of {shards[k].path} as transcoded, the "
-                                         f"manifest counts {shards[k].transcoded}")
+                raise CorruptRecordError(
+                    path,
+                    None,
+                    f"marks {found} records of {shards[k].path} as transcoded, the "
+                    f"manifest counts {shards[k].transcoded}",
+                )
         return records
 
     def shard_mask(self, k: int) -> np.ndarray | None:
@@ -158,17 +175,17 @@ class TranscodedRecords:
             return None
         if shard.transcoded in (0, n) or self._bits is None:
             return np.full(n, shard.transcoded == n and n > 0)
-        chunk = self._bits[start >> 3:(start + n + 7) >> 3]
-        return np.unpackbits(chunk, bitorder="little")[start & 7:(start & 7) + n].astype(bool)
+        chunk = self._bits[start >> 3 : (start + n + 7) >> 3]
+        return np.unpackbits(chunk, bitorder="little")[start & 7 : (start & 7) + n].astype(bool)
 
     def _from_ranges(self, start: int, stop: int) -> np.ndarray:
         mask = np.zeros(stop - start, bool)
         ranges = self.manifest.transcoded or []
-        for a, b in ranges[max(0, bisect.bisect_right(self._range_starts, start) - 1):]:
+        for a, b in ranges[max(0, bisect.bisect_right(self._range_starts, start) - 1) :]:
             if a >= stop:
                 break
             if b > start:
-                mask[max(a, start) - start:min(b, stop) - start] = True
+                mask[max(a, start) - start : min(b, stop) - start] = True
         return mask
 
     def ranges(self) -> list[list[int]] | None:

@@ -141,8 +141,10 @@ class _Fields:
                 raise self.fail(f"{key}[{i}]", "a [start, stop) pair", pair)
             start, stop = (self.integer({"v": v}, "v", required=True, name=f"{key}[{i}]") for v in pair)
             if not end <= start < stop <= samples:
-                raise ValueError(f"{self.source}: field {key}[{i}] is not a sorted range of the {samples} samples; "
-                                 "re-create it with `fastdata pack`")
+                raise ValueError(
+                    f"{self.source}: field {key}[{i}] is not a sorted range of the {samples} samples; "
+                    "re-create it with `fastdata pack`"
+                )
             ranges.append([start, stop])
             end = stop
         return ranges

@@ -34,7 +34,15 @@ from typing import Any
 from fastdata.formats.base import ShardReaderBase
 from fastdata.formats.files import FileIdentity
 
-__all__ = ["CEILING", "MAX_HELD_RECORDS", "OpenReaders", "check_max_open_shards", "default_max_open_shards", "nofile_limit", "reserve"]
+__all__ = [
+    "CEILING",
+    "MAX_HELD_RECORDS",
+    "OpenReaders",
+    "check_max_open_shards",
+    "default_max_open_shards",
+    "nofile_limit",
+    "reserve",
+]
 
 CEILING = 1024  # readers one process keeps open at most by default (each may also hold a little index memory)
 SHARE = 4  # by default shards may take a quarter of the descriptor limit
@@ -78,10 +86,14 @@ def check_max_open_shards(value: Any) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"max_open_shards must be an int >= 1 or None (derived from `ulimit -n`), got {value!r}; "
-                        "e.g. max_open_shards=256")
+        raise TypeError(
+            f"max_open_shards must be an int >= 1 or None (derived from `ulimit -n`), got {value!r}; "
+            "e.g. max_open_shards=256"
+        )
     if value < 1:
-        raise ValueError(f"max_open_shards must be >= 1, got {value}; e.g. max_open_shards=256, or None for the default")
+        raise ValueError(
+            f"max_open_shards must be >= 1, got {value}; e.g. max_open_shards=256, or None for the default"
+        )
     return int(value)
 
 
@@ -178,8 +190,10 @@ class OpenReaders:
     def _too_many(self, code: int, path: Any, limit: int | None, *, refused: bool) -> OSError:
         """The ``OSError`` (same errno) that says how many shards are open, the limit, and what to change."""
         where = f"this process may open {limit} files (`ulimit -n`)" if limit is not None else "no limit is set here"
-        message = (f"{os.strerror(code)} ({errno.errorcode[code]}): {where}; {len(self._open)} shard files are open "
-                   f"with max_open_shards={self.cap}")
+        message = (
+            f"{os.strerror(code)} ({errno.errorcode[code]}): {where}; {len(self._open)} shard files are open "
+            f"with max_open_shards={self.cap}"
+        )
         if refused:
             message += f", and no shard is opened while fewer than {reserve(limit)} descriptors would be left"
         message += "; lower max_open_shards (default: a quarter of the limit) or raise `ulimit -n`"

@@ -46,7 +46,8 @@ class ShardPaths(Rows):
 
 def check_shards(base: Path, manifest: Manifest, shards_here: bool) -> tuple[ShardPaths, np.ndarray]:
     """Every shard's resolved path and identity (device, inode, mtime; zeros when not here), checked as
-    :func:`open_pack` says: one ``lstat`` each, no read (a shard's count is proven where it is first read)."""
+    :func:`open_pack` says: one ``lstat`` each, no read (a shard's count is proven where it is first read).
+    """
     storage = get_format(manifest.format)
     elsewhere, identities = {}, np.zeros((len(manifest.shards), 3), dtype=np.uint64)
     for number, shard in enumerate(manifest.shards):
@@ -76,8 +77,9 @@ def _shard_here(root: Path, rel: str) -> tuple[str | Path, os.stat_result]:
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        raise FileNotFoundError(f"{rel} (named by the manifest) is missing from {root}: "
-                                f"run `fastdata verify {root}`") from None
+        raise FileNotFoundError(
+            f"{rel} (named by the manifest) is missing from {root}: run `fastdata verify {root}`"
+        ) from None
     if stat.S_ISLNK(st.st_mode) and plain:
         path = existing(root, rel)  # a symlink: where it leads must stay inside
     return path, st

@@ -117,8 +117,14 @@ class OpenedPack:
     def __getstate__(self) -> dict:
         if not isinstance(self.manifest.shards, ShardTable):  # a writer's pack: whole
             return dict(self.__dict__)
-        return {"root": self.root, "manifest_identity": self.manifest_identity, "labels": self.labels,
-                "shards_here": self.shards_here, "shards_digest": _digest(self.shard_identities), "error": self.error}
+        return {
+            "root": self.root,
+            "manifest_identity": self.manifest_identity,
+            "labels": self.labels,
+            "shards_here": self.shards_here,
+            "shards_digest": _digest(self.shard_identities),
+            "error": self.error,
+        }
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -144,8 +150,9 @@ class OpenedPack:
             if self.shards_here:
                 self.check_current(shard)  # a re-pack removed it: say that instead
             rel = info.index or info.path
-            raise FileNotFoundError(f"{rel} (named by the manifest) is missing from {self.root}: "
-                                    f"run `fastdata verify {self.root}`") from None
+            raise FileNotFoundError(
+                f"{rel} (named by the manifest) is missing from {self.root}: run `fastdata verify {self.root}`"
+            ) from None
         except CorruptRecordError:
             if self.shards_here:
                 self.check_current(shard)
@@ -184,7 +191,9 @@ class OpenedPack:
         try:
             now = FileIdentity.of(os.stat(self.root / MANIFEST_NAME))
         except FileNotFoundError:
-            raise DatasetChangedError(_changed(self.root, "its manifest.json is gone (a pack is rewriting it?)")) from None
+            raise DatasetChangedError(
+                _changed(self.root, "its manifest.json is gone (a pack is rewriting it?)")
+            ) from None
         if now != self.manifest_identity:
             raise DatasetChangedError(_changed(self.root, "its manifest.json was replaced (re-packed?)"))
         if identity is None:
@@ -227,12 +236,21 @@ def open_pack(root: str | os.PathLike, *, shards_here: bool = True, compact: boo
     except DatasetChangedError as exc:
         raise DatasetChangedError(_changed(base, str(exc))) from None
     labels = map_targets(manifest, existing(base, manifest.targets))
-    return OpenedPack(root=base, manifest=manifest, labels=labels, shard_paths=shard_paths, counts=_counts(manifest),
-                      manifest_identity=before, shard_identities=identities, shards_here=shards_here)
+    return OpenedPack(
+        root=base,
+        manifest=manifest,
+        labels=labels,
+        shard_paths=shard_paths,
+        counts=_counts(manifest),
+        manifest_identity=before,
+        shard_identities=identities,
+        shards_here=shards_here,
+    )
 
 
-def _load(base: Path, identity: FileIdentity, *, shards_here: bool,
-          compact: bool) -> tuple[Manifest, ShardPaths, np.ndarray]:
+def _load(
+    base: Path, identity: FileIdentity, *, shards_here: bool, compact: bool
+) -> tuple[Manifest, ShardPaths, np.ndarray]:
     """The manifest in ``base`` with every shard's path and identity (:func:`check_shards`), read while the
     manifest kept ``identity``: what :func:`open_pack` and an unpickled reader's pack both do.
 
@@ -259,7 +277,8 @@ def _digest(identities: np.ndarray) -> tuple[int, str]:
 
 def _reopen(pack: OpenedPack, digest: tuple[int, str]) -> None:
     """Fill an unpickled reader's pack again from its folder, if it is still the pack its parent checked (the
-    manifest's identity, and every shard's); otherwise record what changed in ``pack.error``. Never raises."""
+    manifest's identity, and every shard's); otherwise record what changed in ``pack.error``. Never raises.
+    """
     pack.manifest, pack.shard_paths, pack.counts = None, ShardPaths(pack.root, [], {}), np.zeros(0, dtype=np.int64)
     pack.shard_identities = np.zeros((0, 3), dtype=np.uint64)
     if pack.error is not None:
@@ -267,15 +286,20 @@ def _reopen(pack: OpenedPack, digest: tuple[int, str]) -> None:
     try:
         if _identity(pack.root / MANIFEST_NAME) != pack.manifest_identity:
             raise DatasetChangedError("its manifest.json was replaced (re-packed?)")
-        manifest, shard_paths, identities = _load(pack.root, pack.manifest_identity, shards_here=pack.shards_here,
-                                                  compact=True)
+        manifest, shard_paths, identities = _load(
+            pack.root, pack.manifest_identity, shards_here=pack.shards_here, compact=True
+        )
         if _digest(identities) != tuple(digest):
             raise DatasetChangedError("a shard was replaced or rewritten since it was opened")
     except (OSError, ValueError, CorruptRecordError, DatasetChangedError) as exc:
         pack.error = str(exc) if isinstance(exc, DatasetChangedError) else f"it no longer opens ({exc})"
         return
-    pack.manifest, pack.shard_paths, pack.counts, pack.shard_identities = (manifest, shard_paths, _counts(manifest),
-                                                                          identities)
+    pack.manifest, pack.shard_paths, pack.counts, pack.shard_identities = (
+        manifest,
+        shard_paths,
+        _counts(manifest),
+        identities,
+    )
 
 
 def _identity(path: Path) -> FileIdentity:
@@ -289,5 +313,7 @@ def _identity(path: Path) -> FileIdentity:
 
 
 def _changed(root: Path, what: str) -> str:
-    return (f"the dataset in {root} changed after this ShardDataset opened it: {what}; create a new ShardDataset "
-            "(and DataLoader) to read the new files")
+    return (
+        f"the dataset in {root} changed after this ShardDataset opened it: {what}; create a new ShardDataset "
+        "(and DataLoader) to read the new files"
+    )

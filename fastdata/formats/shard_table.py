@@ -24,7 +24,8 @@ _CHECKSUMS = ("crc32c", "index_crc32c", "meta_crc32c")  # 8 hex digits → uint3
 
 class Rows(Sequence):
     """A read-only sequence whose items are built on access by :meth:`_row` (a normalised index in range); slices
-    give lists, and an index out of range raises ``IndexError``."""
+    give lists, and an index out of range raises ``IndexError``.
+    """
 
     def _row(self, k: int):  # pragma: no cover - each subclass builds its own
         raise NotImplementedError
@@ -76,7 +77,8 @@ class ShardTable(Rows):
         numbers = self._numbers[shard].tolist()
         sums = self._sums[shard].tolist()
         return ShardInfo(
-            path=self.paths[shard], index=self.indexes[shard],
+            path=self.paths[shard],
+            index=self.indexes[shard],
             **{k: (None if v < 0 else v) for k, v in zip(_NUMBERS, numbers)},
             **{k: (None if v < 0 else f"{v:08x}") for k, v in zip(_CHECKSUMS, sums)},
         )
@@ -100,7 +102,8 @@ class ShardTable(Rows):
 
 class Names(Rows):
     """Strings (or None) held as one UTF-8 blob and an int64 array of offsets (-1: None): no ``str`` object per
-    entry survives the manifest's parse, so its memory goes back to the allocator; an entry is decoded when read."""
+    entry survives the manifest's parse, so its memory goes back to the allocator; an entry is decoded when read.
+    """
 
     def __init__(self, values: Sequence[str | None]) -> None:
         encoded = [b"" if v is None else v.encode("utf-8") for v in values]
@@ -114,11 +117,10 @@ class Names(Rows):
 
     def _row(self, k: int) -> str | None:
         end = int(self._ends[k])
-        return None if end < 0 else self._blob[int(self._starts[k]):end].decode("utf-8")
+        return None if end < 0 else self._blob[int(self._starts[k]) : end].decode("utf-8")
 
 
 def _rebuilt(paths: list[str], indexes: list[str | None], numbers: np.ndarray, sums: np.ndarray) -> ShardTable:
     table = ShardTable(())
     table.paths, table.indexes, table._numbers, table._sums = paths, indexes, numbers, sums
     return table
-

@@ -84,8 +84,10 @@ def _header(head: bytes, *, path: str | os.PathLike, num_samples: int, file_size
         raise CorruptRecordError(path, None, "is not a .npy file with a valid header") from None
     if dtype.kind not in "iu" or dtype.hasobject or shape != (num_samples,) or fortran_order:
         raise CorruptRecordError(
-            path, None, f"must hold {num_samples} integer labels (shape ({num_samples},)) but its header says "
-            f"dtype {dtype.str}, shape {_short(shape)}"
+            path,
+            None,
+            f"must hold {num_samples} integer labels (shape ({num_samples},)) but its header says "
+            f"dtype {dtype.str}, shape {_short(shape)}",
         )
     offset = f.tell()
     if file_size - offset != num_samples * dtype.itemsize:
@@ -125,21 +127,29 @@ def map_targets(manifest: Manifest, path: Path) -> MappedTargets:
     fd, st = open_regular(path, nbytes=manifest.targets_nbytes)
     try:
         if st.st_size > _MAX_HEADER + 8 * n:
-            raise CorruptRecordError(path, None, f"is {st.st_size} bytes, more than the {_MAX_HEADER + 8 * n} it can hold")
+            raise CorruptRecordError(
+                path, None, f"is {st.st_size} bytes, more than the {_MAX_HEADER + 8 * n} it can hold"
+            )
         head = os.pread(fd, min(st.st_size, _MAX_HEADER + 16), 0)
         try:
-            layout: tuple[np.dtype, int] | CorruptRecordError = _header(head, path=path, num_samples=n,
-                                                                         file_size=st.st_size)
+            layout: tuple[np.dtype, int] | CorruptRecordError = _header(
+                head, path=path, num_samples=n, file_size=st.st_size
+            )
         except CorruptRecordError as exc:
             layout = exc  # reported after the checksum, as load_targets does
-        checksum, bad = _scan(fd, st.st_size, None if isinstance(layout, CorruptRecordError) else layout,
-                              len(manifest.classes), path)
+        checksum, bad = _scan(
+            fd, st.st_size, None if isinstance(layout, CorruptRecordError) else layout, len(manifest.classes), path
+        )
         if manifest.targets_crc32c is not None and checksum != manifest.targets_crc32c:
-            raise CorruptRecordError(path, None, f"CRC32C {checksum} does not match {manifest.targets_crc32c} in the manifest")
+            raise CorruptRecordError(
+                path, None, f"CRC32C {checksum} does not match {manifest.targets_crc32c} in the manifest"
+            )
         if isinstance(layout, CorruptRecordError):
             raise layout
         if bad is not None:
-            raise CorruptRecordError(path, None, f"label of sample {bad} is outside the {len(manifest.classes)} classes")
+            raise CorruptRecordError(
+                path, None, f"label of sample {bad} is outside the {len(manifest.classes)} classes"
+            )
         if FileIdentity.of(os.fstat(fd)) != FileIdentity.of(st):
             raise CorruptRecordError(path, None, "changed while it was being checked")
         mapped = MappedTargets(str(path), FileIdentity.of(st), layout[0].str, layout[1], n)
@@ -150,8 +160,9 @@ def map_targets(manifest: Manifest, path: Path) -> MappedTargets:
     return mapped
 
 
-def _scan(fd: int, size: int, layout: tuple[np.dtype, int] | None, num_classes: int,
-          path: Path) -> tuple[str, int | None]:
+def _scan(
+    fd: int, size: int, layout: tuple[np.dtype, int] | None, num_classes: int, path: Path
+) -> tuple[str, int | None]:
     """The file's CRC32C (hex) and, given its layout, the first label outside the classes: read a chunk at a time.
 
     Raises:
@@ -261,13 +272,17 @@ class MappedTargets:
         try:
             fd, st = open_regular(self.path)
         except (OSError, CorruptRecordError):
-            self._error = DatasetChangedError(f"{self.path} is gone or unreadable since this dataset opened it "
-                                              "(re-packed?): create a new ShardDataset (and DataLoader)")
+            self._error = DatasetChangedError(
+                f"{self.path} is gone or unreadable since this dataset opened it "
+                "(re-packed?): create a new ShardDataset (and DataLoader)"
+            )
             return
         if FileIdentity.of(st) != self.identity:
             os.close(fd)
-            self._error = DatasetChangedError(f"{self.path} was replaced or changed after this dataset opened it "
-                                              "(re-packed?): create a new ShardDataset (and DataLoader)")
+            self._error = DatasetChangedError(
+                f"{self.path} was replaced or changed after this dataset opened it "
+                "(re-packed?): create a new ShardDataset (and DataLoader)"
+            )
             return
         self._keep(fd)
 

@@ -107,7 +107,8 @@ class TFRecordShardReader(ShardReaderBase):
 
     def _check_stamp(self) -> None:
         """Raise if the file was rewritten in place since the open: a record's own CRCs cannot tell a record of
-        another image, the file's size and times can (checked after the reads it vouches for)."""
+        another image, the file's size and times can (checked after the reads it vouches for).
+        """
         st = os.fstat(self._fd)
         if (st.st_size, st.st_mtime_ns) != self._stamp:
             raise DatasetChangedError(
@@ -117,14 +118,17 @@ class TFRecordShardReader(ShardReaderBase):
 
     def read(self, position: int, size: int) -> tuple[bytes, int | None]:
         """The image bytes (a ``bytes`` of their own, read straight from the file) and the label of a record,
-        every byte checked (:mod:`~fastdata.formats.tfrecord_read`)."""
+        every byte checked (:mod:`~fastdata.formats.tfrecord_read`).
+        """
         return self.read_many((position,), (size,))[0]
 
     def read_many(self, positions: Sequence[int], sizes: Sequence[int]) -> list[tuple[bytes, int | None]]:
         """:meth:`read` of each record in turn, the file's stamp checked once after the last read."""
         fd, path, check, offset = self._fd, self.path, self.check_crc, self.label_offset
-        records = [read_image_record(fd, position, size, shard=path, check_crc=check, label_offset=offset)
-                   for position, size in zip(positions, sizes)]
+        records = [
+            read_image_record(fd, position, size, shard=path, check_crc=check, label_offset=offset)
+            for position, size in zip(positions, sizes)
+        ]
         self._check_stamp()
         return records
 
@@ -144,7 +148,9 @@ class TFRecordFormat(StorageFormat):
     def writer(self, path: Path) -> TFRecordShardWriter:
         return TFRecordShardWriter(path)
 
-    def reader(self, path: Path, *, expected: ShardInfo | None = None, index: Path | None = None) -> TFRecordShardReader:
+    def reader(
+        self, path: Path, *, expected: ShardInfo | None = None, index: Path | None = None
+    ) -> TFRecordShardReader:
         return TFRecordShardReader(path, nbytes=None if expected is None else expected.nbytes)
 
     def check_declared(self, root: Path, shard: ShardInfo) -> None:
@@ -155,8 +161,10 @@ class TFRecordFormat(StorageFormat):
         """
         if shard.index and shard.index_nbytes is not None and shard.num_samples > shard.index_nbytes // MIN_INDEX_LINE:
             raise CorruptRecordError(
-                root / shard.index, None, f"lists at most {shard.index_nbytes // MIN_INDEX_LINE} records by the size "
-                f"the manifest records for it ({shard.index_nbytes} bytes), but the manifest says {shard.num_samples}"
+                root / shard.index,
+                None,
+                f"lists at most {shard.index_nbytes // MIN_INDEX_LINE} records by the size "
+                f"the manifest records for it ({shard.index_nbytes} bytes), but the manifest says {shard.num_samples}",
             )
 
     def positions(self, root: Path, shard: ShardInfo) -> tuple[np.ndarray, np.ndarray]:
@@ -176,7 +184,9 @@ class TFRecordFormat(StorageFormat):
             path = resolve_inside(root, shard.path)
             index = build_index(path)
         if len(index) != shard.num_samples:
-            raise CorruptRecordError(path, None, f"lists {len(index)} records but the manifest says {shard.num_samples}")
+            raise CorruptRecordError(
+                path, None, f"lists {len(index)} records but the manifest says {shard.num_samples}"
+            )
         offsets, sizes = index[:, 0].copy(), index[:, 1].copy()
         if len(index) and (sizes.min() < HEADER_SIZE + FOOTER_SIZE or (offsets + sizes).max() > shard.nbytes):
             raise CorruptRecordError(path, None, f"lists records outside the {shard.nbytes} bytes of {shard.path}")
@@ -219,8 +229,10 @@ class TFRecordFormat(StorageFormat):
             return []
         try:
             listed = read_index(
-                resolve_inside(root, shard.index), max_bytes=max_index_bytes(shard.nbytes),
-                nbytes=shard.index_nbytes, crc32c=shard.index_crc32c,
+                resolve_inside(root, shard.index),
+                max_bytes=max_index_bytes(shard.nbytes),
+                nbytes=shard.index_nbytes,
+                crc32c=shard.index_crc32c,
             )
         except FileNotFoundError:
             return [f"{shard.index}: missing (the index of {shard.path})"]

@@ -65,7 +65,8 @@ def read_index(
 
 def _parse_index(data: bytes, chunk: int = 1 << 22) -> np.ndarray:
     """The integers of an index's text, parsed a few MB at a time: memory stays a small multiple of the file
-    (one ``bytes`` object per number for the whole file would be about 20 times its size)."""
+    (one ``bytes`` object per number for the whole file would be about 20 times its size).
+    """
     parts, start = [], 0
     while start < len(data):
         stop = data.find(b"\n", min(start + chunk, len(data)))  # cut after a whole line
@@ -81,7 +82,8 @@ _LARGEST = 1 << 62  # no offset or size of a real shard comes near it; numpy's t
 def _parse_lines(text: bytes) -> np.ndarray:
     """The integers of whole ``offset size`` lines. numpy's C parser (4x faster than ``split``: an index is parsed
     again each time its shard is read after its arrays were dropped) when the text is plainly two numbers a line;
-    anything else (a blank line, no final newline, a huge number) goes to the strict ``split`` parse."""
+    anything else (a blank line, no final newline, a huge number) goes to the strict ``split`` parse.
+    """
     lines = text.count(b"\n")
     if lines and text.endswith(b"\n"):
         try:

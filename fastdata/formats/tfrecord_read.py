@@ -38,8 +38,9 @@ def _pread(fd: int, size: int, offset: int) -> bytes:
     return data
 
 
-def read_image_record(fd: int, position: int, size: int, *, shard: os.PathLike | str, check_crc: bool = True,
-                      label_offset: int = 0) -> tuple[bytes, int]:
+def read_image_record(
+    fd: int, position: int, size: int, *, shard: os.PathLike | str, check_crc: bool = True, label_offset: int = 0
+) -> tuple[bytes, int]:
     """``(image bytes, label)`` of the record of ``size`` bytes at ``position`` of the open shard ``fd``, as
     ``decode_image_label(unframe(pread(fd, size, position)), label_offset=label_offset)`` gives them.
 
@@ -60,7 +61,7 @@ def read_image_record(fd: int, position: int, size: int, *, shard: os.PathLike |
         rest = _pread(fd, length - start - nbytes + FOOTER_SIZE, position + HEADER_SIZE + start + nbytes)
     except (NotPlain, _Short):
         return _plain(fd, position, size, shard, check_crc, label_offset)
-    before, after = head[HEADER_SIZE:HEADER_SIZE + start], rest[:-FOOTER_SIZE]
+    before, after = head[HEADER_SIZE : HEADER_SIZE + start], rest[:-FOOTER_SIZE]
     if check_crc:
         crc = google_crc32c.extend(google_crc32c.extend(google_crc32c.value(before), image), after)
         if int.from_bytes(rest[-FOOTER_SIZE:], "little") != mask(crc):
@@ -88,8 +89,9 @@ def read_payload(fd: int, position: int, size: int, *, shard: os.PathLike | str,
     return unframe(buf, shard=shard, offset=position, check_crc=check_crc)
 
 
-def _plain(fd: int, position: int, size: int, shard: os.PathLike | str, check_crc: bool,
-           label_offset: int) -> tuple[bytes, int]:
+def _plain(
+    fd: int, position: int, size: int, shard: os.PathLike | str, check_crc: bool, label_offset: int
+) -> tuple[bytes, int]:
     """The plain read: the whole record, :func:`unframe`, then protobuf."""
     payload = read_payload(fd, position, size, shard=shard, check_crc=check_crc)
     try:

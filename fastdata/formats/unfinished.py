@@ -25,8 +25,15 @@ except ImportError:  # pragma: no cover - Windows
 
 from fastdata.formats.manifest import MANIFEST_NAME
 
-__all__ = ["JOURNAL_NAME", "LOCK_NAME", "UnfinishedPackError", "lock_holder", "read_holder", "refuse_unfinished",
-           "unfinished_pack"]
+__all__ = [
+    "JOURNAL_NAME",
+    "LOCK_NAME",
+    "UnfinishedPackError",
+    "lock_holder",
+    "read_holder",
+    "refuse_unfinished",
+    "unfinished_pack",
+]
 
 LOCK_NAME = ".fastdata.lock"
 JOURNAL_NAME = ".pack-journal.jsonl"
@@ -70,7 +77,8 @@ def lock_holder(folder: str | os.PathLike) -> str | None:
 
 def unfinished_pack(folder: str | os.PathLike) -> str | None:
     """What says that ``folder`` is a pack being written or left unfinished, in words; None for a finished pack
-    (``manifest.json`` there) and for a folder no pack wrote into."""
+    (``manifest.json`` there) and for a folder no pack wrote into.
+    """
     path = Path(folder)
     if not path.is_dir() or (path / MANIFEST_NAME).is_file():
         return None
@@ -101,7 +109,10 @@ def refuse_unfinished(folder: str | os.PathLike) -> None:
             raise UnfinishedPackError(f"{str(folder)!r}: its pack finished while it was being opened: open it again")
         return
     if found.startswith("a fastdata pack"):
-        raise UnfinishedPackError(f"{str(folder)!r} is not a finished pack yet: {found}: open it once the pack has "
-                                  f"written {MANIFEST_NAME}")
-    raise UnfinishedPackError(f"{str(folder)!r} is not a finished pack: {found}: finish it with `fastdata pack SRC "
-                              f"{folder} --resume` (the same SRC and options), or start over with --overwrite")
+        raise UnfinishedPackError(
+            f"{str(folder)!r} is not a finished pack yet: {found}: open it once the pack has written {MANIFEST_NAME}"
+        )
+    raise UnfinishedPackError(
+        f"{str(folder)!r} is not a finished pack: {found}: finish it with `fastdata pack SRC "
+        f"{folder} --resume` (the same SRC and options), or start over with --overwrite"
+    )

@@ -26,18 +26,37 @@ transform reads a device tensor back to the host.
 
 from fastdata.gpu_transforms.base import BatchTransform, Compose
 from fastdata.gpu_transforms.colour import IMAGENET_MEAN, IMAGENET_STD, ColorJitter, Normalize, ToFloat
-from fastdata.gpu_transforms.geometry import RandomHorizontalFlip, RandomResizedCrop
 from fastdata.gpu_transforms.erasing import RandomErasing
+from fastdata.gpu_transforms.geometry import RandomHorizontalFlip, RandomResizedCrop
 from fastdata.gpu_transforms.mixup import CutMix, MixUp, Mixup, MixupCutmix
 from fastdata.gpu_transforms.policies import (
-    AutoAugment, RandAugment, ThreeAugment, TimmRandAugment, TrivialAugmentWide, rand_augment,
+    AutoAugment,
+    RandAugment,
+    ThreeAugment,
+    TimmRandAugment,
+    TrivialAugmentWide,
+    rand_augment,
 )
 
 __all__ = [
     "IMAGENET_MEAN",
     "IMAGENET_STD",
-    "BatchTransform", "CutMix", "ColorJitter", "Compose", "MixUp", "Mixup", "Normalize",
-    "RandomHorizontalFlip", "RandomResizedCrop", "ToFloat",
-    "AutoAugment", "MixupCutmix", "RandAugment", "RandomErasing", "ThreeAugment", "TimmRandAugment", "TrivialAugmentWide",
+    "BatchTransform",
+    "CutMix",
+    "ColorJitter",
+    "Compose",
+    "MixUp",
+    "Mixup",
+    "Normalize",
+    "RandomHorizontalFlip",
+    "RandomResizedCrop",
+    "ToFloat",
+    "AutoAugment",
+    "MixupCutmix",
+    "RandAugment",
+    "RandomErasing",
+    "ThreeAugment",
+    "TimmRandAugment",
+    "TrivialAugmentWide",
     "rand_augment",
 ]

@@ -78,8 +78,10 @@ def check_images(images: object) -> None:
     if not isinstance(images, torch.Tensor):
         raise TypeError(f"images must be a torch.Tensor [N, C, H, W], got {type(images).__name__}")
     if images.dim() != 4:
-        raise ValueError(f"images must be a batch [N, C, H, W], got shape {tuple(images.shape)}; "
-                         "add a batch dimension with images.unsqueeze(0)")
+        raise ValueError(
+            f"images must be a batch [N, C, H, W], got shape {tuple(images.shape)}; "
+            "add a batch dimension with images.unsqueeze(0)"
+        )
     if images.dtype != torch.uint8 and not images.is_floating_point():
         raise TypeError(f"images must be uint8 or floating point, got {images.dtype}")
 
@@ -102,8 +104,10 @@ def check_generator(generator: object) -> torch.Generator | None:
     if not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
     if generator.device.type != "cpu":
-        raise ValueError(f"generator must be a CPU torch.Generator (parameters are drawn on the CPU), "
-                         f"got one on {generator.device}; use torch.Generator()")
+        raise ValueError(
+            f"generator must be a CPU torch.Generator (parameters are drawn on the CPU), "
+            f"got one on {generator.device}; use torch.Generator()"
+        )
     return generator
 
 

@@ -8,7 +8,13 @@ from collections.abc import Sequence
 import torch
 
 from fastdata.gpu_transforms.base import (
-    BatchTransform, Labels, check_float_dtype, check_generator, check_images, gen_repr, to_device,
+    BatchTransform,
+    Labels,
+    check_float_dtype,
+    check_generator,
+    check_images,
+    gen_repr,
+    to_device,
 )
 
 logger = logging.getLogger(__name__)
@@ -134,8 +140,14 @@ class ColorJitter(BatchTransform):
         >>> images, _ = jitter(torch.rand(8, 3, 32, 32), None)
     """
 
-    def __init__(self, brightness: float | tuple[float, float] = 0, contrast: float | tuple[float, float] = 0,
-                 saturation: float | tuple[float, float] = 0, *, generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self,
+        brightness: float | tuple[float, float] = 0,
+        contrast: float | tuple[float, float] = 0,
+        saturation: float | tuple[float, float] = 0,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> None:
         self.brightness = _jitter_range("brightness", brightness)
         self.contrast = _jitter_range("contrast", contrast)
         self.saturation = _jitter_range("saturation", saturation)
@@ -173,8 +185,10 @@ class ColorJitter(BatchTransform):
         return (x.round_().to(torch.uint8) if is_uint8 else x), labels
 
     def extra_repr(self) -> str:
-        return (f"brightness={self.brightness}, contrast={self.contrast}, saturation={self.saturation}"
-                f"{gen_repr(self.generator)}")
+        return (
+            f"brightness={self.brightness}, contrast={self.contrast}, saturation={self.saturation}"
+            f"{gen_repr(self.generator)}"
+        )
 
 
 def _grayscale(x: torch.Tensor) -> torch.Tensor:

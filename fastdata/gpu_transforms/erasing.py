@@ -7,7 +7,13 @@ import math
 import torch
 
 from fastdata.gpu_transforms.base import (
-    BatchTransform, Labels, check_generator, check_images, check_prob, gen_repr, to_device,
+    BatchTransform,
+    Labels,
+    check_generator,
+    check_images,
+    check_prob,
+    gen_repr,
+    to_device,
 )
 
 __all__ = ["RandomErasing"]
@@ -39,15 +45,23 @@ class RandomErasing(BatchTransform):
         >>> images, labels = erase(torch.randn(8, 3, 32, 32), None)
     """
 
-    def __init__(self, p: float = 0.5, scale: tuple[float, float] = (0.02, 1 / 3),
-                 ratio: float | tuple[float, float] = 0.3, mode: str = "const", min_count: int = 1,
-                 max_count: int | None = None, *, generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self,
+        p: float = 0.5,
+        scale: tuple[float, float] = (0.02, 1 / 3),
+        ratio: float | tuple[float, float] = 0.3,
+        mode: str = "const",
+        min_count: int = 1,
+        max_count: int | None = None,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> None:
         self.p = check_prob("p", p)
         lo, hi = (float(s) for s in scale)
         if not 0 < lo <= hi <= 1:
             raise ValueError(f"scale must satisfy 0 < low <= high <= 1, got {scale!r}")
         r = (float(ratio), 1 / float(ratio)) if isinstance(ratio, (int, float)) else tuple(float(v) for v in ratio)
-        if len(r) != 2 or not 0 < min(r):
+        if len(r) != 2 or not min(r) > 0:
             raise ValueError(f"ratio must be a number > 0 or a (low, high) pair of them, got {ratio!r}")
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
@@ -60,7 +74,8 @@ class RandomErasing(BatchTransform):
 
     def get_params(self, batch_size: int, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor, int]:
         """Draw the boxes: CPU int64 ``[batch_size, max_count, 4]`` ``(top, left, h, w)``, a bool mask of the
-        boxes used ``[batch_size, max_count]``, and a seed for the fill noise."""
+        boxes used ``[batch_size, max_count]``, and a seed for the fill noise.
+        """
         g, n, k = self.generator, batch_size, self.max_count
         erase = torch.rand(n, dtype=torch.float64, generator=g) < self.p
         count = torch.randint(self.min_count, self.max_count + 1, (n, 1), generator=g)
@@ -82,8 +97,10 @@ class RandomErasing(BatchTransform):
     def __call__(self, images: torch.Tensor, labels: Labels = None) -> tuple[torch.Tensor, Labels]:
         check_images(images)
         if self.mode != "const" and not images.is_floating_point():
-            raise ValueError(f"mode={self.mode!r} fills with normal noise and needs a float batch; apply "
-                             "RandomErasing after Normalize (as timm does), or use mode='const'")
+            raise ValueError(
+                f"mode={self.mode!r} fills with normal noise and needs a float batch; apply "
+                "RandomErasing after Normalize (as timm does), or use mode='const'"
+            )
         n, c, height, width = images.shape
         boxes, used, seed = self.get_params(n, height, width)
         if not bool(used.any()):
@@ -112,5 +129,7 @@ class RandomErasing(BatchTransform):
         return images.index_copy(0, chosen_d, sub), labels
 
     def extra_repr(self) -> str:
-        return (f"p={self.p}, scale={self.scale}, ratio={tuple(round(r, 4) for r in self.ratio)}, mode={self.mode!r}, "
-                f"count=({self.min_count}, {self.max_count}){gen_repr(self.generator)}")
+        return (
+            f"p={self.p}, scale={self.scale}, ratio={tuple(round(r, 4) for r in self.ratio)}, mode={self.mode!r}, "
+            f"count=({self.min_count}, {self.max_count}){gen_repr(self.generator)}"
+        )

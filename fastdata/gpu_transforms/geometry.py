@@ -9,10 +9,19 @@ import torch
 import torch.nn.functional as F
 
 from fastdata.gpu_transforms.base import (
-    BatchTransform, Labels, check_bounds, check_generator, check_images, check_prob, check_size, gen_repr, to_device,
+    BatchTransform,
+    Labels,
+    check_bounds,
+    check_generator,
+    check_images,
+    check_prob,
+    check_size,
+    gen_repr,
+    to_device,
 )
 
 __all__ = ["RandomHorizontalFlip", "RandomResizedCrop"]
+
 
 class RandomHorizontalFlip(BatchTransform):
     """Flip each image left-right independently with probability ``p``.
@@ -84,15 +93,23 @@ class RandomResizedCrop(BatchTransform):
         (4, 3, 224, 224)
     """
 
-    def __init__(self, size: int | Sequence[int], scale: tuple[float, float] = (0.08, 1.0),
-                 ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0), *, antialias: bool = False,
-                 generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self,
+        size: int | Sequence[int],
+        scale: tuple[float, float] = (0.08, 1.0),
+        ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0),
+        *,
+        antialias: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> None:
         self.size = check_size(size)
         self.scale = check_bounds("scale", scale)
         self.ratio = check_bounds("ratio", ratio)
         if antialias:
-            raise ValueError("antialias=True is not supported by the batched grid_sample crop; pass antialias=False "
-                             "(or downscale at decode time with fastdata.transforms)")
+            raise ValueError(
+                "antialias=True is not supported by the batched grid_sample crop; pass antialias=False "
+                "(or downscale at decode time with fastdata.transforms)"
+            )
         self.antialias = False
         self.generator = check_generator(generator)
 
@@ -130,12 +147,14 @@ class RandomResizedCrop(BatchTransform):
         return out.to(images.dtype), labels
 
     def extra_repr(self) -> str:
-        return (f"size={self.size}, scale={self.scale}, ratio={tuple(round(r, 4) for r in self.ratio)}, "
-                f"antialias=False{gen_repr(self.generator)}")
+        return (
+            f"size={self.size}, scale={self.scale}, ratio={tuple(round(r, 4) for r in self.ratio)}, "
+            f"antialias=False{gen_repr(self.generator)}"
+        )
 
 
 def _central_crop(height: int, width: int, ratio: tuple[float, float]) -> tuple[int, int]:
-    """torchvision's fallback box size ``(h, w)`` when no random try fits."""
+    """Torchvision's fallback box size ``(h, w)`` when no random try fits."""
     in_ratio = width / height
     if in_ratio < ratio[0]:
         return int(round(width / ratio[0])), width

@@ -1,6 +1,7 @@
 """Sample mixing in one place: ``Mixup`` and ``CutMix`` (torchvision v2's, soft targets) and ``MixupCutmix`` (timm's
 ``Mixup``: switch probability, batch / pair / elem modes, label smoothing). ``MixUp`` is an alias of ``Mixup``
-(torchvision v2's spelling)."""
+(torchvision v2's spelling).
+"""
 
 from __future__ import annotations
 
@@ -10,8 +11,15 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from fastdata.gpu_transforms.base import BatchTransform, Labels, check_generator, check_images, check_prob, gen_repr
-from fastdata.gpu_transforms.base import to_device
+from fastdata.gpu_transforms.base import (
+    BatchTransform,
+    Labels,
+    check_generator,
+    check_images,
+    check_prob,
+    gen_repr,
+    to_device,
+)
 
 __all__ = ["CutMix", "MixParams", "MixUp", "Mixup", "MixupCutmix"]
 
@@ -133,8 +141,10 @@ def _soft_targets(labels: Labels, batch_size: int, num_classes: int, device: tor
         return F.one_hot(labels.to(device=device, dtype=torch.int64), num_classes).float()
     if labels.dim() == 2 and labels.is_floating_point() and tuple(labels.shape) == (batch_size, num_classes):
         return labels.to(device)
-    raise ValueError(f"labels must be int [{batch_size}] or float [{batch_size}, {num_classes}], "
-                     f"got {labels.dtype} {tuple(labels.shape)}")
+    raise ValueError(
+        f"labels must be int [{batch_size}] or float [{batch_size}, {num_classes}], "
+        f"got {labels.dtype} {tuple(labels.shape)}"
+    )
 
 
 def _log_gamma_sample(alpha: float, generator: torch.Generator | None) -> float:
@@ -204,10 +214,19 @@ class MixupCutmix(BatchTransform):
         >>> images, targets = mix(torch.rand(8, 3, 32, 32), torch.arange(8))
     """
 
-    def __init__(self, mixup_alpha: float = 1.0, cutmix_alpha: float = 0.0, prob: float = 1.0,
-                 switch_prob: float = 0.5, mode: str = "batch", correct_lam: bool = True,
-                 label_smoothing: float = 0.1, num_classes: int = 1000, *,
-                 generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self,
+        mixup_alpha: float = 1.0,
+        cutmix_alpha: float = 0.0,
+        prob: float = 1.0,
+        switch_prob: float = 0.5,
+        mode: str = "batch",
+        correct_lam: bool = True,
+        label_smoothing: float = 0.1,
+        num_classes: int = 1000,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> None:
         for name, alpha in (("mixup_alpha", mixup_alpha), ("cutmix_alpha", cutmix_alpha)):
             if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha < math.inf:
                 raise ValueError(f"{name} must be a finite number >= 0 (0: off), got {alpha!r}")
@@ -232,7 +251,8 @@ class MixupCutmix(BatchTransform):
 
     def draw(self, batch_size: int, height: int, width: int) -> dict[str, torch.Tensor]:
         """The raw CPU draws, one per batch / pair / image: ``mixed``, ``cutmix``, ``lam`` (Beta, 1 where not
-        mixed) and the box centre ``cy``, ``cx`` (drawn for every entry, used for CutMix only)."""
+        mixed) and the box centre ``cy``, ``cx`` (drawn for every entry, used for CutMix only).
+        """
         draws = {"batch": 1, "pair": batch_size // 2, "elem": batch_size}[self.mode]
         g = self.generator
         mixed = torch.rand(draws, dtype=torch.float64, generator=g) < self.prob
@@ -244,8 +264,13 @@ class MixupCutmix(BatchTransform):
         lam = lam.float().double()  # float32 values, as timm's per-element lambdas
         cy = torch.randint(0, height, (draws,), generator=g)
         cx = torch.randint(0, width, (draws,), generator=g)
-        return {"mixed": mixed, "cutmix": cutmix & mixed, "lam": torch.where(mixed, lam, torch.ones_like(lam)),
-                "cy": cy, "cx": cx}
+        return {
+            "mixed": mixed,
+            "cutmix": cutmix & mixed,
+            "lam": torch.where(mixed, lam, torch.ones_like(lam)),
+            "cy": cy,
+            "cx": cx,
+        }
 
     def params_from(self, raw: dict[str, torch.Tensor], batch_size: int, height: int, width: int) -> MixParams:
         """Turn :meth:`draw`'s result into per-image :class:`MixParams` (timm's box and ``lam`` correction)."""
@@ -260,11 +285,13 @@ class MixupCutmix(BatchTransform):
         if self.correct_lam:
             lam = torch.where(cutmix, 1.0 - ((yh - yl) * (xh - xl)).double() / (height * width), lam)
         if self.mode == "batch":
-            return MixParams(lam.expand(batch_size).clone(), cutmix.expand(batch_size).clone(),
-                             boxes.expand(batch_size, 4).clone())
+            return MixParams(
+                lam.expand(batch_size).clone(), cutmix.expand(batch_size).clone(), boxes.expand(batch_size, 4).clone()
+            )
         if self.mode == "pair":
-            return MixParams(torch.cat([lam, lam.flip(0)]), torch.cat([cutmix, cutmix.flip(0)]),
-                             torch.cat([boxes, boxes.flip(0)]))
+            return MixParams(
+                torch.cat([lam, lam.flip(0)]), torch.cat([cutmix, cutmix.flip(0)]), torch.cat([boxes, boxes.flip(0)])
+            )
         return MixParams(lam, cutmix, boxes)
 
     def get_params(self, batch_size: int, height: int, width: int) -> MixParams:
@@ -290,7 +317,7 @@ class MixupCutmix(BatchTransform):
         step = 8 if device.type == "cpu" else n
         for a in range(0, n, step):
             b = min(a + step, n)
-            own, partner = x[a:b], x[n - b:n - a].flip(0)  # image i is mixed with image n - 1 - i
+            own, partner = x[a:b], x[n - b : n - a].flip(0)  # image i is mixed with image n - 1 - i
             part = torch.lerp(partner, own, blend_w[a:b]) if blend else own.clone()
             if paste:
                 box = boxes[a:b]
@@ -315,8 +342,9 @@ class MixupCutmix(BatchTransform):
             return targets.scatter_(1, labels.to(device=device, dtype=torch.int64).view(-1, 1), on)
         if labels.dim() == 2 and labels.is_floating_point() and tuple(labels.shape) == (batch_size, k):
             return labels.to(device=device, dtype=torch.float32) * (1.0 - s) + s / k
-        raise ValueError(f"labels must be int [{batch_size}] or float [{batch_size}, {k}], "
-                         f"got {labels.dtype} {tuple(labels.shape)}")
+        raise ValueError(
+            f"labels must be int [{batch_size}] or float [{batch_size}, {k}], got {labels.dtype} {tuple(labels.shape)}"
+        )
 
     def __call__(self, images: torch.Tensor, labels: Labels = None) -> tuple[torch.Tensor, torch.Tensor]:
         check_images(images)
@@ -325,6 +353,8 @@ class MixupCutmix(BatchTransform):
         return self.apply(images, labels, self.get_params(images.shape[0], images.shape[-2], images.shape[-1]))
 
     def extra_repr(self) -> str:
-        return (f"mixup_alpha={self.mixup_alpha}, cutmix_alpha={self.cutmix_alpha}, prob={self.prob}, "
-                f"switch_prob={self.switch_prob}, mode={self.mode!r}, label_smoothing={self.label_smoothing}, "
-                f"num_classes={self.num_classes}{gen_repr(self.generator)}")
+        return (
+            f"mixup_alpha={self.mixup_alpha}, cutmix_alpha={self.cutmix_alpha}, prob={self.prob}, "
+            f"switch_prob={self.switch_prob}, mode={self.mode!r}, label_smoothing={self.label_smoothing}, "
+            f"num_classes={self.num_classes}{gen_repr(self.generator)}"
+        )

@@ -21,9 +21,22 @@ import torch.nn.functional as F
 from fastdata.gpu_transforms.base import to_device
 
 __all__ = [
-    "adjust_brightness", "adjust_contrast", "adjust_saturation", "adjust_sharpness", "affine_matrix", "autocontrast",
-    "equalize", "gaussian_blur", "grayscale", "invert", "max_value", "pil_gaussian_blur", "posterize", "solarize",
-    "solarize_add", "warp_affine",
+    "adjust_brightness",
+    "adjust_contrast",
+    "adjust_saturation",
+    "adjust_sharpness",
+    "affine_matrix",
+    "autocontrast",
+    "equalize",
+    "gaussian_blur",
+    "grayscale",
+    "invert",
+    "max_value",
+    "pil_gaussian_blur",
+    "posterize",
+    "solarize",
+    "solarize_add",
+    "warp_affine",
 ]
 
 _GRAY = (0.2989, 0.587, 0.114)  # torchvision's rgb_to_grayscale weights
@@ -212,7 +225,8 @@ def _pil_box_taps(radius: torch.Tensor, passes: int) -> torch.Tensor:
 
 def _box_pass(y: torch.Tensor, taps: torch.Tensor, dim: int) -> torch.Tensor:
     """One box pass along ``dim``, edges repeated, rounded half up as Pillow's ``SAVE`` (float64 holds the 8.24
-    fixed-point sums of whole values exactly, and is faster than int64 on the CPU)."""
+    fixed-point sums of whole values exactly, and is faster than int64 on the CPU).
+    """
     reach, size = taps.shape[1] // 2, y.shape[dim]
     edge = list(y.shape)
     edge[dim] = reach
@@ -220,7 +234,7 @@ def _box_pass(y: torch.Tensor, taps: torch.Tensor, dim: int) -> torch.Tensor:
     acc = padded.narrow(dim, 0, size) * taps[:, 0].view(-1, 1, 1, 1)
     for d in range(1, taps.shape[1]):
         acc.addcmul_(padded.narrow(dim, d, size), taps[:, d].view(-1, 1, 1, 1))
-    return acc.add_(1 << 23).mul_(2.0 ** -24).floor_()
+    return acc.add_(1 << 23).mul_(2.0**-24).floor_()
 
 
 def pil_gaussian_blur(x: torch.Tensor, radius: torch.Tensor, passes: int = 3) -> torch.Tensor:
@@ -243,9 +257,15 @@ def pil_gaussian_blur(x: torch.Tensor, radius: torch.Tensor, passes: int = 3) ->
     return y.to(torch.uint8) if x.dtype == torch.uint8 else y.to(x.dtype).div_(255.0)
 
 
-def affine_matrix(angle: torch.Tensor, translate_x: torch.Tensor, translate_y: torch.Tensor,
-                  shear_x: torch.Tensor, shear_y: torch.Tensor, center_x: torch.Tensor | float = 0.0,
-                  center_y: torch.Tensor | float = 0.0) -> torch.Tensor:
+def affine_matrix(
+    angle: torch.Tensor,
+    translate_x: torch.Tensor,
+    translate_y: torch.Tensor,
+    shear_x: torch.Tensor,
+    shear_y: torch.Tensor,
+    center_x: torch.Tensor | float = 0.0,
+    center_y: torch.Tensor | float = 0.0,
+) -> torch.Tensor:
     """Inverse affine matrices ``[n, 6]`` (float64) as torchvision's ``affine``: degrees, pixels, centre offsets.
 
     ``angle`` turns clockwise like ``F.affine`` (``F.rotate``'s counter-clockwise angle is ``-angle``); shears are
@@ -263,8 +283,9 @@ def affine_matrix(angle: torch.Tensor, translate_x: torch.Tensor, translate_y: t
     return torch.stack([m0, m1, cx - m0 * ctx - m1 * cty, m3, m4, cy - m3 * ctx - m4 * cty], dim=1)
 
 
-def warp_affine(x: torch.Tensor, matrix: torch.Tensor, fill: torch.Tensor | None = None,
-                interpolation: str = "bilinear") -> torch.Tensor:
+def warp_affine(
+    x: torch.Tensor, matrix: torch.Tensor, fill: torch.Tensor | None = None, interpolation: str = "bilinear"
+) -> torch.Tensor:
     """Resample each image through its inverse ``matrix`` ``[n, 6]`` in one ``grid_sample``.
 
     Pixels that map outside the image get ``fill`` (a ``[C]`` tensor in image units; None: 0).
@@ -276,8 +297,9 @@ def warp_affine(x: torch.Tensor, matrix: torch.Tensor, fill: torch.Tensor | None
     theta = _to(matrix.to(work), x.device).view(n, 2, 3)  # pinned, non-blocking from the CPU
     xs = torch.linspace((1.0 - w) * 0.5, (w - 1.0) * 0.5, w, dtype=work, device=x.device)
     ys = torch.linspace((1.0 - h) * 0.5, (h - 1.0) * 0.5, h, dtype=work, device=x.device)
-    base = torch.stack([xs.expand(h, w), ys.view(h, 1).expand(h, w), torch.ones(h, w, dtype=work, device=x.device)],
-                       dim=-1).view(1, h * w, 3)
+    base = torch.stack(
+        [xs.expand(h, w), ys.view(h, 1).expand(h, w), torch.ones(h, w, dtype=work, device=x.device)], dim=-1
+    ).view(1, h * w, 3)
     rescaled = theta.transpose(1, 2).clone()  # [n, 3, 2]: x by w / 2, y by h / 2 (no host tensor to copy)
     rescaled[..., 0] /= 0.5 * w
     rescaled[..., 1] /= 0.5 * h

@@ -23,9 +23,25 @@ from fastdata.gpu_transforms.base import BatchTransform, Labels, check_generator
 __all__ = ["GEOMETRIC", "OP_NAMES", "PlanPolicy", "apply_plan", "op_index"]
 
 OP_NAMES: tuple[str, ...] = (
-    "identity", "rotate", "shear_x", "shear_y", "translate_x", "translate_y",
-    "brightness", "color", "contrast", "sharpness", "posterize", "solarize", "solarize_add",
-    "equalize", "autocontrast", "invert", "grayscale", "gaussian_blur", "pil_gaussian_blur",
+    "identity",
+    "rotate",
+    "shear_x",
+    "shear_y",
+    "translate_x",
+    "translate_y",
+    "brightness",
+    "color",
+    "contrast",
+    "sharpness",
+    "posterize",
+    "solarize",
+    "solarize_add",
+    "equalize",
+    "autocontrast",
+    "invert",
+    "grayscale",
+    "gaussian_blur",
+    "pil_gaussian_blur",
 )
 #: On the CPU an op runs on this many images at a time: their float temporaries stay in the cache (a whole
 #: batch's would stream through memory once per elementary step, several times slower than torchvision per image).
@@ -44,6 +60,7 @@ def op_index(name: str) -> int:
 
 def _affine_matrices(op: torch.Tensor, arg: torch.Tensor, height: int, width: int) -> torch.Tensor:
     """The inverse matrix of each image's geometric op (rotate about the centre, shear about the top-left)."""
+
     def where(name: str, value: torch.Tensor) -> torch.Tensor:
         return torch.where(op == OP_NAMES.index(name), value, torch.zeros_like(value))
 
@@ -52,9 +69,13 @@ def _affine_matrices(op: torch.Tensor, arg: torch.Tensor, height: int, width: in
     is_shear = (op == OP_NAMES.index("shear_x")) | (op == OP_NAMES.index("shear_y"))
     zero = torch.zeros_like(arg)
     return ops.affine_matrix(
-        angle=where("rotate", -arg), translate_x=where("translate_x", arg), translate_y=where("translate_y", arg),
-        shear_x=where("shear_x", shear_deg), shear_y=where("shear_y", shear_deg),
-        center_x=torch.where(is_shear, zero - width / 2, zero), center_y=torch.where(is_shear, zero - height / 2, zero),
+        angle=where("rotate", -arg),
+        translate_x=where("translate_x", arg),
+        translate_y=where("translate_y", arg),
+        shear_x=where("shear_x", shear_deg),
+        shear_y=where("shear_y", shear_deg),
+        center_x=torch.where(is_shear, zero - width / 2, zero),
+        center_y=torch.where(is_shear, zero - height / 2, zero),
     )
 
 
@@ -85,12 +106,19 @@ def _run_group(out: torch.Tensor, idx: torch.Tensor, fn, per_image: torch.Tensor
     """``out[idx] = fn(out[idx], per_image)``; on the CPU in chunks of :data:`CPU_CHUNK` images (a fixed size)."""
     step = CPU_CHUNK if out.device.type == "cpu" else len(idx)
     for i in range(0, len(idx), step):
-        part = to_device(idx[i:i + step], out.device)
-        out.index_copy_(0, part, fn(out.index_select(0, part), per_image[i:i + step]))
+        part = to_device(idx[i : i + step], out.device)
+        out.index_copy_(0, part, fn(out.index_select(0, part), per_image[i : i + step]))
 
 
-def apply_plan(images: torch.Tensor, op: torch.Tensor, arg: torch.Tensor, *, fill: torch.Tensor | None,
-               interpolation: str, blur_kernel: int = 9) -> torch.Tensor:
+def apply_plan(
+    images: torch.Tensor,
+    op: torch.Tensor,
+    arg: torch.Tensor,
+    *,
+    fill: torch.Tensor | None,
+    interpolation: str,
+    blur_kernel: int = 9,
+) -> torch.Tensor:
     """Run the plan ``(op, arg)`` (CPU tensors ``[slots, n]``) on ``images``; return a new batch.
 
     Args:
@@ -124,8 +152,9 @@ def apply_plan(images: torch.Tensor, op: torch.Tensor, arg: torch.Tensor, *, fil
 class PlanPolicy(BatchTransform):
     """Base of the policies: the fill colour, the interpolation and the generator; ``get_plan`` draws the plan."""
 
-    def __init__(self, fill: Sequence[float] | float | None, interpolation: object,
-                 generator: torch.Generator | None) -> None:
+    def __init__(
+        self, fill: Sequence[float] | float | None, interpolation: object, generator: torch.Generator | None
+    ) -> None:
         interpolation = getattr(interpolation, "value", interpolation)  # torchvision's InterpolationMode too
         if interpolation not in ("nearest", "bilinear"):
             raise ValueError(f"interpolation must be 'nearest' or 'bilinear', got {interpolation!r}")
@@ -155,4 +184,3 @@ class PlanPolicy(BatchTransform):
 def signed(magnitude: torch.Tensor, negate: torch.Tensor) -> torch.Tensor:
     """``-magnitude`` where ``negate`` holds, else ``magnitude``."""
     return torch.where(negate, -magnitude, magnitude)
-

@@ -30,11 +30,31 @@ class TrivialAugmentWide(PlanPolicy):
         generator: CPU generator (None: torch's default).
     """
 
-    OPS = ("identity", "shear_x", "shear_y", "translate_x", "translate_y", "rotate", "brightness", "color",
-           "contrast", "sharpness", "posterize", "solarize", "autocontrast", "equalize")
+    OPS = (
+        "identity",
+        "shear_x",
+        "shear_y",
+        "translate_x",
+        "translate_y",
+        "rotate",
+        "brightness",
+        "color",
+        "contrast",
+        "sharpness",
+        "posterize",
+        "solarize",
+        "autocontrast",
+        "equalize",
+    )
 
-    def __init__(self, num_magnitude_bins: int = 31, *, interpolation: str = "nearest",
-                 fill: Sequence[float] | float | None = None, generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self,
+        num_magnitude_bins: int = 31,
+        *,
+        interpolation: str = "nearest",
+        fill: Sequence[float] | float | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
         super().__init__(fill, interpolation, generator)
         if isinstance(num_magnitude_bins, bool) or not isinstance(num_magnitude_bins, int) or num_magnitude_bins < 2:
             raise ValueError(f"num_magnitude_bins must be an int >= 2, got {num_magnitude_bins!r}")
@@ -70,8 +90,14 @@ class AutoAugment(PlanPolicy):
 
     POLICY = _IMAGENET_POLICY
 
-    def __init__(self, policy: str = "imagenet", *, interpolation: str = "nearest",
-                 fill: Sequence[float] | float | None = None, generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self,
+        policy: str = "imagenet",
+        *,
+        interpolation: str = "nearest",
+        fill: Sequence[float] | float | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
         super().__init__(fill, interpolation, generator)
         if policy != "imagenet":
             raise ValueError(f"policy must be 'imagenet', got {policy!r}")
@@ -115,13 +141,18 @@ class ThreeAugment(PlanPolicy):
 
     OPS = ("grayscale", "solarize", "pil_gaussian_blur")
 
-    def __init__(self, color_jitter: float = 0.3, *, blur_sigma: tuple[float, float] = (0.1, 2.0),
-                 generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self,
+        color_jitter: float = 0.3,
+        *,
+        blur_sigma: tuple[float, float] = (0.1, 2.0),
+        generator: torch.Generator | None = None,
+    ) -> None:
         super().__init__(None, "bilinear", generator)
         lo, hi = (float(s) for s in blur_sigma)
         if not 0 < lo <= hi:
             raise ValueError(f"blur_sigma must satisfy 0 < low <= high, got {blur_sigma!r}")
-        if not 0 <= color_jitter:
+        if not color_jitter >= 0:
             raise ValueError(f"color_jitter must be >= 0 (0: none), got {color_jitter!r}")
         self.blur_sigma, self.color_jitter = (lo, hi), float(color_jitter)
 

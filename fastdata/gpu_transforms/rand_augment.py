@@ -47,25 +47,48 @@ class RandAugment(PlanPolicy):
         >>> images, labels = ra(torch.zeros(8, 3, 32, 32, dtype=torch.uint8), None)
     """
 
-    OPS = ("identity", "shear_x", "shear_y", "translate_x", "translate_y", "rotate", "brightness", "color",
-           "contrast", "sharpness", "posterize", "solarize", "autocontrast", "equalize")
+    OPS = (
+        "identity",
+        "shear_x",
+        "shear_y",
+        "translate_x",
+        "translate_y",
+        "rotate",
+        "brightness",
+        "color",
+        "contrast",
+        "sharpness",
+        "posterize",
+        "solarize",
+        "autocontrast",
+        "equalize",
+    )
 
-    def __init__(self, num_ops: int = 2, magnitude: int = 9, num_magnitude_bins: int = 31,
-                 interpolation: object = "nearest", fill: Sequence[float] | float | None = None, *,
-                 generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self,
+        num_ops: int = 2,
+        magnitude: int = 9,
+        num_magnitude_bins: int = 31,
+        interpolation: object = "nearest",
+        fill: Sequence[float] | float | None = None,
+        *,
+        generator: torch.Generator | None = None,
+    ) -> None:
         super().__init__(fill, interpolation, generator)
         if isinstance(num_ops, bool) or not isinstance(num_ops, int) or num_ops < 0:
             raise ValueError(f"num_ops must be an int >= 0, got {num_ops!r}")
         if isinstance(num_magnitude_bins, bool) or not isinstance(num_magnitude_bins, int) or num_magnitude_bins < 2:
-            raise ValueError(f"num_magnitude_bins must be an int >= 2, got {num_magnitude_bins!r}; timm's "
-                             "magnitude_std/increasing/prob belong to TimmRandAugment (RandAugment.from_config)")
+            raise ValueError(
+                f"num_magnitude_bins must be an int >= 2, got {num_magnitude_bins!r}; timm's "
+                "magnitude_std/increasing/prob belong to TimmRandAugment (RandAugment.from_config)"
+            )
         if isinstance(magnitude, bool) or not isinstance(magnitude, int) or not 0 <= magnitude < num_magnitude_bins:
             raise ValueError(f"magnitude must be an int bin in 0..{num_magnitude_bins - 1}, got {magnitude!r}")
         self.num_ops, self.magnitude, self.num_magnitude_bins = num_ops, magnitude, num_magnitude_bins
 
     @staticmethod
     def from_config(config: str, **kwargs) -> TimmRandAugment:
-        """timm's RandAugment from its config string, e.g. ``"rand-m9-mstd0.5-inc1"``: a :class:`TimmRandAugment`."""
+        """Timm's RandAugment from its config string, e.g. ``"rand-m9-mstd0.5-inc1"``: a :class:`TimmRandAugment`."""
         return TimmRandAugment.from_config(config, **kwargs)
 
     def get_plan(self, batch_size: int, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -76,15 +99,20 @@ class RandAugment(PlanPolicy):
         arg = torch.zeros(shape, dtype=torch.float64)
         for k, name in enumerate(self.OPS):
             bins = _bins(name, self.num_magnitude_bins, height, width, wide=False)
-            value = torch.zeros_like(arg) if bins is None else _torchvision_arg(name, bins[self.magnitude].expand(shape),
-                                                                              negate)
+            value = (
+                torch.zeros_like(arg)
+                if bins is None
+                else _torchvision_arg(name, bins[self.magnitude].expand(shape), negate)
+            )
             op = torch.where(choice == k, op_index(name), op)
             arg = torch.where(choice == k, value, arg)
         return op, arg
 
     def extra_repr(self) -> str:
-        return (f"num_ops={self.num_ops}, magnitude={self.magnitude}, num_magnitude_bins={self.num_magnitude_bins}, "
-                f"interpolation={self.interpolation!r}, fill={self.fill}{gen_repr(self.generator)}")
+        return (
+            f"num_ops={self.num_ops}, magnitude={self.magnitude}, num_magnitude_bins={self.num_magnitude_bins}, "
+            f"interpolation={self.interpolation!r}, fill={self.fill}{gen_repr(self.generator)}"
+        )
 
 
 class TimmRandAugment(PlanPolicy):
@@ -115,14 +143,24 @@ class TimmRandAugment(PlanPolicy):
         >>> images, labels = ra(torch.zeros(8, 3, 32, 32, dtype=torch.uint8), None)
     """
 
-    def __init__(self, num_ops: int = 2, magnitude: float = 9, magnitude_std: float = 0.0, increasing: bool = False,
-                 *, prob: float = 0.5, magnitude_max: float = 10.0, translate_pct: float = 0.45,
-                 fill: Sequence[float] | float | None = (124, 116, 104), interpolation: str = "bilinear",
-                 generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self,
+        num_ops: int = 2,
+        magnitude: float = 9,
+        magnitude_std: float = 0.0,
+        increasing: bool = False,
+        *,
+        prob: float = 0.5,
+        magnitude_max: float = 10.0,
+        translate_pct: float = 0.45,
+        fill: Sequence[float] | float | None = (124, 116, 104),
+        interpolation: str = "bilinear",
+        generator: torch.Generator | None = None,
+    ) -> None:
         super().__init__(fill, interpolation, generator)
         if isinstance(num_ops, bool) or not isinstance(num_ops, int) or num_ops < 1:
             raise ValueError(f"num_ops must be an int >= 1, got {num_ops!r}")
-        if not 0 <= magnitude_std:
+        if not magnitude_std >= 0:
             raise ValueError(f"magnitude_std must be >= 0 (inf: uniform), got {magnitude_std!r}")
         if not 0 <= prob <= 1:
             raise ValueError(f"prob must be in [0, 1], got {prob!r}")
@@ -136,8 +174,10 @@ class TimmRandAugment(PlanPolicy):
         """Build from timm's config string, e.g. ``"rand-m9-mstd0.5-inc1"`` (sections m, n, p, mstd, mmax, inc)."""
         args: dict = {"num_ops": 2, "magnitude": 10.0, **parse_rand_config(config)}
         if "transforms" in args:
-            raise ValueError(f"the batched TimmRandAugment has timm's default op set only; drop the t section of "
-                             f"{config!r} (or use fastdata.transforms.RandAugment.from_config at decode time)")
+            raise ValueError(
+                f"the batched TimmRandAugment has timm's default op set only; drop the t section of "
+                f"{config!r} (or use fastdata.transforms.RandAugment.from_config at decode time)"
+            )
         args["magnitude"] = float(args["magnitude"])
         if "magnitude_max" in args:
             args["magnitude_max"] = float(args["magnitude_max"])
@@ -173,8 +213,10 @@ class TimmRandAugment(PlanPolicy):
         return op, arg
 
     def extra_repr(self) -> str:
-        return (f"num_ops={self.num_ops}, magnitude={self.magnitude}, magnitude_std={self.magnitude_std}, "
-                f"increasing={self.increasing}, prob={self.prob}{gen_repr(self.generator)}")
+        return (
+            f"num_ops={self.num_ops}, magnitude={self.magnitude}, magnitude_std={self.magnitude_std}, "
+            f"increasing={self.increasing}, prob={self.prob}{gen_repr(self.generator)}"
+        )
 
 
 def rand_augment(config: str, **kwargs) -> TimmRandAugment:

@@ -48,9 +48,17 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 _DEFAULT_CROP_PCT = 0.875
 
 
-def create_dataset(name: str, root: str | os.PathLike, split: str = "validation", is_training: bool = False,
-                   class_map: Any = None, input_img_mode: str = "RGB", num_samples: int | None = None,
-                   repeats: int = 0, **ignored: Any) -> ShardDataset:
+def create_dataset(
+    name: str,
+    root: str | os.PathLike,
+    split: str = "validation",
+    is_training: bool = False,
+    class_map: Any = None,
+    input_img_mode: str = "RGB",
+    num_samples: int | None = None,
+    repeats: int = 0,
+    **ignored: Any,
+) -> ShardDataset:
     """The fastdata pack at ``root/split`` (or ``root`` itself when it is a pack), as timm's ``create_dataset``.
 
     ``name`` must be ``""`` or ``"fastdata"``; timm's download/seed/key arguments do not apply to a pack and are
@@ -61,16 +69,21 @@ def create_dataset(name: str, root: str | os.PathLike, split: str = "validation"
     """
     if name not in ("", "fastdata"):
         raise ValueError(f"dataset name {name!r} is not a fastdata pack; run train.py with --dataset '' (the default)")
-    for flag, value, default in (("--class-map", class_map, ("", None)), ("--input-img-mode", input_img_mode,
-                                 ("RGB", None)), ("--train/val-num-samples", num_samples, (None,)),
-                                 ("--epoch-repeats", repeats, (0, 0.0))):
+    for flag, value, default in (
+        ("--class-map", class_map, ("", None)),
+        ("--input-img-mode", input_img_mode, ("RGB", None)),
+        ("--train/val-num-samples", num_samples, (None,)),
+        ("--epoch-repeats", repeats, (0, 0.0)),
+    ):
         if value not in default:
             raise ValueError(f"{flag}={value!r} is not supported with a fastdata pack; leave it at its default")
     for candidate in (Path(root) / split, Path(root)):
         if (candidate / "manifest.json").is_file():
             return ShardDataset(candidate)
-    raise ValueError(f"no fastdata pack at {Path(root) / split} or {root}; pack the split first: "
-                     f"fastdata pack IMAGE_FOLDER {Path(root) / split}")
+    raise ValueError(
+        f"no fastdata pack at {Path(root) / split} or {root}; pack the split first: "
+        f"fastdata pack IMAGE_FOLDER {Path(root) / split}"
+    )
 
 
 class TimmLoader:
@@ -98,35 +111,35 @@ class TimmLoader:
 
 
 def create_loader(
-        dataset: ShardDataset,
-        input_size: int | Sequence[int],
-        batch_size: int,
-        is_training: bool = False,
-        no_aug: bool = False,
-        re_prob: float = 0.,
-        re_mode: str = "const",
-        re_count: int = 1,
-        scale: Sequence[float] | None = None,
-        ratio: Sequence[float] | None = None,
-        hflip: float = 0.5,
-        color_jitter: float | Sequence[float] | None = 0.4,
-        mean: Sequence[float] = IMAGENET_MEAN,
-        std: Sequence[float] = IMAGENET_STD,
-        num_workers: int = 1,
-        distributed: bool = False,
-        crop_pct: float | None = None,
-        collate_fn: Callable | None = None,
-        pin_memory: bool = False,
-        img_dtype: torch.dtype = torch.float32,
-        device: torch.device | str = torch.device("cuda"),
-        persistent_workers: bool = True,
-        seed: int = 42,
-        auto_augment: str | None = None,
-        interpolation: str = "bilinear",
-        augment_at: str = "auto",
-        **options: Any,
+    dataset: ShardDataset,
+    input_size: int | Sequence[int],
+    batch_size: int,
+    is_training: bool = False,
+    no_aug: bool = False,
+    re_prob: float = 0.0,
+    re_mode: str = "const",
+    re_count: int = 1,
+    scale: Sequence[float] | None = None,
+    ratio: Sequence[float] | None = None,
+    hflip: float = 0.5,
+    color_jitter: float | Sequence[float] | None = 0.4,
+    mean: Sequence[float] = IMAGENET_MEAN,
+    std: Sequence[float] = IMAGENET_STD,
+    num_workers: int = 1,
+    distributed: bool = False,
+    crop_pct: float | None = None,
+    collate_fn: Callable | None = None,
+    pin_memory: bool = False,
+    img_dtype: torch.dtype = torch.float32,
+    device: torch.device | str = torch.device("cuda"),
+    persistent_workers: bool = True,
+    seed: int = 42,
+    auto_augment: str | None = None,
+    interpolation: str = "bilinear",
+    augment_at: str = "auto",
+    **options: Any,
 ) -> TimmLoader:
-    """timm's ``create_loader`` over a fastdata pack (see the module docstring for what it builds).
+    """Timm's ``create_loader`` over a fastdata pack (see the module docstring for what it builds).
 
     The remaining timm arguments (``use_prefetcher``, ``worker_seeding``, ...) are accepted; those that would change
     the recipe are refused unless left at timm's default (:data:`_UNSUPPORTED`). ``interpolation`` is that of
@@ -141,8 +154,10 @@ def create_loader(
         ValueError: an augmentation fastdata does not reproduce was asked for, or a bad ``augment_at``.
     """
     if not isinstance(dataset, ShardDataset):
-        raise TypeError(f"dataset must be a fastdata ShardDataset from fastdata.integrations.timm.create_dataset, "
-                        f"got {type(dataset).__name__}")
+        raise TypeError(
+            f"dataset must be a fastdata ShardDataset from fastdata.integrations.timm.create_dataset, "
+            f"got {type(dataset).__name__}"
+        )
     _refuse(options, collate_fn)
     size = _size(input_size)
     device = torch.device(device)
@@ -158,7 +173,7 @@ def create_loader(
     if augment and color_jitter:
         jitter = (float(color_jitter),) * 3 if isinstance(color_jitter, (int, float)) else tuple(color_jitter)[:3]
     if augment:
-        crop = RandomResizedCrop(size, tuple(scale or (0.08, 1.0)), tuple(ratio or (3. / 4., 4. / 3.)))
+        crop = RandomResizedCrop(size, tuple(scale or (0.08, 1.0)), tuple(ratio or (3.0 / 4.0, 4.0 / 3.0)))
         dataset.transform = crop
     else:
         if size[0] != size[1]:  # timm keeps the aspect ratio then (ResizeKeepRatio), which is not reproduced here
@@ -172,8 +187,9 @@ def create_loader(
         recipe += [policy] if policy is not None else []
         recipe += [decode_transforms.ColorJitter(*jitter)] if jitter else []
         if re_prob > 0:
-            recipe.append(decode_transforms.RandomErasing(re_prob, mode=re_mode, max_count=re_count, mean=mean,
-                                                          std=std))
+            recipe.append(
+                decode_transforms.RandomErasing(re_prob, mode=re_mode, max_count=re_count, mean=mean, std=std)
+            )
         dataset.transform = DecodeCompose(recipe)
         steps.append(Normalize(mean, std, dtype=img_dtype))
     else:
@@ -191,48 +207,73 @@ def create_loader(
         shuffle, generator = None, None
     else:
         sampler, shuffle, generator = None, is_training, torch.Generator().manual_seed(seed)
-    loader = DataLoaderX(dataset, batch_size=batch_size, shuffle=shuffle, sampler=sampler, num_workers=num_workers,
-                         collate_fn=fast_collate, pin_memory=pin_memory and device.type == "cuda",
-                         drop_last=is_training, generator=generator,
-                         persistent_workers=persistent_workers and num_workers > 0)
+    loader = DataLoaderX(
+        dataset,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        sampler=sampler,
+        num_workers=num_workers,
+        collate_fn=fast_collate,
+        pin_memory=pin_memory and device.type == "cuda",
+        drop_last=is_training,
+        generator=generator,
+        persistent_workers=persistent_workers and num_workers > 0,
+    )
     return TimmLoader(loader, DataPrefetcher(loader, device=device, transform=Compose(steps), dtype=img_dtype))
 
 
 # train.py flag -> (create_loader argument, the values that leave the recipe as fastdata builds it)
 _UNSUPPORTED = {
-    "--resplit": ("re_split", (False,)), "--train-crop-mode": ("train_crop_mode", (None, "rrc")),
-    "--vflip": ("vflip", (None, 0)), "--color-jitter-prob": ("color_jitter_prob", (None,)),
-    "--grayscale-prob": ("grayscale_prob", (None, 0)), "--gaussian-blur-prob": ("gaussian_blur_prob", (None, 0)),
+    "--resplit": ("re_split", (False,)),
+    "--train-crop-mode": ("train_crop_mode", (None, "rrc")),
+    "--vflip": ("vflip", (None, 0)),
+    "--color-jitter-prob": ("color_jitter_prob", (None,)),
+    "--grayscale-prob": ("grayscale_prob", (None, 0)),
+    "--gaussian-blur-prob": ("gaussian_blur_prob", (None, 0)),
     "--aug-repeats": ("num_aug_repeats", (0,)),
-    "--aug-splits": ("num_aug_splits", (0,)), "(crop_mode)": ("crop_mode", (None, "center")),
-    "(crop_border_pixels)": ("crop_border_pixels", (None,)), "(tf_preprocessing)": ("tf_preprocessing", (False,)),
-    "--train-img-sizes": ("input_size_choices", (None,)), "--train-batch-sizes": ("batch_size_choices", (None,)),
-    "--train-batches-per-epoch": ("num_batches", (None,)), "(fp16)": ("fp16", (False,)),
+    "--aug-splits": ("num_aug_splits", (0,)),
+    "(crop_mode)": ("crop_mode", (None, "center")),
+    "(crop_border_pixels)": ("crop_border_pixels", (None,)),
+    "(tf_preprocessing)": ("tf_preprocessing", (False,)),
+    "--train-img-sizes": ("input_size_choices", (None,)),
+    "--train-batch-sizes": ("batch_size_choices", (None,)),
+    "--train-batches-per-epoch": ("num_batches", (None,)),
+    "(fp16)": ("fp16", (False,)),
 }
 
 
 def _refuse(options: dict[str, Any], collate_fn: Callable | None) -> None:
     if collate_fn is not None:
-        raise ValueError("a collate_fn (timm's FastCollateMixup, from --mixup/--cutmix) is not supported; drop "
-                         "--mixup/--cutmix, or mix on the device with fastdata.gpu_transforms.MixupCutmix")
+        raise ValueError(
+            "a collate_fn (timm's FastCollateMixup, from --mixup/--cutmix) is not supported; drop "
+            "--mixup/--cutmix, or mix on the device with fastdata.gpu_transforms.MixupCutmix"
+        )
     for flag, (name, allowed) in _UNSUPPORTED.items():
         if name in options and options[name] not in allowed:
-            raise ValueError(f"{name}={options[name]!r} ({flag}) is not reproduced by fastdata's timm loader; "
-                             "leave it at timm's default")
+            raise ValueError(
+                f"{name}={options[name]!r} ({flag}) is not reproduced by fastdata's timm loader; "
+                "leave it at timm's default"
+            )
 
 
-def _policy(auto_augment: str | None, size: tuple[int, int], mean: Sequence[float], interpolation: str,
-            at_decode: bool) -> Any:
-    """timm's ``--aa`` policy, built as timm's ``transforms_imagenet_train`` builds it (fill = the mean colour,
-    translations relative to the size), at decode time or batched for the device; None without one."""
+def _policy(
+    auto_augment: str | None, size: tuple[int, int], mean: Sequence[float], interpolation: str, at_decode: bool
+) -> Any:
+    """Timm's ``--aa`` policy, built as timm's ``transforms_imagenet_train`` builds it (fill = the mean colour,
+    translations relative to the size), at decode time or batched for the device; None without one.
+    """
     if auto_augment is None:
         return None
     if not isinstance(auto_augment, str) or not (auto_augment.startswith("rand") or auto_augment == "3a"):
-        raise ValueError(f"auto_augment={auto_augment!r} (--aa) is not reproduced by fastdata's timm loader; it "
-                         "runs timm's RandAugment ('rand-m9-mstd0.5-inc1', ...) and '3a'")
+        raise ValueError(
+            f"auto_augment={auto_augment!r} (--aa) is not reproduced by fastdata's timm loader; it "
+            "runs timm's RandAugment ('rand-m9-mstd0.5-inc1', ...) and '3a'"
+        )
     if interpolation not in ("random", "bilinear", "bicubic", "nearest"):
-        raise ValueError(f"interpolation={interpolation!r} (--train-interpolation) is not reproduced with --aa; use "
-                         "random, bilinear, bicubic or nearest")
+        raise ValueError(
+            f"interpolation={interpolation!r} (--train-interpolation) is not reproduced with --aa; use "
+            "random, bilinear, bicubic or nearest"
+        )
     if auto_augment == "3a":
         if not at_decode:
             raise ValueError("auto_augment='3a' (--aa 3a) runs at decode time only; pass augment_at='decode'")
@@ -240,12 +281,15 @@ def _policy(auto_augment: str | None, size: tuple[int, int], mean: Sequence[floa
     if not at_decode:
         return device_transforms.RandAugment.from_config(auto_augment)
     return decode_transforms.RandAugment.from_config(
-        auto_augment, fill=tuple(min(255, round(255 * x)) for x in mean), interpolation=interpolation,
-        translate_const=int(min(size) * 0.45))
+        auto_augment,
+        fill=tuple(min(255, round(255 * x)) for x in mean),
+        interpolation=interpolation,
+        translate_const=int(min(size) * 0.45),
+    )
 
 
 def _size(input_size: int | Sequence[int]) -> tuple[int, int]:
-    """timm's ``input_size`` (an int, ``(H, W)`` or ``(C, H, W)``) as ``(H, W)``."""
+    """Timm's ``input_size`` (an int, ``(H, W)`` or ``(C, H, W)``) as ``(H, W)``."""
     if isinstance(input_size, int):
         return input_size, input_size
     dims = tuple(int(v) for v in input_size)

@@ -33,10 +33,12 @@ from fastdata.sampler.distributed import DistributedSampler
 
 __all__ = ["RECIPE", "keep_for_accelerate"]
 
-RECIPE = ("prepare only the model and optimizer, give the loader a fastdata.DistributedSampler(dataset, "
-          "num_replicas=accelerator.num_processes, rank=accelerator.process_index), iterate "
-          "fastdata.DataPrefetcher(loader, device=accelerator.device) and "
-          "accelerator.register_for_checkpointing(prefetcher) (README: With Accelerate)")
+RECIPE = (
+    "prepare only the model and optimizer, give the loader a fastdata.DistributedSampler(dataset, "
+    "num_replicas=accelerator.num_processes, rank=accelerator.process_index), iterate "
+    "fastdata.DataPrefetcher(loader, device=accelerator.device) and "
+    "accelerator.register_for_checkpointing(prefetcher) (README: With Accelerate)"
+)
 
 
 def _called_by_accelerate(depth: int) -> bool:
@@ -60,12 +62,19 @@ def keep_for_accelerate(loader: Any, marked: bool) -> bool:
     if marked or not _called_by_accelerate(2):
         return marked
     if _shards(loader):
-        warnings.warn("accelerator.prepare() keeps this fastdata.DataLoaderX as it is (its sampler already shards "
-                      "the data): its batches stay on the CPU and its position is not in save_state(); iterate "
-                      "fastdata.DataPrefetcher(loader, device=accelerator.device) and "
-                      "accelerator.register_for_checkpointing(prefetcher)", UserWarning, stacklevel=4)
+        warnings.warn(
+            "accelerator.prepare() keeps this fastdata.DataLoaderX as it is (its sampler already shards "
+            "the data): its batches stay on the CPU and its position is not in save_state(); iterate "
+            "fastdata.DataPrefetcher(loader, device=accelerator.device) and "
+            "accelerator.register_for_checkpointing(prefetcher)",
+            UserWarning,
+            stacklevel=4,
+        )
         return True
-    warnings.warn("accelerator.prepare() replaces this fastdata.DataLoaderX with a plain torch DataLoader (no "
-                  "background thread, no exact resume, state_dict() lost); to keep it, " + RECIPE,
-                  UserWarning, stacklevel=4)
+    warnings.warn(
+        "accelerator.prepare() replaces this fastdata.DataLoaderX with a plain torch DataLoader (no "
+        "background thread, no exact resume, state_dict() lost); to keep it, " + RECIPE,
+        UserWarning,
+        stacklevel=4,
+    )
     return False

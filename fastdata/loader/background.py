@@ -94,8 +94,14 @@ class StoppableBackgroundGenerator(BackgroundGenerator):
             except queue.Empty:
                 if not self.is_alive() and self.queue.empty():  # it ended without a word: never wait for it
                     self.Continue = False
-                    return _END, RuntimeError("DataLoaderX: the prefetch thread ended without handing over a "
-                                              "batch, an error or the end of the pass"), 0
+                    return (
+                        _END,
+                        RuntimeError(
+                            "DataLoaderX: the prefetch thread ended without handing over a "
+                            "batch, an error or the end of the pass"
+                        ),
+                        0,
+                    )
         if entry[0] == _END:
             self.Continue = False
         return entry
@@ -136,8 +142,16 @@ class StoppableBackgroundGenerator(BackgroundGenerator):
 class LoaderIter:
     """The iterator of a :class:`DataLoaderX` pass; ``close()`` stops everything it started."""
 
-    def __init__(self, torch_iter: Iterator[Any], pass_state: PassState, *, max_prefetch: int,
-                 owns_workers: bool, join_timeout: float, releaser: Releaser | None = None) -> None:
+    def __init__(
+        self,
+        torch_iter: Iterator[Any],
+        pass_state: PassState,
+        *,
+        max_prefetch: int,
+        owns_workers: bool,
+        join_timeout: float,
+        releaser: Releaser | None = None,
+    ) -> None:
         self._pass = pass_state
         self._torch_iter = torch_iter
         self._owns_workers = [owns_workers]  # a persistent loader that dies first hands its workers over
@@ -152,8 +166,9 @@ class LoaderIter:
         bg.name = f"DataLoaderX-prefetch-{bg.ident}"
         # The finalizer holds no reference to self: it runs on close(), on garbage collection and at exit, and
         # does nothing but disarm torch's iterator in a forked copy of this process (see _shutdown).
-        self._finalizer = weakref.finalize(self, _shutdown, bg, torch_iter, self._owns_workers, pass_state,
-                                           join_timeout, os.getpid())
+        self._finalizer = weakref.finalize(
+            self, _shutdown, bg, torch_iter, self._owns_workers, pass_state, join_timeout, os.getpid()
+        )
         self._bg = bg
 
     def __iter__(self) -> LoaderIter:
@@ -219,13 +234,17 @@ class LoaderIter:
 
 
 def _warn_past_reported_len(torch_iter: Any, reported: int, yielded: int) -> None:
-    """torch's own warning for an IterableDataset that yields more than its reported length."""
-    message = (f"Length of IterableDataset {torch_iter._dataset} was reported to be {reported}(when accessing "
-               f"len(dataloader)), but {yielded} samples have been fetched. ")
+    """Torch's own warning for an IterableDataset that yields more than its reported length."""
+    message = (
+        f"Length of IterableDataset {torch_iter._dataset} was reported to be {reported}(when accessing "
+        f"len(dataloader)), but {yielded} samples have been fetched. "
+    )
     if torch_iter._num_workers > 0:
-        message += ("For multiprocessing data-loading, this could be caused by not properly configuring the "
-                    "IterableDataset replica at each worker. Please see "
-                    "https://pytorch.org/docs/stable/data.html#torch.utils.data.IterableDataset for examples.")
+        message += (
+            "For multiprocessing data-loading, this could be caused by not properly configuring the "
+            "IterableDataset replica at each worker. Please see "
+            "https://pytorch.org/docs/stable/data.html#torch.utils.data.IterableDataset for examples."
+        )
     warnings.warn(message, UserWarning, stacklevel=3)
 
 
@@ -239,8 +258,14 @@ def _disarm(torch_iter: Any) -> None:
         torch_iter._shutdown = True
 
 
-def _shutdown(bg: StoppableBackgroundGenerator, torch_iter: Any, owns_workers: list[bool], pass_state: PassState,
-              timeout: float, owner: int) -> None:
+def _shutdown(
+    bg: StoppableBackgroundGenerator,
+    torch_iter: Any,
+    owns_workers: list[bool],
+    pass_state: PassState,
+    timeout: float,
+    owner: int,
+) -> None:
     if os.getpid() != owner:
         _disarm(torch_iter)
         return

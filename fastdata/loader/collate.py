@@ -21,8 +21,8 @@ import torch
 from fastdata._util.optional import native_disabled
 from fastdata._util.stage_clock import marker
 from fastdata.decode.batch import DecodedBatch, MultiDecodedBatch, empty_tensor
-from fastdata.gpu_transforms.colour import IMAGENET_MEAN, IMAGENET_STD
 from fastdata.decode.shared_ring import free_in_worker
+from fastdata.gpu_transforms.colour import IMAGENET_MEAN, IMAGENET_STD
 
 try:
     from fastdata.loader import _floatbatch
@@ -107,7 +107,9 @@ def collate_fields(samples: Sequence[dict[str, Any]], *, pad: bool = False) -> d
     for name in samples[0]:
         values = [sample[name] for sample in samples]
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-            out[name] = torch.tensor(values, dtype=torch.int64 if all(isinstance(v, int) for v in values) else torch.float32)
+            out[name] = torch.tensor(
+                values, dtype=torch.int64 if all(isinstance(v, int) for v in values) else torch.float32
+            )
         elif not all(isinstance(v, np.ndarray) for v in values):
             out[name] = values
         elif len({v.shape for v in values}) == 1:
@@ -134,9 +136,11 @@ def _stack(images: list[torch.Tensor]) -> torch.Tensor:
 def _crop(crops: Any, k: int, index: int) -> torch.Tensor:
     """Crop ``k`` of sample ``index``'s list of crops, as a CHW view."""
     if not isinstance(crops, (list, tuple)) or len(crops) <= k:
-        raise ValueError(f"fast_collate got a list of crops for batch[0] but batch[{index}] has "
-                         f"{len(crops) if isinstance(crops, (list, tuple)) else 'no list of'} crops; "
-                         "make every sample return the same number of crops")
+        raise ValueError(
+            f"fast_collate got a list of crops for batch[0] but batch[{index}] has "
+            f"{len(crops) if isinstance(crops, (list, tuple)) else 'no list of'} crops; "
+            "make every sample return the same number of crops"
+        )
     return _as_chw_view(crops[k], index)
 
 
@@ -165,8 +169,7 @@ def _as_chw_view(image: Any, index: int) -> torch.Tensor:
         tensor = tensor.unsqueeze(-1)
     if tensor.dim() != 3:
         raise ValueError(
-            f"fast_collate needs HWC (3-D) or HW (2-D) images, but batch[{index}] image has shape "
-            f"{tuple(tensor.shape)}"
+            f"fast_collate needs HWC (3-D) or HW (2-D) images, but batch[{index}] image has shape {tuple(tensor.shape)}"
         )
     return tensor.permute(2, 0, 1)
 
@@ -238,8 +241,9 @@ class NormalizeCollate:
             ...
     """
 
-    def __init__(self, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD, *,
-                 hflip_p: float = 0.0) -> None:
+    def __init__(
+        self, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD, *, hflip_p: float = 0.0
+    ) -> None:
         mean_t, std_t = tuple(float(m) for m in mean), tuple(float(s) for s in std)
         if len(mean_t) != 3 or len(std_t) != 3 or not all(s > 0 for s in std_t):
             raise ValueError(f"mean and std must be 3 numbers with std > 0, got mean={mean!r}, std={std!r}")
@@ -260,8 +264,16 @@ class NormalizeCollate:
         out = empty_tensor((n, height, width, 3), torch.float32)
         flips = torch.rand(n) < self.hflip_p if self.hflip_p > 0 else torch.zeros(n, dtype=torch.bool)
         if _floatbatch is not None and not native_disabled():
-            _floatbatch.normalize(nhwc.numpy(), out.numpy(), n, height, width, self._scale, self._offset,
-                                  flips.numpy().astype(np.uint8).tobytes())
+            _floatbatch.normalize(
+                nhwc.numpy(),
+                out.numpy(),
+                n,
+                height,
+                width,
+                self._scale,
+                self._offset,
+                flips.numpy().astype(np.uint8).tobytes(),
+            )
         else:
             torch.mul(nhwc, torch.tensor(self._scale), out=out).add_(torch.tensor(self._offset))
             if bool(flips.any()):

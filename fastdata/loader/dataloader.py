@@ -31,23 +31,24 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 
 from fastdata._util.stage_clock import charged
 from fastdata.datasets.shard_dataset import ShardDataset
-from fastdata.loader.background import LoaderIter, close_all, shutdown_persistent
-from fastdata.loader.lost_batches import watch_receives
-from fastdata.loader.worker_errors import keep_worker_exception_types
-from fastdata.loader.worker_init import WorkerInit
+from fastdata.decode.shared_ring import Releaser
 from fastdata.loader.accelerate_hook import keep_for_accelerate
+from fastdata.loader.background import LoaderIter, close_all, shutdown_persistent
 from fastdata.loader.loader_state import LoaderState
+from fastdata.loader.lost_batches import watch_receives
 from fastdata.loader.pass_seed import seeded_index_sampler
 from fastdata.loader.resume import PassState, restore_sampler, set_rng_states, snapshot_sampler
+from fastdata.loader.worker_errors import keep_worker_exception_types
+from fastdata.loader.worker_init import WorkerInit
 from fastdata.sampler.seeding import wants_sample_index
 from fastdata.transforms.resolution import check_size, tag_batches
-from fastdata.decode.shared_ring import Releaser
 
 __all__ = ["DataLoaderX"]
 
 _TORCH_PARAMS = inspect.signature(DataLoader.__init__).parameters
 _MIN_JOIN_S = 30.0  # how long close() waits for the producer before giving up with a warning
 T_co = TypeVar("T_co", covariant=True)  # what a batch is: DataLoaderX[T] annotates like torch's DataLoader[T]
+
 
 class _PassIndexSampler:
     """The loader's index sampler, seen through the pass being set up (skip + RNG snapshot)."""
@@ -169,21 +170,41 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         self._warned_shared = False  # an iter() ended an unfinished iterator (persistent workers): warned once
         self._pass_index_sampler = _PassIndexSampler(self)
         self._releaser = Releaser()  # hands the workers' batch buffers back once no batch uses them
-        self._resolution: tuple[int, int] | None = None  # decode-time crop size of the next passes (None: the transform's)
+        self._resolution: tuple[int, int] | None = (
+            None  # decode-time crop size of the next passes (None: the transform's)
+        )
         if pin_memory is None:
             pin_memory = torch.cuda.is_available()
         if persistent_workers is None:  # accepted for loaders built by older fastdata: torch's default
             persistent_workers = False
-        keywords = {"prefetch_factor": prefetch_factor, "persistent_workers": persistent_workers,
-                    "pin_memory_device": pin_memory_device, "in_order": in_order}
+        keywords = {
+            "prefetch_factor": prefetch_factor,
+            "persistent_workers": persistent_workers,
+            "pin_memory_device": pin_memory_device,
+            "in_order": in_order,
+        }
         for name in [n for n in keywords if n not in _TORCH_PARAMS]:  # an older torch
             if keywords.pop(name) != inspect.signature(DataLoaderX.__init__).parameters[name].default:
                 raise ValueError(f"{name} needs a newer torch than {torch.__version__}; leave it at its default")
-        super().__init__(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory,
-                         drop_last, timeout, worker_init_fn, multiprocessing_context, generator, **keywords)
+        super().__init__(
+            dataset,
+            batch_size,
+            shuffle,
+            sampler,
+            batch_sampler,
+            num_workers,
+            collate_fn,
+            pin_memory,
+            drop_last,
+            timeout,
+            worker_init_fn,
+            multiprocessing_context,
+            generator,
+            **keywords,
+        )
 
     def _get_iterator(self) -> Any:
-        """torch's iterator, its workers started with :class:`WorkerInit` around ``worker_init_fn``."""
+        """Torch's iterator, its workers started with :class:`WorkerInit` around ``worker_init_fn``."""
         if self.num_workers == 0 or isinstance(self.worker_init_fn, WorkerInit):
             return super()._get_iterator()
         user = self.worker_init_fn
@@ -211,9 +232,13 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         if persistent:  # torch resets the one persistent iterator: our thread must be off it
             if close_all(self._active) and not self._warned_shared:
                 self._warned_shared = True
-                warnings.warn("DataLoaderX: iter() while an earlier iterator of this loader is unfinished ends that "
-                              "iterator: with persistent_workers=True the workers serve one pass at a time; "
-                              "use persistent_workers=False for independent iterators", UserWarning, stacklevel=2)
+                warnings.warn(
+                    "DataLoaderX: iter() while an earlier iterator of this loader is unfinished ends that "
+                    "iterator: with persistent_workers=True the workers serve one pass at a time; "
+                    "use persistent_workers=False for independent iterators",
+                    UserWarning,
+                    stacklevel=2,
+                )
         pass_state = self._begin_pass()
         self._setup_pass = pass_state
         try:
@@ -226,16 +251,21 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         self._pending = None
         self._pass = pass_state
         it = LoaderIter(
-            torch_iter, pass_state, max_prefetch=self.max_prefetch, owns_workers=not persistent,
-            join_timeout=max(_MIN_JOIN_S, 2.0 * self.timeout), releaser=self._releaser if self.num_workers else None,
+            torch_iter,
+            pass_state,
+            max_prefetch=self.max_prefetch,
+            owns_workers=not persistent,
+            join_timeout=max(_MIN_JOIN_S, 2.0 * self.timeout),
+            releaser=self._releaser if self.num_workers else None,
         )
         self._active.clear()
         self._active.add(it)
         if persistent and self._workers_finalizer is None and self._iterator is not None:
             # Shut persistent workers down when the loader goes away, while torch's queues are intact
             # (torch's own __del__ may only run later, from a garbage-collected cycle, and then hang).
-            self._workers_finalizer = weakref.finalize(self, shutdown_persistent, self._active, self._iterator,
-                                                       os.getpid())
+            self._workers_finalizer = weakref.finalize(
+                self, shutdown_persistent, self._active, self._iterator, os.getpid()
+            )
         return it
 
     def _begin_pass(self) -> PassState:
@@ -245,8 +275,9 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         plan = self._pending
         seed_generator = torch.Generator() if self._seeds_passes() else None
         if plan is None:
-            pass_state = PassState(rngs, snapshot_sampler(source), 0, 0, None, number=self._passes_begun,
-                                   seed_generator=seed_generator)
+            pass_state = PassState(
+                rngs, snapshot_sampler(source), 0, 0, None, number=self._passes_begun, seed_generator=seed_generator
+            )
         else:
             set_rng_states(rngs, plan["rng_pass_start"])
             skip = plan["batches_consumed"] if plan["in_pass"] else 0
@@ -257,13 +288,21 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
             elif sampler_state is not None:
                 sampler_state = snapshot_sampler(source)
             position_base = (skip - index_skip) * self.batch_sampler.batch_size if skip != index_skip else 0
-            pass_state = PassState(rngs, sampler_state, skip, index_skip, plan["rng_sampler_draw"],
-                                   number=plan.get("pass_number", 0), position_base=position_base,
-                                   seed_generator=seed_generator,
-                                   planned_seed=plan.get("sampler_seed") if plan["in_pass"] else None)
+            pass_state = PassState(
+                rngs,
+                sampler_state,
+                skip,
+                index_skip,
+                plan["rng_sampler_draw"],
+                number=plan.get("pass_number", 0),
+                position_base=position_base,
+                seed_generator=seed_generator,
+                planned_seed=plan.get("sampler_seed") if plan["in_pass"] else None,
+            )
         if seed_generator is not None:
-            pass_state.index_sampler = seeded_index_sampler(DataLoader._index_sampler.fget(self), source,
-                                                            seed_generator)
+            pass_state.index_sampler = seeded_index_sampler(
+                DataLoader._index_sampler.fget(self), source, seed_generator
+            )
         self._passes_begun = pass_state.number + 1
         pass_state.resolution = self._resolution  # type: ignore[attr-defined]
         self._key_pass(pass_state)

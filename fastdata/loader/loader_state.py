@@ -16,7 +16,13 @@ from torch.utils.data.distributed import DistributedSampler as _TorchDistributed
 
 from fastdata.loader.pass_seed import needs_pass_seed
 from fastdata.loader.resume import (
-    STATE_VERSION, PassState, after_base_seed, get_rng_states, has_state_methods, restore_sampler, snapshot_sampler,
+    STATE_VERSION,
+    PassState,
+    after_base_seed,
+    get_rng_states,
+    has_state_methods,
+    restore_sampler,
+    snapshot_sampler,
     validate_state,
 )
 from fastdata.transforms.resolution import check_size
@@ -28,7 +34,8 @@ _NO_ATTRIBUTE = object()
 
 class LoaderState:
     """The ``state_dict`` half of :class:`~fastdata.loader.dataloader.DataLoaderX`, which sets the attributes below
-    (torch's ``DataLoader`` the public ones)."""
+    (torch's ``DataLoader`` the public ones).
+    """
 
     dataset: Dataset[Any]
     sampler: Any
@@ -71,19 +78,26 @@ class LoaderState:
     def _inexact_reason(self) -> str | None:
         """Why the index order of this setup cannot be restored mid-pass (None: it can), with the fix."""
         if isinstance(self.dataset, IterableDataset):
-            return ("an IterableDataset decides its own order, which the loader cannot replay; use a map-style "
-                    "dataset to resume mid-pass")
+            return (
+                "an IterableDataset decides its own order, which the loader cannot replay; use a map-style "
+                "dataset to resume mid-pass"
+            )
         source = self._order_source()
-        if has_state_methods(source) or isinstance(source, (SequentialSampler, _TorchDistributedSampler,
-                                                             range, list, tuple)):
+        if has_state_methods(source) or isinstance(
+            source, (SequentialSampler, _TorchDistributedSampler, range, list, tuple)
+        ):
             return None
         if isinstance(getattr(source, "generator", None), torch.Generator) or needs_pass_seed(source):
             return None
         if getattr(source, "generator", _NO_ATTRIBUTE) is None:
-            return (f"the {type(source).__name__} has generator=None and its own __iter__, so fastdata cannot "
-                    "capture what it draws from torch's global RNG; pass it generator=torch.Generator().manual_seed(s)")
-        return (f"{type(source).__name__} has neither state_dict()/load_state_dict() nor a torch.Generator; add "
-                "those two methods to it, or use fastdata.DistributedSampler, SequentialSampler or RandomSampler")
+            return (
+                f"the {type(source).__name__} has generator=None and its own __iter__, so fastdata cannot "
+                "capture what it draws from torch's global RNG; pass it generator=torch.Generator().manual_seed(s)"
+            )
+        return (
+            f"{type(source).__name__} has neither state_dict()/load_state_dict() nor a torch.Generator; add "
+            "those two methods to it, or use fastdata.DistributedSampler, SequentialSampler or RandomSampler"
+        )
 
     def _seeds_passes(self) -> bool:
         """Whether each pass draws its own seed from torch's global RNG (:mod:`fastdata.loader.pass_seed`)."""
@@ -102,19 +116,30 @@ class LoaderState:
         """
         reason = self._inexact_reason()
         if reason is not None:
-            warnings.warn(f"DataLoaderX.state_dict() cannot resume this loader mid-pass: {reason}. A run resumed "
-                          "from this state starts at the next pass", UserWarning, stacklevel=2)
+            warnings.warn(
+                f"DataLoaderX.state_dict() cannot resume this loader mid-pass: {reason}. A run resumed "
+                "from this state starts at the next pass",
+                UserWarning,
+                stacklevel=2,
+            )
         if self._pending is not None:
             return copy.deepcopy(self._pending)
         if reason is not None:
             return self._boundary_state(exact=False)
         p = self._pass
         if p is not None and not p.finished:
-            return {"version": STATE_VERSION, "num_batches": len(self), "in_pass": True,
-                    "batches_consumed": p.skip + p.consumed, "rng_pass_start": dict(p.rng_start),
-                    "rng_sampler_draw": dict(p.rng_draw or p.rng_start), "sampler": copy.deepcopy(p.sampler_state),
-                    "sampler_seed": p.sampler_seed, "pass_number": p.number,
-                    "resolution": _listed(getattr(p, "resolution", None))}
+            return {
+                "version": STATE_VERSION,
+                "num_batches": len(self),
+                "in_pass": True,
+                "batches_consumed": p.skip + p.consumed,
+                "rng_pass_start": dict(p.rng_start),
+                "rng_sampler_draw": dict(p.rng_draw or p.rng_start),
+                "sampler": copy.deepcopy(p.sampler_state),
+                "sampler_seed": p.sampler_seed,
+                "pass_number": p.number,
+                "resolution": _listed(getattr(p, "resolution", None)),
+            }
         return self._boundary_state(exact=True)
 
     def _boundary_state(self, exact: bool) -> dict[str, Any]:
@@ -129,10 +154,19 @@ class LoaderState:
             num_batches: int | None = len(self)
         except TypeError:  # an IterableDataset without __len__
             num_batches = None
-        return {"version": STATE_VERSION, "num_batches": num_batches, "in_pass": False, "batches_consumed": 0,
-                "rng_pass_start": now, "rng_sampler_draw": draw, "sampler": snapshot_sampler(self._order_source()),
-                "sampler_seed": None, "pass_number": self._passes_begun, "resolution": _listed(self._resolution),
-                "exact": exact}
+        return {
+            "version": STATE_VERSION,
+            "num_batches": num_batches,
+            "in_pass": False,
+            "batches_consumed": 0,
+            "rng_pass_start": now,
+            "rng_sampler_draw": draw,
+            "sampler": snapshot_sampler(self._order_source()),
+            "sampler_seed": None,
+            "pass_number": self._passes_begun,
+            "resolution": _listed(self._resolution),
+            "exact": exact,
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Make the next ``iter()`` continue where ``state`` was taken (see :meth:`state_dict`).
@@ -156,15 +190,19 @@ class LoaderState:
             state.update(in_pass=False, batches_consumed=0, exact=False, sampler_seed=None)
             if reason is not None:
                 state["sampler"] = None
-            warnings.warn("DataLoaderX.load_state_dict(): this state resumes at the start of the next pass, not "
-                          f"mid-pass ({reason or 'it was taken from a loader that could not resume mid-pass'})",
-                          UserWarning, stacklevel=2)
+            warnings.warn(
+                "DataLoaderX.load_state_dict(): this state resumes at the start of the next pass, not "
+                f"mid-pass ({reason or 'it was taken from a loader that could not resume mid-pass'})",
+                UserWarning,
+                stacklevel=2,
+            )
         try:
             num_batches: int | None = len(self)
         except TypeError:
             num_batches = None
-        validate_state(state, num_batches, set(self._rng_slots()), snapshot_sampler(self._order_source()),
-                       self._seeds_passes())
+        validate_state(
+            state, num_batches, set(self._rng_slots()), snapshot_sampler(self._order_source()), self._seeds_passes()
+        )
         self._resolution = check_size(state.get("resolution"))  # the size the saved pass was decoded at
         if state["sampler"] is not None:  # now (it validates, and precedes the user's set_epoch())
             restore_sampler(self._order_source(), state["sampler"])  # and again at iter() if in a pass

@@ -59,8 +59,10 @@ def lost_batch(torch_iter: Any, exc: Exception) -> BaseException | None:
     if error is not exc:
         error.add_note(f"torch's DataLoader then raised: {type(exc).__name__}: {exc}")
     if isinstance(error, (EOFError, ConnectionError)):
-        error.add_note("DataLoaderX: a worker could not hand a batch's shared memory over (its error output above says "
-                       "why; a worker out of file descriptors is the usual cause: raise `ulimit -n`, or lower "
-                       "ShardDataset(max_open_shards=...))")
+        error.add_note(
+            "DataLoaderX: a worker could not hand a batch's shared memory over (its error output above says "
+            "why; a worker out of file descriptors is the usual cause: raise `ulimit -n`, or lower "
+            "ShardDataset(max_open_shards=...))"
+        )
     error.add_note("DataLoaderX: this batch was lost between a worker and the main process, so the pass ends here")
     return error

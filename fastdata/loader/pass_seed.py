@@ -51,8 +51,9 @@ def seeded_index_sampler(index_sampler: Any, source: Any, generator: torch.Gener
     if index_sampler is source:
         return seeded
     if not isinstance(index_sampler, BatchSampler) or index_sampler.sampler is not source:
-        raise TypeError(f"cannot seed the pass of {type(index_sampler).__name__}: its order source is not "
-                        f"{type(source).__name__}")
+        raise TypeError(
+            f"cannot seed the pass of {type(index_sampler).__name__}: its order source is not {type(source).__name__}"
+        )
     batches = copy.copy(index_sampler)
     batches.sampler = seeded
     return batches

@@ -156,12 +156,16 @@ class DataPrefetcher:
         if not callable(getattr(self.loader, "state_dict", None)):
             raise TypeError(f"loader {type(self.loader).__name__} has no state_dict(); use fastdata.DataLoaderX")
         state = self.loader.state_dict()
-        read_ahead = self._active and self._next_batch is not None and state.get("in_pass") and state["batches_consumed"]
+        read_ahead = (
+            self._active and self._next_batch is not None and state.get("in_pass") and state["batches_consumed"]
+        )
         if read_ahead:
             state["batches_consumed"] -= 1  # read ahead, never handed out
         generators = self._generators()
         if generators:
-            state["transform_generators"] = generator_states(generators, self._states_before_next if read_ahead else None)
+            state["transform_generators"] = generator_states(
+                generators, self._states_before_next if read_ahead else None
+            )
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -178,12 +182,17 @@ class DataPrefetcher:
         saved = state.pop("transform_generators", None)
         generators = self._generators()
         if saved is not None and set(saved) != set(generators):
-            raise ValueError(f"state has transform generators {sorted(saved)} but this prefetcher's transform has "
-                             f"{sorted(generators)}; build the transform as when the state was saved")
+            raise ValueError(
+                f"state has transform generators {sorted(saved)} but this prefetcher's transform has "
+                f"{sorted(generators)}; build the transform as when the state was saved"
+            )
         if saved is None and generators:
-            warnings.warn(f"DataPrefetcher.load_state_dict(): the state has no transform generator states (taken by "
-                          f"an older fastdata?); {sorted(generators)} go on from their current state", UserWarning,
-                          stacklevel=2)
+            warnings.warn(
+                f"DataPrefetcher.load_state_dict(): the state has no transform generator states (taken by "
+                f"an older fastdata?); {sorted(generators)} go on from their current state",
+                UserWarning,
+                stacklevel=2,
+            )
         self.close()
         self.loader.load_state_dict(state)
         if saved is not None:
@@ -245,8 +254,10 @@ class DataPrefetcher:
         return images, labels
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(device={str(self.device)!r}, transform={self.transform!r}, "
-                f"channels_last={self.channels_last}, dtype={self.dtype})")
+        return (
+            f"{type(self).__name__}(device={str(self.device)!r}, transform={self.transform!r}, "
+            f"channels_last={self.channels_last}, dtype={self.dtype})"
+        )
 
 
 def _pinned(tensor: torch.Tensor) -> torch.Tensor:

@@ -23,8 +23,20 @@ from torch.utils.data.distributed import DistributedSampler as _TorchDistributed
 from fastdata.loader.pass_seed import draw_seed
 from fastdata.sampler.seeding import derive_pass_key, keyed_indices
 
-__all__ = ["STATE_KEYS", "STATE_VERSION", "PassState", "after_base_seed", "encode_state", "get_rng_states",
-           "has_state_methods", "pass_key_for", "restore_sampler", "set_rng_states", "snapshot_sampler", "validate_state"]
+__all__ = [
+    "STATE_KEYS",
+    "STATE_VERSION",
+    "PassState",
+    "after_base_seed",
+    "encode_state",
+    "get_rng_states",
+    "has_state_methods",
+    "pass_key_for",
+    "restore_sampler",
+    "set_rng_states",
+    "snapshot_sampler",
+    "validate_state",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -44,10 +56,21 @@ class PassState:
     ``planned_seed`` when the pass is resumed; ``sampler_seed`` is the seed it got.
     """
 
-    def __init__(self, rngs: dict[str, torch.Generator], sampler_state: Any, skip: int, index_skip: int,
-                 planned_draw: dict[str, str] | None, *, number: int = 0, pass_key: int | None = None,
-                 position_base: int = 0, batched: bool = True, seed_generator: torch.Generator | None = None,
-                 planned_seed: int | None = None) -> None:
+    def __init__(
+        self,
+        rngs: dict[str, torch.Generator],
+        sampler_state: Any,
+        skip: int,
+        index_skip: int,
+        planned_draw: dict[str, str] | None,
+        *,
+        number: int = 0,
+        pass_key: int | None = None,
+        position_base: int = 0,
+        batched: bool = True,
+        seed_generator: torch.Generator | None = None,
+        planned_seed: int | None = None,
+    ) -> None:
         self.number = number
         self.pass_key = pass_key
         self.keyed = False
@@ -109,8 +132,9 @@ class PassState:
 def _skip_batches(inner: Iterable[Any], pass_state: PassState) -> Iterator[Any]:
     pass_state.at_draw_point()
     if pass_state.pass_key is not None:
-        yield from keyed_indices(inner, pass_state.pass_key, pass_state.position_base, batched=pass_state.batched,
-                                 skip=pass_state.index_skip)
+        yield from keyed_indices(
+            inner, pass_state.pass_key, pass_state.position_base, batched=pass_state.batched, skip=pass_state.index_skip
+        )
         return
     it = iter(inner)
     for _ in range(pass_state.index_skip):
@@ -119,8 +143,9 @@ def _skip_batches(inner: Iterable[Any], pass_state: PassState) -> Iterator[Any]:
     yield from it
 
 
-def validate_state(state: dict[str, Any], num_batches: int | None, slots: set[str], sampler_now: Any,
-                   seeded: bool) -> None:
+def validate_state(
+    state: dict[str, Any], num_batches: int | None, slots: set[str], sampler_now: Any, seeded: bool
+) -> None:
     """Raise ValueError unless ``state`` is a well-formed state of a loader built like this one.
 
     ``seeded``: this loader's passes are seeded from the global RNG (:mod:`fastdata.loader.pass_seed`). A state
@@ -136,29 +161,37 @@ def validate_state(state: dict[str, Any], num_batches: int | None, slots: set[st
         raise ValueError(f"state has exact={exact!r}; expected True or False (from DataLoaderX.state_dict())")
     for key in ("rng_pass_start", "rng_sampler_draw"):
         if set(state[key]) != slots:
-            raise ValueError(f"state has seeded generators {sorted(state[key])} but this loader has {sorted(slots)}; "
-                             "pass the same generator= arguments (to DataLoaderX and the sampler) as when it was saved")
+            raise ValueError(
+                f"state has seeded generators {sorted(state[key])} but this loader has {sorted(slots)}; "
+                "pass the same generator= arguments (to DataLoaderX and the sampler) as when it was saved"
+            )
     number = state.get("pass_number", 0)  # optional: states saved before it was recorded have none
     if isinstance(number, bool) or not isinstance(number, int) or number < 0:
         raise ValueError(f"state has pass_number={number!r}; expected an int >= 0 (from DataLoaderX.state_dict())")
     if not exact:
         return
     if state["num_batches"] != num_batches:
-        raise ValueError(f"state was taken from a loader with {state['num_batches']} batches per pass, this one has "
-                         f"{num_batches}; build it with the same dataset, batch_size, drop_last and sampler")
+        raise ValueError(
+            f"state was taken from a loader with {state['num_batches']} batches per pass, this one has "
+            f"{num_batches}; build it with the same dataset, batch_size, drop_last and sampler"
+        )
     consumed = state["batches_consumed"]
     if isinstance(consumed, bool) or not isinstance(consumed, int) or not 0 <= consumed <= num_batches:
         raise ValueError(f"state has batches_consumed={consumed!r}; expected an int in [0, {num_batches}]")
     if (state["sampler"] is None) != (sampler_now is None):
-        raise ValueError("state and loader disagree on whether the sampler has a state_dict(); "
-                         "build the loader with the same sampler type as when the state was saved")
+        raise ValueError(
+            "state and loader disagree on whether the sampler has a state_dict(); "
+            "build the loader with the same sampler type as when the state was saved"
+        )
     seed = state.get("sampler_seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ValueError(f"state has sampler_seed={seed!r}; expected an int or None (from DataLoaderX.state_dict())")
     if state["in_pass"] and (seed is not None) != seeded:
         has, does = ("has a", "does not seed") if seed is not None else ("has no", "seeds")
-        raise ValueError(f"state {has} sampler_seed but this loader {does} its passes from torch's global RNG "
-                         "(shuffle=True without generator); build it with the same shuffle, sampler and generator")
+        raise ValueError(
+            f"state {has} sampler_seed but this loader {does} its passes from torch's global RNG "
+            "(shuffle=True without generator); build it with the same shuffle, sampler and generator"
+        )
 
 
 def has_state_methods(obj: Any) -> bool:

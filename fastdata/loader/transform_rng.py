@@ -20,8 +20,22 @@ from fastdata.loader.resume import encode_state, get_rng_states
 __all__ = ["generator_states", "transform_generators"]
 
 _MAX_DEPTH = 8  # Compose(MixupCutmix(...)) is 3 deep; nothing a transform holds needs more
-_LEAVES = (torch.Tensor, str, bytes, int, float, complex, bool, type(None), type, types.ModuleType,
-           types.FunctionType, types.BuiltinFunctionType, torch.device, torch.dtype)
+_LEAVES = (
+    torch.Tensor,
+    str,
+    bytes,
+    int,
+    float,
+    complex,
+    bool,
+    type(None),
+    type,
+    types.ModuleType,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    torch.device,
+    torch.dtype,
+)
 
 
 def transform_generators(transform: Any) -> dict[str, torch.Generator]:
@@ -57,8 +71,9 @@ def transform_generators(transform: Any) -> dict[str, torch.Generator]:
     return found
 
 
-def generator_states(generators: dict[str, torch.Generator],
-                     taken: dict[str, torch.Tensor] | None = None) -> dict[str, str]:
+def generator_states(
+    generators: dict[str, torch.Generator], taken: dict[str, torch.Tensor] | None = None
+) -> dict[str, str]:
     """The generators' states as plain strings: now, or as ``taken`` earlier (``{path: Generator.get_state()}``)."""
     if taken is None:
         return get_rng_states(generators)

@@ -148,8 +148,10 @@ def _send_error_instead_of(some_queue: Any, worker_id: int, exc: Exception, obj:
     _send_error_instead(some_queue, worker_id, exc, obj, results_only=False)
 
 
-def _send_error_instead(result_queue: Any, worker_id: int, exc: Exception, obj: Any, *, results_only: bool = True) -> None:
-    """multiprocessing's feeder thread could not send ``obj``: put its batch's error in its place.
+def _send_error_instead(
+    result_queue: Any, worker_id: int, exc: Exception, obj: Any, *, results_only: bool = True
+) -> None:
+    """Multiprocessing's feeder thread could not send ``obj``: put its batch's error in its place.
 
     Runs in the feeder thread, which sends what is put here next. A result whose batch cannot be told (its
     bytes failed to send, or the error itself failed) ends the worker, which torch's loop reports within seconds.
@@ -171,8 +173,10 @@ def _send_error_instead(result_queue: Any, worker_id: int, exc: Exception, obj: 
         _default_feeder_error(exc, obj)  # not a result of torch's: print it, as multiprocessing does
         return
     traceback.print_exception(exc)
-    sys.stderr.write(f"DataLoader worker process {worker_id} could not send a result ({exc!r}) and exits, so that the "
-                     "main process does not wait for it\n")
+    sys.stderr.write(
+        f"DataLoader worker process {worker_id} could not send a result ({exc!r}) and exits, so that the "
+        "main process does not wait for it\n"
+    )
     sys.stderr.flush()
     os._exit(1)
 

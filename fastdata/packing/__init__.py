@@ -36,6 +36,15 @@ from fastdata.packing.write import write
 from fastdata.packing.writer import ShardWriter
 
 __all__ = [
-    "BadImageError", "OutOfSpaceError", "OutputLockedError", "ShardWriter", "describe", "pack", "repack",
-    "scan_image_folder", "summary", "verify", "write",
+    "BadImageError",
+    "OutOfSpaceError",
+    "OutputLockedError",
+    "ShardWriter",
+    "describe",
+    "pack",
+    "repack",
+    "scan_image_folder",
+    "summary",
+    "verify",
+    "write",
 ]

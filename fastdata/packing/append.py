@@ -58,8 +58,13 @@ _NUMBER = re.compile(r"shard-(\d+)\.")
 _TARGETS = re.compile(r"targets(?:-(\d+))?\.npy")
 
 
-def append_locked(source: Source, identity: PackIdentity, out: Path, options: PackOptions,
-                  on_shard: Callable[[ShardInfo], None] | None) -> Manifest:
+def append_locked(
+    source: Source,
+    identity: PackIdentity,
+    out: Path,
+    options: PackOptions,
+    on_shard: Callable[[ShardInfo], None] | None,
+) -> Manifest:
     """Append the rows of ``source`` (``identity``: their count, field types and digest) to the finished pack in
     ``out`` (locked by the caller).
 
@@ -82,8 +87,11 @@ def append_locked(source: Source, identity: PackIdentity, out: Path, options: Pa
     numbers = [int(m.group(1)) for s in old.manifest.shards if (m := _NUMBER.match(Path(s.path).name))]
     first = max(numbers, default=-1) + 1
     journal = PackJournal(out)
-    if options.resume and (old.manifest.options.get("appended") or [None])[-1] == digest and \
-            not _onto_this(journal, header):  # (a journal onto this very manifest: an --allow-duplicates append)
+    if (
+        options.resume
+        and (old.manifest.options.get("appended") or [None])[-1] == digest
+        and not _onto_this(journal, header)
+    ):  # (a journal onto this very manifest: an --allow-duplicates append)
         journal.remove()  # this append had finished (its journal may have outlived the manifest by a moment)
         return old.manifest
     entries: list[JournalEntry] = []
@@ -98,8 +106,14 @@ def append_locked(source: Source, identity: PackIdentity, out: Path, options: Pa
         _remove_leftovers(out, old.manifest, first)
         journal.start(header)
     start = entries[-1].next_source if entries else 0
-    writer = ShardWriter(out, format=options.format, shard_size=options.shard_size,
-                         samples_per_shard=options.samples_per_shard, first_shard=first + len(entries), on_shard=on_shard)
+    writer = ShardWriter(
+        out,
+        format=options.format,
+        shard_size=options.shard_size,
+        samples_per_shard=options.samples_per_shard,
+        first_shard=first + len(entries),
+        on_shard=on_shard,
+    )
     jobs = make_jobs(source, source.scan(), types, options, start, relabel=remap)
     found = list(source.skipped) if start == 0 else []
     entries += write_shards(jobs, writer, journal, classes, options, options.workers, count, start, found)
@@ -112,10 +126,16 @@ def append_locked(source: Source, identity: PackIdentity, out: Path, options: Pa
     recorded = dict(old.manifest.options)
     recorded["appended"] = list(recorded.get("appended", [])) + [digest]
     manifest = replace(
-        old.manifest, classes=classes, shards=bits.shards,
+        old.manifest,
+        classes=classes,
+        shards=bits.shards,
         skipped=old.manifest.skipped + [s for e in entries for s in e.skipped],
-        warnings=old.manifest.warnings + [w for e in entries for w in e.warnings], targets=name, options=recorded,
-        created_by=f"fastdata {__version__}", targets_nbytes=len(data), targets_crc32c=crc32c_hex(data),
+        warnings=old.manifest.warnings + [w for e in entries for w in e.warnings],
+        targets=name,
+        options=recorded,
+        created_by=f"fastdata {__version__}",
+        targets_nbytes=len(data),
+        targets_crc32c=crc32c_hex(data),
         **{"transcoded": None, "transcoded_file": None, "transcoded_nbytes": None, "transcoded_crc32c": None, **side},
     )
     manifest.save(out)  # the one step that makes the new samples visible
@@ -137,8 +157,10 @@ def pack_format(out: str | Path) -> str:
     if is_url(out):
         raise ValueError(f"--append to {out} needs --format: the format is read from a local pack only")
     if not (Path(out) / MANIFEST_NAME).is_file():
-        raise FileNotFoundError(f"--append: {str(out)!r} holds no finished pack (no {MANIFEST_NAME}): pack into it "
-                                "first (with --format), or name the pack to append to")
+        raise FileNotFoundError(
+            f"--append: {str(out)!r} holds no finished pack (no {MANIFEST_NAME}): pack into it "
+            "first (with --format), or name the pack to append to"
+        )
     return Manifest.load(out).format
 
 
@@ -154,8 +176,11 @@ def _check_labelled(out: Path, manifest: Manifest, options: PackOptions) -> None
     """Refuse an unlabelled append to a labelled pack, and a labelled append to an unlabelled one."""
     unlabelled = manifest.unlabelled
     if unlabelled != options.unlabelled:
-        raise ValueError(f"--append refused: {out} is an unlabelled pack: append with --unlabelled" if unlabelled else
-                         f"--append refused: {out} is a labelled pack: append labelled samples, without --unlabelled")
+        raise ValueError(
+            f"--append refused: {out} is an unlabelled pack: append with --unlabelled"
+            if unlabelled
+            else f"--append refused: {out} is a labelled pack: append labelled samples, without --unlabelled"
+        )
 
 
 def _check_new(out: Path, manifest: Manifest, digest: str) -> None:
@@ -167,8 +192,10 @@ def _check_new(out: Path, manifest: Manifest, digest: str) -> None:
         what = f"the pack's append number {list(recorded['appended']).index(digest) + 1}"
     else:
         return
-    raise ValueError(f"--append refused: {out} already holds these samples: SRC has the same files, labels and order "
-                     f"as {what}; pass --allow-duplicates to add them again")
+    raise ValueError(
+        f"--append refused: {out} already holds these samples: SRC has the same files, labels and order "
+        f"as {what}; pass --allow-duplicates to add them again"
+    )
 
 
 def _remove_leftovers(out: Path, manifest: Manifest, first: int) -> None:

@@ -52,7 +52,10 @@ class VerifyReport:
 
 
 def verify(
-    root: str | os.PathLike, *, decode: bool = True, progress: bool | Callable[[int], None] | None = None,
+    root: str | os.PathLike,
+    *,
+    decode: bool = True,
+    progress: bool | Callable[[int], None] | None = None,
     workers: int | None = None,
 ) -> VerifyReport:
     """Check every file, record and label of a packed dataset.
@@ -110,8 +113,16 @@ def verify(
             results = stack.enter_context(OrderedProcessMap(_check_shard, tasks, workers=count, chunksize=1))
         else:
             results = map(_check_shard, tasks)
-        bar = stack.enter_context(tqdm(total=manifest.num_samples, unit="rec", desc="verify", file=sys.stderr,
-                                       disable=progress is not True, smoothing=0.05))
+        bar = stack.enter_context(
+            tqdm(
+                total=manifest.num_samples,
+                unit="rec",
+                desc="verify",
+                file=sys.stderr,
+                disable=progress is not True,
+                smoothing=0.05,
+            )
+        )
         for (_, k, start), (problems, labels) in zip(tasks, results):
             shard = manifest.shards[k]
             report.problems += problems
@@ -139,7 +150,8 @@ class _Context:
 
 def _check_shard(task: tuple[_Context, int, int]) -> tuple[list[str], np.ndarray | None]:
     """One shard's problems, and its records' labels (-1 for a record that could not be read; None when the
-    shard's records could not be read at all). Runs in a worker."""
+    shard's records could not be read at all). Runs in a worker.
+    """
     context, k, _ = task
     manifest = context.manifest
     shard = manifest.shards[k]
@@ -164,8 +176,15 @@ def _check_shard(task: tuple[_Context, int, int]) -> tuple[list[str], np.ndarray
 class _RecordCheck:
     """The per-record callback of a shard: keeps each record's label, checks its class text and decodes it."""
 
-    def __init__(self, shard_path: str, classes: list[str], decoder, recoded: np.ndarray | None = None, *,
-                 unlabelled: bool = False) -> None:
+    def __init__(
+        self,
+        shard_path: str,
+        classes: list[str],
+        decoder,
+        recoded: np.ndarray | None = None,
+        *,
+        unlabelled: bool = False,
+    ) -> None:
         self.shard_path = shard_path
         self.unlabelled = unlabelled  # a pack made with --unlabelled: every label must be -1, there is no class
         self.recoded = recoded  # a bool per record: pack re-coded it, so its restart intervals must tile MCU rows
@@ -194,8 +213,10 @@ class _RecordCheck:
         if self.recoded is not None and number < len(self.recoded) and self.recoded[number]:
             layout = restart_interval(record.image)
             if layout is None or not layout[0] or layout[1] % layout[0]:
-                self.problems.append(f"{where}: the manifest lists it as transcoded, but it is not a JPEG whose "
-                                     "restart intervals tile its MCU rows")
+                self.problems.append(
+                    f"{where}: the manifest lists it as transcoded, but it is not a JPEG whose "
+                    "restart intervals tile its MCU rows"
+                )
         if self.decoder is not None:
             with codec_messages():  # the codecs' own warnings were recorded at pack time; keep them off the terminal
                 try:
@@ -233,8 +254,11 @@ def _compare(manifest: Manifest, targets: TargetsFile, shard: str, start: int, o
     own = own[: max(0, min(len(own), manifest.num_samples - start))]
     expected = targets.labels(start, start + len(own))
     wrong = np.flatnonzero((own >= 0) & (expected != own))
-    problems = [f"{manifest.targets}: sample {start + j} has label {expected[j]} but its record ({shard} record {j}) "
-                f"says {own[j]}" for j in wrong[:_SHOWN].tolist()]
+    problems = [
+        f"{manifest.targets}: sample {start + j} has label {expected[j]} but its record ({shard} record {j}) "
+        f"says {own[j]}"
+        for j in wrong[:_SHOWN].tolist()
+    ]
     if len(wrong) > _SHOWN:
         problems.append(f"{manifest.targets}: {len(wrong) - _SHOWN} more labels differ from {shard}'s records")
     return problems

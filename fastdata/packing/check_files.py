@@ -32,7 +32,8 @@ _CHUNK = 1 << 22  # bytes streamed at a time
 
 def sparse_shard(root: Path, manifest: Manifest) -> str | None:
     """One line naming the first shard whose data on disk cannot hold the records the manifest declares for it
-    (``MIN_RECORD_BYTES`` each), else None. Missing and non-regular files are left to the checks that name them."""
+    (``MIN_RECORD_BYTES`` each), else None. Missing and non-regular files are left to the checks that name them.
+    """
     for shard in manifest.shards:
         enough = shard.num_samples * MIN_RECORD_BYTES
         if not enough:
@@ -42,8 +43,10 @@ def sparse_shard(root: Path, manifest: Manifest) -> str | None:
         except (OSError, CorruptRecordError):
             continue
         if found < enough:
-            return (f"{shard.path}: holds {found} bytes of data on disk, too few for the {shard.num_samples} records "
-                    "the manifest declares (a sparse or damaged file); refusing to read it")
+            return (
+                f"{shard.path}: holds {found} bytes of data on disk, too few for the {shard.num_samples} records "
+                "the manifest declares (a sparse or damaged file); refusing to read it"
+            )
     return None
 
 
@@ -77,17 +80,20 @@ class TargetsFile:
         self._fd, st = open_regular(path, nbytes=manifest.targets_nbytes)
         try:
             if st.st_size > _MAX_HEADER + 8 * n:
-                raise CorruptRecordError(path, None, f"is {st.st_size} bytes, more than the {_MAX_HEADER + 8 * n} it "
-                                         "can hold")
+                raise CorruptRecordError(
+                    path, None, f"is {st.st_size} bytes, more than the {_MAX_HEADER + 8 * n} it can hold"
+                )
             if manifest.targets_crc32c is not None:
                 crc = self._crc32c(st.st_size)
                 if crc != manifest.targets_crc32c:
-                    raise CorruptRecordError(path, None, f"CRC32C {crc} does not match {manifest.targets_crc32c} in "
-                                             "the manifest")
+                    raise CorruptRecordError(
+                        path, None, f"CRC32C {crc} does not match {manifest.targets_crc32c} in the manifest"
+                    )
             self.dtype, self.offset = self._header(n)
             if st.st_size - self.offset != n * self.dtype.itemsize:
-                raise CorruptRecordError(path, None, f"is {st.st_size} bytes, not what its header declares "
-                                         "(truncated?)")
+                raise CorruptRecordError(
+                    path, None, f"is {st.st_size} bytes, not what its header declares (truncated?)"
+                )
             self._check_range(n, classes)
         except BaseException:
             self.close()
@@ -113,8 +119,11 @@ class TargetsFile:
             raise CorruptRecordError(self.path, None, "is not a .npy file with a valid header") from None
         if dtype.kind not in "iu" or dtype.hasobject or shape != (n,) or fortran_order:
             shown = str(shape) if len(str(shape)) <= 40 else str(shape)[:37] + "..."
-            raise CorruptRecordError(self.path, None, f"must hold {n} integer labels (shape ({n},)) but its header "
-                                     f"says dtype {dtype.str}, shape {shown}")
+            raise CorruptRecordError(
+                self.path,
+                None,
+                f"must hold {n} integer labels (shape ({n},)) but its header says dtype {dtype.str}, shape {shown}",
+            )
         return dtype, f.tell()
 
     def _check_range(self, n: int, classes: int) -> None:
@@ -123,8 +132,9 @@ class TargetsFile:
             labels = self.labels(start, min(n, start + step))
             bad = np.flatnonzero((labels < 0) | (labels >= classes))
             if len(bad):
-                raise CorruptRecordError(self.path, None, f"label of sample {start + int(bad[0])} is outside the "
-                                         f"{classes} classes")
+                raise CorruptRecordError(
+                    self.path, None, f"label of sample {start + int(bad[0])} is outside the {classes} classes"
+                )
 
     def labels(self, start: int, stop: int) -> np.ndarray:
         """The int64 labels of samples ``[start, stop)``."""

@@ -1,5 +1,6 @@
 """The end of every pack: labels, the transcoded side file when one is needed, and the manifest last, from the
-finished shards' entries (the manifest grows with the shards, never with the samples)."""
+finished shards' entries (the manifest grows with the shards, never with the samples).
+"""
 
 from __future__ import annotations
 
@@ -45,10 +46,17 @@ class NothingPackedError(ValueError):
         )
 
 
-def finalize(out: Path, format: str, classes: list[str], entries: list[JournalEntry], options: dict,
-             journal: PackJournal | None = None) -> Manifest:
+def finalize(
+    out: Path,
+    format: str,
+    classes: list[str],
+    entries: list[JournalEntry],
+    options: dict,
+    journal: PackJournal | None = None,
+) -> Manifest:
     """Write ``targets.npy``, ``transcoded.bits`` (when some shard is partly re-coded) and then ``manifest.json`` for
-    the shards of ``entries``; remove the journal."""
+    the shards of ``entries``; remove the journal.
+    """
     bits = transcoded_bits(entries)
     skipped = [s for e in entries for s in e.skipped]
     warned = [w for e in entries for w in e.warnings]
@@ -78,7 +86,8 @@ def finalize(out: Path, format: str, classes: list[str], entries: list[JournalEn
 
 def transcoded_bits(entries: list[JournalEntry], old: TranscodedRecords | None = None) -> TranscodedBits:
     """The transcoded records of ``entries`` (each shard's positions), after those of ``old`` (the pack an append
-    adds to) if given; its ``shards`` are the old shards and the entries' shards, each with its count."""
+    adds to) if given; its ``shards`` are the old shards and the entries' shards, each with its count.
+    """
     before = old.manifest.shards if old is not None else []
     bits = TranscodedBits(sum(s.num_samples for s in before) + sum(len(e.labels) for e in entries))
     for k, shard in enumerate(before):

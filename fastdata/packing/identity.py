@@ -36,7 +36,8 @@ SAME_OPTIONS = ("format", "keep_bytes", "samples_per_shard", "shard_size", "max_
 
 def fingerprint(recorded: Mapping[str, Any]) -> str:
     """A hash of the recorded pack options, ``source_files`` (the digest of the source's rows) included; a resume
-    must match it."""
+    must match it.
+    """
     return hashlib.sha256(json.dumps(recorded, sort_keys=True).encode()).hexdigest()
 
 
@@ -78,7 +79,8 @@ class PackIdentity:
     @classmethod
     def of(cls, options: PackOptions, source: Source, samples: int, types: dict[str, dict]) -> PackIdentity:
         """The identity of a pack of ``samples`` rows of ``source`` (scanned once more, for its digest) with
-        ``options``; ``types``: the kept fields' types."""
+        ``options``; ``types``: the kept fields' types.
+        """
         settings = options.recorded()
         digest = source_digest(source.classes, source.scan(), source.skipped)
         recorded = {**settings, "source_files": digest}
@@ -88,10 +90,27 @@ class PackIdentity:
         files = samples + len(source.skipped)
         print_ = fingerprint(recorded)
         journal_header = {"fingerprint": print_, "src": str(source.src), "options": dict(recorded), "files": int(files)}
-        range_header = {"fingerprint": print_, "options": recorded, "files": files, "classes": list(source.classes),
-                        "ranges": len(plan)}
-        return cls(str(source.src), settings, digest, dict(types), samples, files, tuple(source.classes), plan,
-                   recorded, print_, journal_header, range_header)
+        range_header = {
+            "fingerprint": print_,
+            "options": recorded,
+            "files": files,
+            "classes": list(source.classes),
+            "ranges": len(plan),
+        }
+        return cls(
+            str(source.src),
+            settings,
+            digest,
+            dict(types),
+            samples,
+            files,
+            tuple(source.classes),
+            plan,
+            recorded,
+            print_,
+            journal_header,
+            range_header,
+        )
 
     def append_header(self, out: Path, pack: Manifest) -> dict[str, Any]:
         """The journal's first line for an append of these samples to ``pack`` (the manifest in ``out``): the
@@ -102,17 +121,25 @@ class PackIdentity:
                 than this append would write; each difference is named.
         """
         if pack.format != self.settings["format"]:
-            raise ValueError(f"--append refused: {out} holds a {pack.format} pack, not {self.settings['format']}: "
-                             f"pass --format {pack.format}")
+            raise ValueError(
+                f"--append refused: {out} holds a {pack.format} pack, not {self.settings['format']}: "
+                f"pass --format {pack.format}"
+            )
         _check_same_options(out, pack.options or {}, self)
         before = pack.options.get("field_types") or {}
         if self.field_types != before:
-            raise ValueError(f"--append refused: the new samples' fields {self.field_types or 'none'} differ from "
-                             f"the pack's {before or 'none'}: pass the same --fields, with values of the same types")
+            raise ValueError(
+                f"--append refused: the new samples' fields {self.field_types or 'none'} differ from "
+                f"the pack's {before or 'none'}: pass the same --fields, with values of the same types"
+            )
         onto = [pack.num_samples, len(pack.shards), pack.targets]
         recorded = {**self.settings, "append": self.source_files, "onto": onto}
-        return {"fingerprint": fingerprint(recorded), "src": self.src, "options": dict(recorded),
-                "files": int(self.samples)}
+        return {
+            "fingerprint": fingerprint(recorded),
+            "src": self.src,
+            "options": dict(recorded),
+            "files": int(self.samples),
+        }
 
     def check_finished(self, out: Path, manifest: Manifest) -> None:
         """Refuse a ``--resume`` of the finished pack in ``out`` when this run's input or options differ.
@@ -139,13 +166,16 @@ class PackIdentity:
         """
         if record_header != self.range_header:
             found = differences(record_header, self.range_header) or ["its ranges record another input"]
-            raise ValueError(f"refused: {str(out)!r} holds ranges of a pack of other input or with other options: "
-                             f"{'; '.join(found)}. Pack with the same SRC and options, or into an empty folder")
+            raise ValueError(
+                f"refused: {str(out)!r} holds ranges of a pack of other input or with other options: "
+                f"{'; '.join(found)}. Pack with the same SRC and options, or into an empty folder"
+            )
 
 
 def changed(then: Mapping[str, Any], now: Mapping[str, Any], keys: Iterable[str]) -> list[str]:
     """The recorded options among ``keys`` whose values differ between ``then`` and ``now`` (a missing one is None),
-    in the order of ``keys``: the one comparison every check here makes."""
+    in the order of ``keys``: the one comparison every check here makes.
+    """
     return [key for key in keys if then.get(key) != now.get(key)]
 
 
@@ -201,11 +231,15 @@ def _check_same_options(out: Path, then: Mapping[str, Any], identity: PackIdenti
         ValueError: naming each difference.
     """
     now = identity.settings
-    found = [f"{_flag(key)} {_shown(now.get(key))} (the pack has {_shown(then[key])})"
-             for key in changed(then, now, [k for k in SAME_OPTIONS if k in then])]
+    found = [
+        f"{_flag(key)} {_shown(now.get(key))} (the pack has {_shown(then[key])})"
+        for key in changed(then, now, [k for k in SAME_OPTIONS if k in then])
+    ]
     if found:
-        raise ValueError(f"--append refused: {out} was packed with other options: {'; '.join(found)}: "
-                         "append with the pack's own options")
+        raise ValueError(
+            f"--append refused: {out} was packed with other options: {'; '.join(found)}: "
+            "append with the pack's own options"
+        )
 
 
 def check_part(index: int, parts: int, first: Mapping[str, Any], header: Mapping[str, Any], out: str) -> None:
@@ -219,12 +253,16 @@ def check_part(index: int, parts: int, first: Mapping[str, Any], header: Mapping
     if then != now:
         keys = changed(then, now, sorted(set(then) | set(now)))
         shown = "; ".join(f"{_flag(k)} is {now.get(k)!r} (part 0/{parts} used {then.get(k)!r})" for k in keys)
-        raise ValueError(f"part {index}/{parts} in {out!r} was packed with other options than part 0/{parts}:"
-                         f" {shown}; pack it again with the same options")
+        raise ValueError(
+            f"part {index}/{parts} in {out!r} was packed with other options than part 0/{parts}:"
+            f" {shown}; pack it again with the same options"
+        )
     if header != first:
-        raise ValueError(f"part {index}/{parts} in {out!r} was packed from another source than part "
-                         f"0/{parts} (other image files, class folders or order): pack it again from the "
-                         "same SRC")
+        raise ValueError(
+            f"part {index}/{parts} in {out!r} was packed from another source than part "
+            f"0/{parts} (other image files, class folders or order): pack it again from the "
+            "same SRC"
+        )
 
 
 def _flag(key: str) -> str:

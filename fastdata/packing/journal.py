@@ -50,7 +50,8 @@ class PackJournal:
 
     def start(self, header: dict[str, Any]) -> None:
         """Begin a new journal whose first line is ``header`` (:attr:`PackIdentity.journal_header
-        <fastdata.packing.identity.PackIdentity.journal_header>`, or an append's header)."""
+        <fastdata.packing.identity.PackIdentity.journal_header>`, or an append's header).
+        """
         atomic_write_bytes(self.path, (json.dumps(header, sort_keys=True) + "\n").encode("utf-8"))
 
     def header(self) -> dict[str, Any]:

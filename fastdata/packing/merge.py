@@ -56,8 +56,10 @@ def combine(out: Path, header: dict[str, Any], records: list[dict[str, Any]], *,
     stop = 0
     for record in sorted(records, key=lambda r: r["range"]):
         if record["start"] != stop:
-            raise ValueError(f"range {record['range']} starts at sample {record['start']}, not {stop}: a range is "
-                             "missing or belongs to another plan; pack the missing ranges with --resume")
+            raise ValueError(
+                f"range {record['range']} starts at sample {record['start']}, not {stop}: a range is "
+                "missing or belongs to another plan; pack the missing ranges with --resume"
+            )
         stop = record["stop"]
         entries += record_entries(record)
     options = header["options"]
@@ -105,26 +107,33 @@ def merge(out: str, *, check_crc: bool = True, allow_empty: bool = False) -> Man
 def _load_parts(root: Path, out: str) -> list[dict[str, Any]]:
     found = sorted((int(m.group(2)), int(m.group(1)), p) for p in root.iterdir() if (m := PART_NAME.fullmatch(p.name)))
     if not found:
-        raise FileNotFoundError(f"no part manifest in {out!r}: run `fastdata pack SRC {out} --part I/N` for every "
-                                "I in 0..N-1 first, then merge")
+        raise FileNotFoundError(
+            f"no part manifest in {out!r}: run `fastdata pack SRC {out} --part I/N` for every "
+            "I in 0..N-1 first, then merge"
+        )
     splits = sorted({n for n, _, _ in found})
     if len(splits) > 1:
-        raise ValueError(f"{out!r} holds parts of different splits (of {' and of '.join(map(str, splits))}): "
-                         "remove the part-*.json files of the stale split and merge again")
+        raise ValueError(
+            f"{out!r} holds parts of different splits (of {' and of '.join(map(str, splits))}): "
+            "remove the part-*.json files of the stale split and merge again"
+        )
     parts_n = splits[0]
     have = {i: p for _, i, p in found}
     missing = [i for i in range(parts_n) if i not in have]
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise FileNotFoundError(f"part {missing[0]}/{parts_n}{more} is missing in {out!r}: run `fastdata pack SRC "
-                                f"{out} --part {missing[0]}/{parts_n}` with the same options, then merge again")
+        raise FileNotFoundError(
+            f"part {missing[0]}/{parts_n}{more} is missing in {out!r}: run `fastdata pack SRC "
+            f"{out} --part {missing[0]}/{parts_n}` with the same options, then merge again"
+        )
     parts = []
     for i in range(parts_n):
         try:
             parts.append(json.loads(have[i].read_text(encoding="utf-8")))
         except (OSError, ValueError) as exc:
-            raise ValueError(f"part {i}/{parts_n} in {out!r} cannot be read ({exc}): pack it again "
-                             f"with --part {i}/{parts_n}") from None
+            raise ValueError(
+                f"part {i}/{parts_n} in {out!r} cannot be read ({exc}): pack it again with --part {i}/{parts_n}"
+            ) from None
     for i, part in enumerate(parts[1:], 1):
         check_part(i, len(parts), parts[0]["header"], part["header"], out)
     return parts
@@ -135,19 +144,27 @@ def _check_ranges(records: list[dict[str, Any]], part: dict[str, Any], out: str)
     ranges = sorted(r["range"] for r in records)
     if ranges != list(range(header["ranges"])):
         missing = sorted(set(range(header["ranges"])) - set(ranges))
-        raise ValueError(f"the parts in {out!r} do not hold every range of the plan once (missing {missing[:5]}, "
-                         f"{len(ranges)} of {header['ranges']} held): pack the parts again with --resume")
+        raise ValueError(
+            f"the parts in {out!r} do not hold every range of the plan once (missing {missing[:5]}, "
+            f"{len(ranges)} of {header['ranges']} held): pack the parts again with --resume"
+        )
     for record in records:
         if record["header"] != header:
-            raise ValueError(f"range {record['range']} in {out!r} was packed from another source or with other "
-                             "options than its part: pack its part again with --resume")
+            raise ValueError(
+                f"range {record['range']} in {out!r} was packed from another source or with other "
+                "options than its part: pack its part again with --resume"
+            )
         if any(e.shard is not None and e.shard.num_samples != len(e.labels) for e in record_entries(record)):
-            raise ValueError(f"range {record['range']} in {out!r} records shards whose sample counts do not match "
-                             "its labels: pack its part again")
+            raise ValueError(
+                f"range {record['range']} in {out!r} records shards whose sample counts do not match "
+                "its labels: pack its part again"
+            )
     total = sum(len(e.labels) + len(e.skipped) for rec in records for e in record_entries(rec))
     if total != header["files"]:
-        raise ValueError(f"the parts in {out!r} account for {total} files, the source has {header['files']}: "
-                         "a part is incomplete; pack it again with --resume")
+        raise ValueError(
+            f"the parts in {out!r} account for {total} files, the source has {header['files']}: "
+            "a part is incomplete; pack it again with --resume"
+        )
 
 
 def _check_shards(root: Path, record: dict[str, Any], check_crc: bool) -> None:
@@ -155,20 +172,27 @@ def _check_shards(root: Path, record: dict[str, Any], check_crc: bool) -> None:
         shard = entry.shard
         if shard is None:
             continue
-        for rel, nbytes, crc in ((shard.path, shard.nbytes, shard.crc32c), (shard.index, shard.index_nbytes,
-                                                                             shard.index_crc32c)):
+        for rel, nbytes, crc in (
+            (shard.path, shard.nbytes, shard.crc32c),
+            (shard.index, shard.index_nbytes, shard.index_crc32c),
+        ):
             if rel is None:
                 continue
             path = root / rel
             if not path.is_file():
-                raise FileNotFoundError(f"{rel} of range {record['range']} is missing in {str(root)!r}: pack its "
-                                        "part again with --resume")
+                raise FileNotFoundError(
+                    f"{rel} of range {record['range']} is missing in {str(root)!r}: pack its part again with --resume"
+                )
             if nbytes is not None and path.stat().st_size != nbytes:
-                raise ValueError(f"{rel} of range {record['range']} has {path.stat().st_size} bytes, its part "
-                                 f"recorded {nbytes}: pack its part again with --resume")
+                raise ValueError(
+                    f"{rel} of range {record['range']} has {path.stat().st_size} bytes, its part "
+                    f"recorded {nbytes}: pack its part again with --resume"
+                )
             if check_crc and crc is not None and _crc(path) != crc:
-                raise ValueError(f"{rel} of range {record['range']} does not have the CRC32C its part recorded: "
-                                 "pack its part again with --resume")
+                raise ValueError(
+                    f"{rel} of range {record['range']} does not have the CRC32C its part recorded: "
+                    "pack its part again with --resume"
+                )
 
 
 def _crc(path: Path) -> str:

@@ -61,39 +61,60 @@ class PackOptions:
 
     def __post_init__(self) -> None:
         get_format(self.format)  # unknown names are refused first, listing the valid ones
-        _check(isinstance(self.shard_size, int) and self.shard_size > 0,
-               f"shard_size must be a positive number of bytes, got {self.shard_size!r}")
-        _check(self.samples_per_shard is None or (isinstance(self.samples_per_shard, int) and self.samples_per_shard > 0),
-               f"samples_per_shard must be a positive integer, got {self.samples_per_shard!r}")
-        _check(self.max_side is None or (isinstance(self.max_side, int) and self.max_side >= 8),
-               f"max_side must be an integer >= 8 (pixels), got {self.max_side!r}")
-        _check(isinstance(self.quality, int) and 1 <= self.quality <= 100 or (self.quality is None and not self.max_side),
-               f"quality must be an integer JPEG quality in 1..100, got {self.quality!r}")
-        _check(self.shuffle_seed is None or (isinstance(self.shuffle_seed, int) and not isinstance(self.shuffle_seed, bool)
-                                             and self.shuffle_seed >= 0),
-               f"shuffle_seed must be a non-negative integer (numpy's seeds are), got {self.shuffle_seed!r}")
-        _check(self.workers is None or (isinstance(self.workers, int) and self.workers >= 0),
-               f"workers must be a non-negative integer (0: no pool), got {self.workers!r}")
-        _check(not (self.resume and self.overwrite),
-               "resume and overwrite exclude each other: resume finishes a pack, overwrite starts over")
-        _check(not (self.append and self.overwrite),
-               "append excludes overwrite: append adds shards to a finished pack")
+        _check(
+            isinstance(self.shard_size, int) and self.shard_size > 0,
+            f"shard_size must be a positive number of bytes, got {self.shard_size!r}",
+        )
+        _check(
+            self.samples_per_shard is None or (isinstance(self.samples_per_shard, int) and self.samples_per_shard > 0),
+            f"samples_per_shard must be a positive integer, got {self.samples_per_shard!r}",
+        )
+        _check(
+            self.max_side is None or (isinstance(self.max_side, int) and self.max_side >= 8),
+            f"max_side must be an integer >= 8 (pixels), got {self.max_side!r}",
+        )
+        _check(
+            isinstance(self.quality, int) and 1 <= self.quality <= 100 or (self.quality is None and not self.max_side),
+            f"quality must be an integer JPEG quality in 1..100, got {self.quality!r}",
+        )
+        _check(
+            self.shuffle_seed is None
+            or (
+                isinstance(self.shuffle_seed, int)
+                and not isinstance(self.shuffle_seed, bool)
+                and self.shuffle_seed >= 0
+            ),
+            f"shuffle_seed must be a non-negative integer (numpy's seeds are), got {self.shuffle_seed!r}",
+        )
+        _check(
+            self.workers is None or (isinstance(self.workers, int) and self.workers >= 0),
+            f"workers must be a non-negative integer (0: no pool), got {self.workers!r}",
+        )
+        _check(
+            not (self.resume and self.overwrite),
+            "resume and overwrite exclude each other: resume finishes a pack, overwrite starts over",
+        )
+        _check(not (self.append and self.overwrite), "append excludes overwrite: append adds shards to a finished pack")
         _check(self.source in SOURCES, f"unknown source {self.source!r}: choose one of {', '.join(SOURCES)}")
         if isinstance(self.fields, str):
             object.__setattr__(self, "fields", tuple(f for f in self.fields.split(",") if f))
         object.__setattr__(self, "fields", tuple(self.fields))
         _check(all(isinstance(f, str) and f for f in self.fields), f"fields must be column names, got {self.fields!r}")
         _check(len(set(self.fields)) == len(self.fields), f"fields names a column twice: {', '.join(self.fields)}")
-        _check(self.range_size is None or (isinstance(self.range_size, int) and self.range_size > 0),
-               f"range_size must be a positive number of samples, got {self.range_size!r}")
+        _check(
+            self.range_size is None or (isinstance(self.range_size, int) and self.range_size > 0),
+            f"range_size must be a positive number of samples, got {self.range_size!r}",
+        )
         _check(self.engine in ENGINES, f"unknown engine {self.engine!r}: choose one of {', '.join(ENGINES)}")
         if self.part is not None:
             object.__setattr__(self, "part", tuple(self.part))
             check_part(*self.part)
         _check(isinstance(self.keep_bytes, bool), f"keep_bytes must be True or False, got {self.keep_bytes!r}")
         _check(self.labels in LABELS, f"labels must be one of {', '.join(LABELS)}, got {self.labels!r}")
-        _check(not (self.unlabelled and (self.label_column is not None or self.labels != "auto")),
-               "unlabelled excludes label_column and labels: an unlabelled pack reads no label")
+        _check(
+            not (self.unlabelled and (self.label_column is not None or self.labels != "auto")),
+            "unlabelled excludes label_column and labels: an unlabelled pack reads no label",
+        )
         object.__setattr__(self, "max_pixels", as_limit(self.max_pixels))
         if not self.max_side:
             object.__setattr__(self, "quality", None)
@@ -124,9 +145,15 @@ class PackOptions:
         their defaults, so an ImageFolder pack records exactly what it recorded before they existed.
         """
         data: dict[str, Any] = {
-            "format": self.format, "shard_size": self.shard_size, "samples_per_shard": self.samples_per_shard,
-            "max_side": self.max_side, "quality": self.quality, "shuffle_seed": self.shuffle_seed,
-            "max_pixels": self.max_pixels, "range_size": self.plan(0).range_size, "keep_bytes": self.keep_bytes,
+            "format": self.format,
+            "shard_size": self.shard_size,
+            "samples_per_shard": self.samples_per_shard,
+            "max_side": self.max_side,
+            "quality": self.quality,
+            "shuffle_seed": self.shuffle_seed,
+            "max_pixels": self.max_pixels,
+            "range_size": self.plan(0).range_size,
+            "keep_bytes": self.keep_bytes,
         }
         for name in ("label_column", "image_column"):
             if getattr(self, name) is not None:

@@ -47,15 +47,21 @@ def is_own_name(name: str) -> bool:
 def is_fastdata_manifest(path: Path) -> bool:
     """True when ``path`` is a ``manifest.json`` that fastdata wrote: a regular file of at most 256 MiB holding a
     JSON object whose ``created_by`` is ``"fastdata ..."``, with a known ``format``, an integer ``version`` and a
-    list of ``shards``. Anyone's ``manifest.json`` (a web app's, another tool's) is not, and is never deleted."""
+    list of ``shards``. Anyone's ``manifest.json`` (a web app's, another tool's) is not, and is never deleted.
+    """
     try:
         data = read_regular(path, max_bytes=256 << 20)
         manifest = json.loads(data.decode("utf-8"))
     except (OSError, CorruptRecordError, UnicodeDecodeError, ValueError, RecursionError):
         return False
-    return (isinstance(manifest, dict) and isinstance(manifest.get("created_by"), str)
-            and manifest["created_by"].startswith("fastdata ") and manifest.get("format") in FORMATS
-            and type(manifest.get("version")) is int and isinstance(manifest.get("shards"), list))
+    return (
+        isinstance(manifest, dict)
+        and isinstance(manifest.get("created_by"), str)
+        and manifest["created_by"].startswith("fastdata ")
+        and manifest.get("format") in FORMATS
+        and type(manifest.get("version")) is int
+        and isinstance(manifest.get("shards"), list)
+    )
 
 
 def holds_pack(out: Path) -> bool:
@@ -63,8 +69,7 @@ def holds_pack(out: Path) -> bool:
     if is_fastdata_manifest(out / MANIFEST_NAME) or PackJournal(out).exists():
         return True
     with os.scandir(out) as entries:
-        return any(OWN_NAME.fullmatch(e.name) and e.name.endswith(".json") and e.name != MANIFEST_NAME
-                   for e in entries)
+        return any(OWN_NAME.fullmatch(e.name) and e.name.endswith(".json") and e.name != MANIFEST_NAME for e in entries)
 
 
 def create_output(out: Path) -> Path:
@@ -81,7 +86,9 @@ def create_output(out: Path) -> Path:
     except PermissionError:
         raise PermissionError(f"cannot create output folder {str(out)!r}: choose a writable location") from None
     if not os.access(out, os.W_OK | os.X_OK):
-        raise PermissionError(f"output folder {str(out)!r} is not writable: choose a writable location or fix its permissions")
+        raise PermissionError(
+            f"output folder {str(out)!r} is not writable: choose a writable location or fix its permissions"
+        )
     return out
 
 
@@ -105,8 +112,9 @@ def prepare_output(out: Path, *, resume: bool, overwrite: bool) -> None:
             )
         remove_own_files(out, only_tmp=not overwrite)
         return
-    foreign = sorted(printable_name(e.name) for e in os.scandir(out)
-                     if e.name != LOCK_NAME and not RANGE_LOCK.fullmatch(e.name))
+    foreign = sorted(
+        printable_name(e.name) for e in os.scandir(out) if e.name != LOCK_NAME and not RANGE_LOCK.fullmatch(e.name)
+    )
     clashing = [name for name in foreign if is_own_name(name)]
     if clashing:
         raise FileExistsError(

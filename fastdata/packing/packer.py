@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fastdata.decode.headers import image_format  # noqa: F401 - re-exported: fastdata.packing.packer.image_format
 from fastdata.formats.fields import infer_types
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.formats.manifest_entries import ShardInfo
@@ -26,12 +27,11 @@ from fastdata.packing.finish import TARGETS_NAME, NothingPackedError, finalize  
 from fastdata.packing.identity import PackIdentity, check_journal
 from fastdata.packing.journal import JournalEntry, PackJournal
 from fastdata.packing.lock import OutputLock
+from fastdata.packing.options import PackOptions
 from fastdata.packing.output import create_output, prepare_output, remove_own_files
-from fastdata.decode.headers import image_format  # noqa: F401 - re-exported: fastdata.packing.packer.image_format
 from fastdata.packing.pipeline import BadImageError, make_jobs, write_shards
 from fastdata.packing.plan import ordered_rows
 from fastdata.packing.pool import cap_workers
-from fastdata.packing.options import PackOptions
 from fastdata.packing.sources import Source, open_source
 from fastdata.packing.space import OutOfSpaceError, is_out_of_space, out_of_space_error
 from fastdata.packing.writer import ShardWriter
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from fastdata.packing.engines import PartResult
 
 logger = logging.getLogger(__name__)
+
 
 def pack(
     src: str | os.PathLike,
@@ -148,12 +149,20 @@ def pack(
             keywords["format"] = pack_format(out)  # an append takes the pack's own format
         options = PackOptions.of(**keywords)
     elif keywords:
-        raise ValueError(f"pass the options as keywords or as options=PackOptions(...), not both ({', '.join(keywords)})")
+        raise ValueError(
+            f"pass the options as keywords or as options=PackOptions(...), not both ({', '.join(keywords)})"
+        )
     if is_url(out) and options.engine == "local" and options.part is None:
         from fastdata.storage.transfer import pack_to_url
 
-        return pack_to_url(src, out, pack_local=pack, resume=options.resume, overwrite=options.overwrite,
-                           options=options.with_(resume=False, overwrite=False))
+        return pack_to_url(
+            src,
+            out,
+            pack_local=pack,
+            resume=options.resume,
+            overwrite=options.overwrite,
+            options=options.with_(resume=False, overwrite=False),
+        )
     source = open_source(src, options)
     count, types = _census(source, options)
     if options.strict and source.skipped:
@@ -166,8 +175,9 @@ def pack(
         raise FileNotFoundError(f"no samples in {src}: it holds no image or row to pack")
     options = options.with_(workers=cap_workers(options.workers))
     identity = PackIdentity.of(options, source, count, types)
-    if not options.append and (options.engine != "local" or options.part is not None or is_url(out)
-                               or len(identity.plan) > 1):
+    if not options.append and (
+        options.engine != "local" or options.part is not None or is_url(out) or len(identity.plan) > 1
+    ):
         from fastdata.packing.engines import run_plan
 
         return run_plan(source, identity, out, options, on_shard=on_shard)
@@ -218,11 +228,15 @@ def _remove_pieces(out: Path) -> None:
 
 
 def _pack_locked(
-    source: Source, identity: PackIdentity, out: Path, options: PackOptions,
+    source: Source,
+    identity: PackIdentity,
+    out: Path,
+    options: PackOptions,
     on_shard: Callable[[ShardInfo], None] | None,
 ) -> Manifest:
     """The pack itself, with ``out`` locked and checked; the rows are streamed from the source (held in
-    memory only for a shuffled pack)."""
+    memory only for a shuffled pack).
+    """
     count, types = identity.samples, identity.field_types
     journal = PackJournal(out)
     if (out / MANIFEST_NAME).is_file():  # resume of a pack that had already finished
@@ -240,8 +254,12 @@ def _pack_locked(
     if entries:
         logger.info("resuming after %d complete shards (%d of %d images done)", len(entries), start, count)
     writer = ShardWriter(
-        out, format=options.format, shard_size=options.shard_size, samples_per_shard=options.samples_per_shard,
-        first_shard=len(entries), on_shard=on_shard,
+        out,
+        format=options.format,
+        shard_size=options.shard_size,
+        samples_per_shard=options.samples_per_shard,
+        first_shard=len(entries),
+        on_shard=on_shard,
     )
     found = list(source.skipped) if start == 0 else []  # recorded with the first shard, so a resume has them too
     jobs = make_jobs(source, ordered_rows(source, options.shuffle_seed), types, options, start)

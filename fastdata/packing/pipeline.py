@@ -20,8 +20,8 @@ import numpy as np
 from tqdm import tqdm
 
 from fastdata.decode import DecodeError, get_decoder, pixel_limit
-from fastdata.decode.headers import image_format
 from fastdata.decode.capture import codec_messages
+from fastdata.decode.headers import image_format
 from fastdata.formats.example import ImageRecord
 from fastdata.formats.fields import encode_values
 from fastdata.formats.manifest_entries import FileWarnings, SkippedFile
@@ -81,17 +81,25 @@ class _Loaded:
     transcoded: bool = False
 
 
-def make_jobs(source: Source, rows: Iterable[Row], types: dict[str, dict], options: PackOptions,
-              start: int = 0, relabel: list[int] | None = None) -> Iterator[Job]:
+def make_jobs(
+    source: Source,
+    rows: Iterable[Row],
+    types: dict[str, dict],
+    options: PackOptions,
+    start: int = 0,
+    relabel: list[int] | None = None,
+) -> Iterator[Job]:
     """The pipeline's jobs for ``rows`` from number ``start`` on, made as they are needed."""
     for i, r in enumerate(itertools.islice(rows, start, None), start):
         label = relabel[r.label] if relabel else r.label
-        yield Job(i, r.locator, label, source, options, encode_values(types, r.fields, text=source.text), r.data,
-                  r.where)
+        yield Job(
+            i, r.locator, label, source, options, encode_values(types, r.fields, text=source.text), r.data, r.where
+        )
 
 
-def write_shards(jobs, writer, journal, classes, options, workers, total, start, found, *,
-                 progress: bool | None = None) -> list[JournalEntry]:
+def write_shards(
+    jobs, writer, journal, classes, options, workers, total, start, found, *, progress: bool | None = None
+) -> list[JournalEntry]:
     """Load ``jobs`` in ``workers`` processes, in order, into ``writer``'s shards; journal each finished shard.
 
     ``options.strict`` stops at the first bad row; ``progress`` (default ``options.progress``) shows a bar.
@@ -124,14 +132,27 @@ def write_shards(jobs, writer, journal, classes, options, workers, total, start,
                 else:
                     name = classes[job.label] if 0 <= job.label < len(classes) else ""
                     record = ImageRecord(
-                        loaded.data, job.label, name, job.rel, loaded.image_format, loaded.height, loaded.width,
+                        loaded.data,
+                        job.label,
+                        name,
+                        job.rel,
+                        loaded.image_format,
+                        loaded.height,
+                        loaded.width,
                         job.fields,
                     )
                     if writer.is_full_for(record):
-                        entries.append(_journal_shard(
-                            writer, journal, job.number, pending_skipped, pending_labels, pending_warnings,
-                            pending_transcoded,
-                        ))
+                        entries.append(
+                            _journal_shard(
+                                writer,
+                                journal,
+                                job.number,
+                                pending_skipped,
+                                pending_labels,
+                                pending_warnings,
+                                pending_transcoded,
+                            )
+                        )
                     if loaded.transcoded:
                         pending_transcoded.append(len(pending_labels))
                     writer.write(record)
@@ -141,13 +162,21 @@ def write_shards(jobs, writer, journal, classes, options, workers, total, start,
                 bar.update(1)
                 if _clock() - last_postfix > _FIGURE_EVERY:
                     last_postfix = _clock()
-                    bar.set_postfix_str(throughput(writer.written_bytes - first_bytes, last_postfix - started),
-                                        refresh=False)
+                    bar.set_postfix_str(
+                        throughput(writer.written_bytes - first_bytes, last_postfix - started), refresh=False
+                    )
         finally:
             results.close()  # stops the workers of an unfinished window at once
         entries.append(
-            _journal_shard(writer, journal, start + processed, pending_skipped, pending_labels, pending_warnings,
-                           pending_transcoded)
+            _journal_shard(
+                writer,
+                journal,
+                start + processed,
+                pending_skipped,
+                pending_labels,
+                pending_warnings,
+                pending_transcoded,
+            )
         )
         bar.set_postfix_str(throughput(writer.written_bytes - first_bytes, _clock() - started))  # the final figure
     except BaseException as exc:
@@ -181,7 +210,11 @@ def _journal_shard(writer, journal, next_source, skipped, labels, warned, transc
     if info is None and not skipped:
         return None
     entry = JournalEntry(
-        shard=info, next_source=next_source, skipped=list(skipped), labels=list(labels), warnings=list(warned),
+        shard=info,
+        next_source=next_source,
+        skipped=list(skipped),
+        labels=list(labels),
+        warnings=list(warned),
         transcoded=list(transcoded),
     )
     if info is not None:
@@ -240,8 +273,9 @@ def _load(job: Job) -> _Loaded:
     recoded = None
     if kind == "JPEG" and not job.options.keep_bytes:  # see fastdata.packing.transcode
         recoded = transcode_jpeg(data, max_pixels=job.options.max_pixels)
-    return _Loaded(job.number, recoded or data, height, width, kind, warnings=tuple(messages),
-                   transcoded=recoded is not None)
+    return _Loaded(
+        job.number, recoded or data, height, width, kind, warnings=tuple(messages), transcoded=recoded is not None
+    )
 
 
 def _downscale(rgb: np.ndarray, max_side: int, quality: int) -> tuple[bytes, int, int]:

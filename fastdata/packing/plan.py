@@ -64,7 +64,8 @@ class RangePlan:
 
 def make_plan(samples: int, range_size: int | None = None, samples_per_shard: int | None = None) -> RangePlan:
     """The plan for ``samples`` samples; ``range_size`` (default :data:`DEFAULT_RANGE_SIZE`) is rounded up
-    to a multiple of ``samples_per_shard``, so that count-bounded shards are not cut short by a range end."""
+    to a multiple of ``samples_per_shard``, so that count-bounded shards are not cut short by a range end.
+    """
     size = DEFAULT_RANGE_SIZE if range_size is None else range_size
     if not isinstance(size, int) or size <= 0:
         raise ValueError(f"range_size must be a positive number of samples, got {range_size!r}")

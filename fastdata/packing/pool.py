@@ -108,11 +108,14 @@ class OrderedProcessMap:
         with _signals_blocked():
             for w in range(self.workers):
                 reader, writer = ctx.Pipe(duplex=False)
-                share = [self.items[k : k + self.chunksize] for k in range(w * self.chunksize, len(self.items),
-                                                                         self.workers * self.chunksize)]
+                share = [
+                    self.items[k : k + self.chunksize]
+                    for k in range(w * self.chunksize, len(self.items), self.workers * self.chunksize)
+                ]
                 inherited = self._conns + [reader] if method == "fork" else []  # read ends a forked child holds
-                proc = ctx.Process(target=_serve, args=(self.fn, share, writer, inherited), daemon=True,
-                                   name=f"fastdata-pack-{w}")
+                proc = ctx.Process(
+                    target=_serve, args=(self.fn, share, writer, inherited), daemon=True, name=f"fastdata-pack-{w}"
+                )
                 self._procs.append(proc)  # before start(): an interrupt raised inside it must not orphan the child
                 self._conns.append(reader)
                 try:

@@ -128,14 +128,34 @@ def _run_to_url(task: RangeTask) -> dict[str, Any]:
 
 def _pack(task: RangeTask, staging: Path) -> dict[str, Any]:
     options = task.options
-    writer = ShardWriter(staging, format=options.format, shard_size=options.shard_size,
-                         samples_per_shard=options.samples_per_shard, prefix=task.prefix)
-    entries = write_shards(list(task.jobs), writer, _NoJournal(), list(task.classes), options, task.workers,
-                           task.stop, task.start, list(task.found), progress=False)  # the driver shows one bar
+    writer = ShardWriter(
+        staging,
+        format=options.format,
+        shard_size=options.shard_size,
+        samples_per_shard=options.samples_per_shard,
+        prefix=task.prefix,
+    )
+    entries = write_shards(
+        list(task.jobs),
+        writer,
+        _NoJournal(),
+        list(task.classes),
+        options,
+        task.workers,
+        task.stop,
+        task.start,
+        list(task.found),
+        progress=False,
+    )  # the driver shows one bar
     if not entries or entries[-1].next_source != task.stop:  # an empty range still says where it ends
         entries.append(JournalEntry(None, task.stop, [], []))
-    return {"header": task.header, "range": task.index, "start": task.start, "stop": task.stop,
-            "entries": [asdict(e) for e in entries]}
+    return {
+        "header": task.header,
+        "range": task.index,
+        "start": task.start,
+        "stop": task.stop,
+        "entries": [asdict(e) for e in entries],
+    }
 
 
 def _dumps(record: dict[str, Any]) -> bytes:
@@ -167,7 +187,11 @@ def load_record(out: Path, r: int, header: dict[str, Any] | None = None) -> dict
         record = json.loads((out / record_name(r)).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(record, dict) or record.get("range") != r or (header is not None and record.get("header") != header):
+    if (
+        not isinstance(record, dict)
+        or record.get("range") != r
+        or (header is not None and record.get("header") != header)
+    ):
         return None
     try:
         shards = _shards(record)

@@ -26,10 +26,10 @@ from fastdata.formats.errors import CorruptRecordError
 from fastdata.formats.example import ImageRecord
 from fastdata.formats.manifest import Manifest
 from fastdata.formats.packed import open_pack
+from fastdata.packing.finish import finalize
 from fastdata.packing.journal import JournalEntry, PackJournal
 from fastdata.packing.lock import OutputLock
 from fastdata.packing.output import create_output, prepare_output, remove_own_files
-from fastdata.packing.finish import finalize
 from fastdata.packing.pool import OrderedProcessMap, cap_workers
 from fastdata.packing.transcode import transcode_jpeg
 from fastdata.packing.writer import DEFAULT_SHARD_SIZE, ShardWriter
@@ -78,8 +78,12 @@ def repack(
     workers = cap_workers(workers)
     with OutputLock(out):
         prepare_output(out, resume=False, overwrite=overwrite)
-        writer = ShardWriter(out, format=format, shard_size=options.get("shard_size") or DEFAULT_SHARD_SIZE,
-                             samples_per_shard=options.get("samples_per_shard"))
+        writer = ShardWriter(
+            out,
+            format=format,
+            shard_size=options.get("shard_size") or DEFAULT_SHARD_SIZE,
+            samples_per_shard=options.get("samples_per_shard"),
+        )
         bar = tqdm(total=pack.manifest.num_samples, unit="img", desc="repack", disable=not progress)
         try:
             entries = _write(pack, source, writer, workers, bar)
@@ -108,8 +112,15 @@ def _write(pack, source, writer: ShardWriter, workers: int, bar) -> list[Journal
             raise CorruptRecordError(shard.path, None, f"{first}; run `fastdata verify` on it")
         for record, (data, was_recoded, height, width) in zip(records, _recode_all(records, workers)):
             label = int(pack.targets[sample])
-            new = ImageRecord(data, label, pack.manifest.classes[label], record.filename, image_format(data),
-                              record.height or height, record.width or width)
+            new = ImageRecord(
+                data,
+                label,
+                pack.manifest.classes[label],
+                record.filename,
+                image_format(data),
+                record.height or height,
+                record.width or width,
+            )
             if writer.is_full_for(new):
                 entries.append(_entry(writer, labels, recoded))
             if was_recoded:
@@ -123,8 +134,9 @@ def _write(pack, source, writer: ShardWriter, workers: int, bar) -> list[Journal
 
 
 def _entry(writer: ShardWriter, labels: list[int], recoded: list[int]) -> JournalEntry:
-    entry = JournalEntry(shard=writer.finish_shard(), next_source=0, skipped=[], labels=list(labels),
-                         transcoded=list(recoded))
+    entry = JournalEntry(
+        shard=writer.finish_shard(), next_source=0, skipped=[], labels=list(labels), transcoded=list(recoded)
+    )
     labels.clear()
     recoded.clear()
     return entry

@@ -66,9 +66,13 @@ def find_classes(root: str | os.PathLike) -> list[str]:
     """
     root = Path(root)
     if not root.exists():
-        raise FileNotFoundError(f"image folder {str(root)!r} does not exist: pass the folder that holds one subfolder per class")
+        raise FileNotFoundError(
+            f"image folder {str(root)!r} does not exist: pass the folder that holds one subfolder per class"
+        )
     if not root.is_dir():
-        raise NotADirectoryError(f"{str(root)!r} is a file, not an image folder: pass the folder that holds one subfolder per class")
+        raise NotADirectoryError(
+            f"{str(root)!r} is a file, not an image folder: pass the folder that holds one subfolder per class"
+        )
     try:
         with os.scandir(root) as entries:
             classes = sorted(entry.name for entry in entries if _is_dir(entry))

@@ -1,6 +1,7 @@
 """``fastdata inspect``: what a packed dataset holds, as text (:func:`describe`) or one JSON-ready dict
 (:func:`summary`, ``fastdata inspect --json``), read from the manifest and the labels alone, in memory that grows
-with the shards and classes, not with the samples."""
+with the shards and classes, not with the samples.
+"""
 
 from __future__ import annotations
 
@@ -53,8 +54,10 @@ def summary(root: str | os.PathLike) -> dict[str, Any]:
         "nbytes": sum(s.nbytes for s in manifest.shards),
         "classes": [{"index": i, "name": name, "count": counts[i]} for i, name in enumerate(manifest.classes)],
         "fields": dict((manifest.options or {}).get("field_types") or {}),
-        "shards": [{"path": s.path, "num_samples": s.num_samples, "nbytes": s.nbytes, "transcoded": s.transcoded}
-                   for s in manifest.shards],
+        "shards": [
+            {"path": s.path, "num_samples": s.num_samples, "nbytes": s.nbytes, "transcoded": s.transcoded}
+            for s in manifest.shards
+        ],
         "skipped": [{"path": s.path, "reason": s.reason} for s in manifest.skipped],
         "warnings": [{"path": w.path, "messages": list(w.messages)} for w in manifest.warnings],
         "transcoded": manifest.transcoded_count,
@@ -76,8 +79,10 @@ def describe(root: str | os.PathLike) -> str:
         f"classes   {len(names)}" + (" (unlabelled: every label is -1)" if info["options"].get("unlabelled") else ""),
     ]
     width = max((len(c) for c in names), default=0)
-    lines += [f"  {c['index']:>5}  {name:<{width}}  {'?' if c['count'] is None else c['count']}"
-              for c, name in zip(info["classes"], names)]
+    lines += [
+        f"  {c['index']:>5}  {name:<{width}}  {'?' if c['count'] is None else c['count']}"
+        for c, name in zip(info["classes"], names)
+    ]
     types = info["fields"]
     lines.append(f"fields    {len(types)}" + ("" if types else " (pack with --fields to keep columns)"))
     lines += [escaped(line) for line in fields_table(types)] if types else []
@@ -88,8 +93,9 @@ def describe(root: str | os.PathLike) -> str:
     lines.append(f"warnings  {len(info['warnings'])} file(s) packed with codec warnings")
     lines += [f"  {escaped(w['path'])}: {escaped('; '.join(w['messages']))}" for w in info["warnings"]]
     if info["transcoded"] is not None:
-        lines.append(f"transcoded {info['transcoded']} of {info['num_samples']} records (lossless JPEGs with restart "
-                     "intervals)")
+        lines.append(
+            f"transcoded {info['transcoded']} of {info['num_samples']} records (lossless JPEGs with restart intervals)"
+        )
     options = ", ".join(f"{escaped(k)}={escaped(v)}" for k, v in info["options"].items() if v is not None)
     lines.append(f"options   {options}")
     return "\n".join(lines)

@@ -66,9 +66,12 @@ def transcode_jpeg(data: bytes, *, max_pixels: int | None = None, fit: bool = Tr
     if _jpegtranscode is None:
         if not _warned:
             _warned = True
-            warnings.warn("fastdata.packing._jpegtranscode is not built: pack stores JPEG bytes unchanged "
-                          "(install a C compiler and libjpeg-dev, then reinstall fastdata)", RuntimeWarning,
-                          stacklevel=2)
+            warnings.warn(
+                "fastdata.packing._jpegtranscode is not built: pack stores JPEG bytes unchanged "
+                "(install a C compiler and libjpeg-dev, then reinstall fastdata)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         return None
     return _jpegtranscode.transcode(data, RESTART_MCUS, MIN_INTERVAL_BYTES, max_pixels or (1 << 62), fit)
 

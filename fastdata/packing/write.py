@@ -102,14 +102,26 @@ def write(
         NothingPackedError: every image was skipped and ``allow_empty`` is not set.
     """
     if is_url(out):
-        raise ValueError(f"write() writes a local folder, not {out}: write one, then upload it with "
-                         "fastdata.storage.transfer.upload(folder, url)")
+        raise ValueError(
+            f"write() writes a local folder, not {out}: write one, then upload it with "
+            "fastdata.storage.transfer.upload(folder, url)"
+        )
     if not isinstance(transcode, bool):
         raise TypeError(f"transcode must be True or False, got {transcode!r}")
-    options = PackOptions(format=format, shard_size=shard_size, samples_per_shard=samples_per_shard,
-                          max_side=max_side, quality=quality, workers=cap_workers(workers), strict=strict,
-                          overwrite=overwrite, progress=progress, max_pixels=max_pixels, allow_empty=allow_empty,
-                          keep_bytes=not transcode)
+    options = PackOptions(
+        format=format,
+        shard_size=shard_size,
+        samples_per_shard=samples_per_shard,
+        max_side=max_side,
+        quality=quality,
+        workers=cap_workers(workers),
+        strict=strict,
+        overwrite=overwrite,
+        progress=progress,
+        max_pixels=max_pixels,
+        allow_empty=allow_empty,
+        keep_bytes=not transcode,
+    )
     stream = _Samples(samples, _classes(classes), _field_types(fields), options)
     try:
         total: int | None = len(samples)  # type: ignore[arg-type]
@@ -120,11 +132,17 @@ def write(
         prepare_output(out, resume=False, overwrite=overwrite)
         journal = PackJournal(out)
         journal.start({"fingerprint": "fastdata.write", "options": options.recorded()})
-        writer = ShardWriter(out, format=format, shard_size=options.shard_size,
-                             samples_per_shard=options.samples_per_shard, on_shard=on_shard)
+        writer = ShardWriter(
+            out,
+            format=format,
+            shard_size=options.shard_size,
+            samples_per_shard=options.samples_per_shard,
+            on_shard=on_shard,
+        )
         try:
-            entries = write_shards(stream.jobs(), writer, journal, stream.classes or [], options, options.workers,
-                                   total, 0, [])
+            entries = write_shards(
+                stream.jobs(), writer, journal, stream.classes or [], options, options.workers, total, 0, []
+            )
             if not allow_empty and not any(e.shard is not None for e in entries):
                 raise NothingPackedError([s for e in entries for s in e.skipped])
             return finalize(out, format, stream.final_classes(), entries, stream.recorded(), journal)
@@ -136,8 +154,9 @@ def write(
 class _Samples:
     """The samples as the pipeline's jobs, each one's label and fields checked as it is drawn."""
 
-    def __init__(self, samples: Iterable[Any], classes: list[str] | None, types: dict[str, dict] | None,
-                 options: PackOptions) -> None:
+    def __init__(
+        self, samples: Iterable[Any], classes: list[str] | None, types: dict[str, dict] | None, options: PackOptions
+    ) -> None:
         self.samples = samples
         self.classes = classes
         self.types = types
@@ -148,14 +167,25 @@ class _Samples:
     def jobs(self) -> Iterator[Job]:
         for number, sample in enumerate(self.samples):
             if not isinstance(sample, (tuple, list)) or len(sample) not in (2, 3):
-                raise TypeError(f"sample {number} must be (image bytes, label) or (image bytes, label, fields dict), "
-                                f"got {_kind(sample)}")
+                raise TypeError(
+                    f"sample {number} must be (image bytes, label) or (image bytes, label, fields dict), "
+                    f"got {_kind(sample)}"
+                )
             image, label, values = sample[0], sample[1], (sample[2] if len(sample) == 3 else None)
             if not isinstance(image, (bytes, bytearray, memoryview)):
-                raise TypeError(f"sample {number}: the image must be the encoded file's bytes (a JPEG's, a PNG's), got "
-                                f"{_kind(image)}: encode decoded pixels first (cv2.imencode, PIL's Image.save)")
-            yield Job(number, f"sample {number}", self._label(number, label), None,  # type: ignore[arg-type]
-                      self.options, self._fields(number, values), bytes(image))
+                raise TypeError(
+                    f"sample {number}: the image must be the encoded file's bytes (a JPEG's, a PNG's), got "
+                    f"{_kind(image)}: encode decoded pixels first (cv2.imencode, PIL's Image.save)"
+                )
+            yield Job(
+                number,
+                f"sample {number}",
+                self._label(number, label),
+                None,  # type: ignore[arg-type]
+                self.options,
+                self._fields(number, values),
+                bytes(image),
+            )
 
     def _label(self, number: int, label: Any) -> int:
         if isinstance(label, str) and self.classes is not None:
@@ -167,11 +197,14 @@ class _Samples:
                 raise TypeError
             value = operator.index(label)
         except TypeError:
-            raise TypeError(f"sample {number}: label must be an int{' or a class name' if self.classes else ''}, "
-                            f"got {_kind(label)}") from None
+            raise TypeError(
+                f"sample {number}: label must be an int{' or a class name' if self.classes else ''}, got {_kind(label)}"
+            ) from None
         if value < 0 or (self.classes is not None and value >= len(self.classes)):
-            raise ValueError(f"sample {number}: label {value} is outside " +
-                             ("the labels (>= 0)" if self.classes is None else f"the {len(self.classes)} classes"))
+            raise ValueError(
+                f"sample {number}: label {value} is outside "
+                + ("the labels (>= 0)" if self.classes is None else f"the {len(self.classes)} classes")
+            )
         self._top = max(self._top, value)
         return value
 
@@ -181,12 +214,16 @@ class _Samples:
         if self.types is None:  # the first sample says which fields there are, and their types
             self.types = infer_types(values or {}, [values or {}])
         if set(values or {}) != set(self.types):
-            raise ValueError(f"sample {number} has fields {sorted(values or {})}, the samples before it "
-                             f"{sorted(self.types)}: give every sample the same fields (or declare fields=...)")
+            raise ValueError(
+                f"sample {number} has fields {sorted(values or {})}, the samples before it "
+                f"{sorted(self.types)}: give every sample the same fields (or declare fields=...)"
+            )
         for name, spec in self.types.items():
             if not fits(spec, values[name]):  # type: ignore[index]
-                raise ValueError(f"sample {number}: field {name!r} is {_kind(values[name])}, which does not fit "  # type: ignore[index]
-                                 f"its type {spec} (declare fields={{{name!r}: ...}} to store it)")
+                raise ValueError(
+                    f"sample {number}: field {name!r} is {_kind(values[name])}, which does not fit "  # type: ignore[index]
+                    f"its type {spec} (declare fields={{{name!r}: ...}} to store it)"
+                )
         return encode_values(self.types, values or {})
 
     def final_classes(self) -> list[str]:
@@ -228,4 +265,6 @@ def _field_types(fields: Mapping[str, Any] | None) -> dict[str, dict] | None:
 
 
 def _kind(value: Any) -> str:
-    return f"a {type(value).__name__}" if not isinstance(value, (int, float)) or isinstance(value, bool) else repr(value)
+    return (
+        f"a {type(value).__name__}" if not isinstance(value, (int, float)) or isinstance(value, bool) else repr(value)
+    )

@@ -51,7 +51,8 @@ def shard_offsets(dataset: Any, shard_sizes: Sequence[int] | None, length: int) 
         if offsets is None:
             raise ValueError(
                 f"shuffle={BLOCKS!r} needs the dataset's shard layout, but {type(dataset).__name__} has no "
-                "shard_offsets; pass shard_sizes=[samples in shard 0, samples in shard 1, ...] or use a ShardDataset")
+                "shard_offsets; pass shard_sizes=[samples in shard 0, samples in shard 1, ...] or use a ShardDataset"
+            )
         offsets, name = np.asarray(offsets), "dataset.shard_offsets"
     else:
         sizes = np.asarray(shard_sizes)
@@ -66,8 +67,10 @@ def shard_offsets(dataset: Any, shard_sizes: Sequence[int] | None, length: int) 
     if offsets.ndim != 1 or len(offsets) < 1 or offsets[0] != 0 or (np.diff(offsets) < 0).any():
         raise ValueError(f"{name} must describe consecutive shards (offsets from 0, non-decreasing), got {offsets!r}")
     if offsets[-1] != length:
-        raise ValueError(f"{name} covers {int(offsets[-1])} samples but the dataset has {length}; "
-                         "pass the sample counts of the dataset's shards, in order")
+        raise ValueError(
+            f"{name} covers {int(offsets[-1])} samples but the dataset has {length}; "
+            "pass the sample counts of the dataset's shards, in order"
+        )
     offsets.flags.writeable = False
     _warn_if_class_ordered(dataset)
     return offsets
@@ -76,9 +79,12 @@ def shard_offsets(dataset: Any, shard_sizes: Sequence[int] | None, length: int) 
 def _warn_if_class_ordered(dataset: Any) -> None:
     options = getattr(getattr(dataset, "manifest", None), "options", None)
     if isinstance(options, Mapping) and "shuffle_seed" in options and options["shuffle_seed"] is None:
-        logger.warning("%r was packed in class order (no --shuffle-seed): with shuffle=%r each batch holds only the "
-                       "few classes of one block of shards; repack with `fastdata pack --shuffle-seed 0`",
-                       dataset, BLOCKS)
+        logger.warning(
+            "%r was packed in class order (no --shuffle-seed): with shuffle=%r each batch holds only the "
+            "few classes of one block of shards; repack with `fastdata pack --shuffle-seed 0`",
+            dataset,
+            BLOCKS,
+        )
 
 
 def shard_order(offsets: np.ndarray, generator: torch.Generator) -> np.ndarray:

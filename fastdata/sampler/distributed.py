@@ -36,11 +36,21 @@ logger = logging.getLogger(__name__)
 __all__ = ["DEFAULT_BLOCK_SHARDS", "DistributedSampler", "adapt_loader_state"]
 
 #: Keys of :meth:`DistributedSampler.state_dict` that must match the sampler on load (when present).
-_MATCHED_KEYS = ("num_replicas", "ratio", "seed", "shuffle", "drop_last", "dataset_length", "block_shards",
-                 "shard_layout")
+_MATCHED_KEYS = (
+    "num_replicas",
+    "ratio",
+    "seed",
+    "shuffle",
+    "drop_last",
+    "dataset_length",
+    "block_shards",
+    "shard_layout",
+)
 _REQUIRED_KEYS = ("epoch", "seed", "ratio", "num_replicas", "shuffle", "drop_last", "start_index")
-_ADAPT_HINT = ("to resume on another number of ranks, load sampler.adapt_state(state) instead (a DataLoaderX "
-               "state: loader.load_state_dict(fastdata.sampler.adapt_loader_state(state, loader)))")
+_ADAPT_HINT = (
+    "to resume on another number of ranks, load sampler.adapt_state(state) instead (a DataLoaderX "
+    "state: loader.load_state_dict(fastdata.sampler.adapt_loader_state(state, loader)))"
+)
 
 
 def _check_world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:

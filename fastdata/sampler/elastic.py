@@ -31,8 +31,9 @@ def per_rank(length: int, position: int, replicas: int, drop_last: bool) -> int:
     return left // replicas if drop_last else math.ceil(left / replicas)
 
 
-def global_point(length: int, replicas: int, drop_last: bool, ratio: int, origin: tuple[int, int],
-                 start: int) -> tuple[int, int]:
+def global_point(
+    length: int, replicas: int, drop_last: bool, ratio: int, origin: tuple[int, int], start: int
+) -> tuple[int, int]:
     """(virtual pass, global position) once each of ``replicas`` ranks took ``start`` indices from ``origin``.
 
     A rank at the very end of a pass is at that pass's end, not at the next pass's start (with
@@ -50,8 +51,9 @@ def global_point(length: int, replicas: int, drop_last: bool, ratio: int, origin
     return virtual_pass + 1 + extra, (offset + 1) * replicas
 
 
-def local_point(length: int, replicas: int, drop_last: bool, ratio: int, virtual_pass: int,
-                position: int) -> tuple[int, tuple[int, int]]:
+def local_point(
+    length: int, replicas: int, drop_last: bool, ratio: int, virtual_pass: int, position: int
+) -> tuple[int, tuple[int, int]]:
     """(start_index, origin) that make ``replicas`` ranks resume at a global point; origin ``(0, 0)`` if possible."""
     if virtual_pass < ratio and per_rank(length, position, replicas, drop_last) == 0:
         virtual_pass, position = virtual_pass + 1, 0  # only padding (or the dropped tail) is left
@@ -86,8 +88,10 @@ def rescale_state(state: Mapping[str, Any], length: int, ratio: int, drop_last: 
     start = as_int(state["start_index"], "state['start_index']", fix)
     saved_len = ratio * per_rank(length, 0, saved, drop_last)
     if not 0 <= start <= saved_len:
-        raise ValueError(f"state['start_index'] must be in [0, {saved_len}] for {saved} ranks, got {start}; "
-                         "pass this rank's consumed indices in the pass")
+        raise ValueError(
+            f"state['start_index'] must be in [0, {saved_len}] for {saved} ranks, got {start}; "
+            "pass this rank's consumed indices in the pass"
+        )
     point = global_point(length, saved, drop_last, ratio, parse_origin(state, ratio, length), start)
     start, origin = local_point(length, replicas, drop_last, ratio, *point)
     adapted = {key: copy.deepcopy(value) for key, value in state.items() if key != "origin"}
@@ -130,8 +134,11 @@ def adapt_loader_state(state: Mapping[str, Any], loader: Any) -> dict[str, Any]:
     if not isinstance(state, Mapping):
         raise TypeError(f"state must be a dict from DataLoaderX.state_dict(), got {type(state).__name__}")
     saved = state.get("sampler")
-    if any(key not in state for key in ("in_pass", "batches_consumed")) or not isinstance(saved, Mapping) or any(
-            key not in saved for key in ("num_replicas", "start_index")):
+    if (
+        any(key not in state for key in ("in_pass", "batches_consumed"))
+        or not isinstance(saved, Mapping)
+        or any(key not in saved for key in ("num_replicas", "start_index"))
+    ):
         raise ValueError("state must be a DataLoaderX.state_dict() taken with a fastdata.DistributedSampler")
     saved_world = as_int(saved["num_replicas"], "state['sampler']['num_replicas']")
     global_batch = batch_size * sampler.num_replicas
@@ -139,7 +146,8 @@ def adapt_loader_state(state: Mapping[str, Any], loader: Any) -> dict[str, Any]:
         raise ValueError(
             f"the global batch of {global_batch} (batch_size={batch_size} x {sampler.num_replicas} ranks) is not a "
             f"multiple of the {saved_world} ranks that saved the state; keep the global batch size when changing "
-            "the number of ranks")
+            "the number of ranks"
+        )
     advanced = dict(saved)
     if state["in_pass"]:
         consumed = as_int(state["batches_consumed"], "state['batches_consumed']")

@@ -30,8 +30,10 @@ def _world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
     replicas = as_int(size if num_replicas is None else num_replicas, "num_replicas", "pass the number of ranks")
     rank = as_int(own if rank is None else rank, "rank", "pass this process's rank")
     if replicas < 1 or not 0 <= rank < replicas:
-        raise ValueError(f"need num_replicas >= 1 and 0 <= rank < num_replicas, got num_replicas={replicas}, "
-                         f"rank={rank}; pass this process's rank and the number of ranks")
+        raise ValueError(
+            f"need num_replicas >= 1 and 0 <= rank < num_replicas, got num_replicas={replicas}, "
+            f"rank={rank}; pass this process's rank and the number of ranks"
+        )
     return replicas, rank
 
 
@@ -92,8 +94,10 @@ class EvalSampler(Sampler[int]):
             ValueError: the state was taken over another dataset size or number of ranks.
         """
         if state.get("dataset_length") != self.length or state.get("num_replicas") != self.num_replicas:
-            raise ValueError(f"state {state!r} was taken for another evaluation split than this sampler's "
-                             f"({self.num_replicas} ranks over {self.length} samples); build the same EvalSampler")
+            raise ValueError(
+                f"state {state!r} was taken for another evaluation split than this sampler's "
+                f"({self.num_replicas} ranks over {self.length} samples); build the same EvalSampler"
+            )
 
     def __repr__(self) -> str:
         return f"EvalSampler(num_replicas={self.num_replicas}, rank={self.rank}, num_samples={self.num_samples})"
@@ -119,8 +123,10 @@ def interleave(parts: Sequence[Any], length: int | None = None) -> torch.Tensor:
     total = sum(len(t) for t in tensors) if length is None else int(length)
     for r, t in enumerate(tensors):
         if len(t) != share(total, replicas, r):
-            raise ValueError(f"rank {r} has {len(t)} results, its share of {total} samples over {replicas} ranks "
-                             f"is {share(total, replicas, r)}; pass one result per sample of EvalSampler's order")
+            raise ValueError(
+                f"rank {r} has {len(t)} results, its share of {total} samples over {replicas} ranks "
+                f"is {share(total, replicas, r)}; pass one result per sample of EvalSampler's order"
+            )
     out = tensors[0].new_empty((total, *tensors[0].shape[1:]))
     for r, t in enumerate(tensors):
         out[r::replicas] = t
@@ -148,8 +154,10 @@ def gather_in_order(values: Any, sampler: EvalSampler, *, group: Any = None) -> 
         return _gather_objects(values, sampler, group)
     values = torch.as_tensor(values)
     if len(values) != len(sampler):
-        raise ValueError(f"values has {len(values)} rows, this rank evaluated {len(sampler)} samples; "
-                         "pass one result per sample, in the order the sampler gave them")
+        raise ValueError(
+            f"values has {len(values)} rows, this rank evaluated {len(sampler)} samples; "
+            "pass one result per sample, in the order the sampler gave them"
+        )
     if sampler.num_replicas == 1:
         return values
     most = share(sampler.length, sampler.num_replicas, 0)  # rank 0 has the largest share
@@ -163,13 +171,15 @@ def gather_in_order(values: Any, sampler: EvalSampler, *, group: Any = None) -> 
 
 def _gather_objects(values: list[Any], sampler: EvalSampler, group: Any) -> list[Any]:
     if len(values) != len(sampler):
-        raise ValueError(f"values has {len(values)} items, this rank evaluated {len(sampler)} samples; "
-                         "pass one result per sample, in the order the sampler gave them")
+        raise ValueError(
+            f"values has {len(values)} items, this rank evaluated {len(sampler)} samples; "
+            "pass one result per sample, in the order the sampler gave them"
+        )
     if sampler.num_replicas == 1:
         return list(values)
     parts: list[Any] = [None] * sampler.num_replicas
     dist.all_gather_object(parts, values, group=group)
     merged: list[Any] = [None] * sampler.length
     for r, part in enumerate(parts):
-        merged[r::sampler.num_replicas] = part
+        merged[r :: sampler.num_replicas] = part
     return merged

@@ -71,8 +71,9 @@ def _network(x: np.ndarray, bits: np.ndarray | np.uint64, keys: np.ndarray) -> n
     return x
 
 
-def permute(positions: np.ndarray, n: np.ndarray | int, keys: np.ndarray,
-            bits: np.ndarray | int | None = None) -> np.ndarray:
+def permute(
+    positions: np.ndarray, n: np.ndarray | int, keys: np.ndarray, bits: np.ndarray | int | None = None
+) -> np.ndarray:
     """The values at ``positions`` of the keyed permutation of ``[0, n)`` (see the module docstring).
 
     Args:

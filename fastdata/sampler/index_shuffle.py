@@ -48,8 +48,9 @@ class IndexOrder:
         block_shards: shards per block (``"index-blocks"``).
     """
 
-    def __init__(self, length: int, seed: int, virtual_epoch: int, offsets: np.ndarray | None = None,
-                 block_shards: int = 1) -> None:
+    def __init__(
+        self, length: int, seed: int, virtual_epoch: int, offsets: np.ndarray | None = None, block_shards: int = 1
+    ) -> None:
         self.length = length
         self._offsets = offsets
         if offsets is None:
@@ -74,15 +75,17 @@ class IndexOrder:
             return permute(positions, self.length, self._keys, self._bits)
         block = np.searchsorted(self._block_starts, positions, side="right") - 1  # skips empty blocks
         first = self._block_starts[block]
-        inside = permute(positions - first, self._block_sizes[block], self._block_keys[:, block],
-                         self._block_bits[block])
+        inside = permute(
+            positions - first, self._block_sizes[block], self._block_keys[:, block], self._block_bits[block]
+        )
         reading = first + inside
         slot = np.searchsorted(self._shard_starts, reading, side="right") - 1  # skips empty shards
         return self._offsets[:-1][self.shard_order[slot]] + (reading - self._shard_starts[slot])
 
 
-def rank_chunks(order: IndexOrder, first: int, stride: int, start: int, count: int,
-                repeats: int) -> Iterator[np.ndarray]:
+def rank_chunks(
+    order: IndexOrder, first: int, stride: int, start: int, count: int, repeats: int
+) -> Iterator[np.ndarray]:
     """This rank's indices ``start .. count - 1`` of a pass, as int64 arrays of at most 65,536.
 
     Index ``k`` is at global position ``first + k * stride`` (``first``: the pass's resume position plus

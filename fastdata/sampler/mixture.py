@@ -74,8 +74,17 @@ class MixedSampler(DistributedSampler):
         loader = DataLoaderX(mixed, batch_size=256, sampler=sampler, collate_fn=fast_collate)
     """
 
-    def __init__(self, dataset: Any, num_replicas: int | None = None, rank: int | None = None,
-                 shuffle: bool = True, seed: int = 0, drop_last: bool = False, *, ratio: int = 1) -> None:
+    def __init__(
+        self,
+        dataset: Any,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+        *,
+        ratio: int = 1,
+    ) -> None:
         counts = getattr(dataset, "pass_counts", None)
         lengths = getattr(dataset, "source_lengths", None)
         offsets = getattr(dataset, "source_offsets", None)
@@ -88,8 +97,9 @@ class MixedSampler(DistributedSampler):
         self._lengths = [int(n) for n in lengths]
         self._source_offsets = [int(o) for o in offsets]
         self._cycles: dict[tuple[int, int, bool], dict[int, np.ndarray]] = {}
-        super().__init__(_PassLength(dataset, sum(self._counts)), num_replicas, rank, shuffle, seed, drop_last,
-                         ratio=ratio)
+        super().__init__(
+            _PassLength(dataset, sum(self._counts)), num_replicas, rank, shuffle, seed, drop_last, ratio=ratio
+        )
 
     def _mixture(self) -> list[list[int]]:
         return [[n, c] for n, c in zip(self._lengths, self._counts)]
@@ -104,8 +114,10 @@ class MixedSampler(DistributedSampler):
         super()._check_state(state, same_world=same_world)
         saved = state.get("mixture") if isinstance(state, Mapping) else None
         if saved is not None and [list(map(int, s)) for s in saved] != self._mixture():
-            raise ValueError(f"state has mixture={saved!r} but this sampler has {self._mixture()!r} ([source length, "
-                             "samples per pass] per source); build the MixedDataset with the same sources and weights")
+            raise ValueError(
+                f"state has mixture={saved!r} but this sampler has {self._mixture()!r} ([source length, "
+                "samples per pass] per source); build the MixedDataset with the same sources and weights"
+            )
 
     def source_stream(self, source: int, start: int, stop: int) -> np.ndarray:
         """Positions ``[start, stop)`` of source ``source``'s endless stream, as indices into that source."""
@@ -115,7 +127,7 @@ class MixedSampler(DistributedSampler):
         parts = []
         for rnd in range(start // length, (stop - 1) // length + 1):
             perm = self._cycle(source, rnd)
-            parts.append(perm[max(start, rnd * length) - rnd * length: min(stop, (rnd + 1) * length) - rnd * length])
+            parts.append(perm[max(start, rnd * length) - rnd * length : min(stop, (rnd + 1) * length) - rnd * length])
         return np.concatenate(parts)
 
     def _permutation(self, source: int, rnd: int) -> np.ndarray:
@@ -127,7 +139,8 @@ class MixedSampler(DistributedSampler):
 
     def _leading_tail(self, source: int, rnd: int) -> tuple[int, int, int] | None:
         """``(cycle j, offset, head)`` when cycle ``rnd`` ends inside a pass that began at ``offset`` inside an
-        earlier cycle ``j`` (the pass reads ``j[offset:]`` and the first ``head`` of cycle ``rnd``); else None."""
+        earlier cycle ``j`` (the pass reads ``j[offset:]`` and the first ``head`` of cycle ``rnd``); else None.
+        """
         n, c = self._lengths[source], self._counts[source]
         if not self.shuffle or c == 0:  # storage order already puts the unread samples first
             return None
@@ -139,7 +152,8 @@ class MixedSampler(DistributedSampler):
 
     def _tail_unmoved(self, source: int, rnd: int, offset: int) -> bool:
         """Whether cycle ``rnd`` from ``offset`` on is its own permutation's: its head took its samples from before
-        ``offset`` (a source read at most half of its size per pass is always so, which keeps its chain short)."""
+        ``offset`` (a source read at most half of its size per pass is always so, which keeps its chain short).
+        """
         link = self._leading_tail(source, rnd)
         return link is None or offset >= link[2] + self._lengths[source] - link[1]
 
@@ -170,8 +184,10 @@ class MixedSampler(DistributedSampler):
 
     def pass_order(self, virtual_epoch: int) -> np.ndarray:
         """The whole pass ``virtual_epoch`` (``epoch * ratio + virtual pass``) over all ranks, as dataset indices."""
-        parts = [self._source_offsets[k] + self.source_stream(k, virtual_epoch * c, (virtual_epoch + 1) * c)
-                 for k, c in enumerate(self._counts)]
+        parts = [
+            self._source_offsets[k] + self.source_stream(k, virtual_epoch * c, (virtual_epoch + 1) * c)
+            for k, c in enumerate(self._counts)
+        ]
         order = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         if self.shuffle:
             order = order[np.random.default_rng([self.seed & _MASK64, _PASS, virtual_epoch]).permutation(len(order))]
@@ -184,14 +200,16 @@ class MixedSampler(DistributedSampler):
         return order[positions % self._length] if self._length else order[:0]
 
     def __repr__(self) -> str:
-        return (f"MixedSampler(num_replicas={self.num_replicas}, rank={self.rank}, shuffle={self.shuffle}, "
-                f"seed={self.seed}, ratio={self.ratio}, epoch={self.epoch}, per_pass={self._counts})")
-
+        return (
+            f"MixedSampler(num_replicas={self.num_replicas}, rank={self.rank}, shuffle={self.shuffle}, "
+            f"seed={self.seed}, ratio={self.ratio}, epoch={self.epoch}, per_pass={self._counts})"
+        )
 
 
 def _lead_with_unread(perm: np.ndarray, tail: np.ndarray, head: int) -> np.ndarray:
     """``perm`` reordered so that its first ``head`` samples are, in ``perm``'s order, those not in ``tail`` (then,
-    when ``head`` is longer than those, the first of ``tail``); the rest keep ``perm``'s order."""
+    when ``head`` is longer than those, the first of ``tail``); the rest keep ``perm``'s order.
+    """
     n = len(perm)
     in_tail = np.zeros(n, bool)
     in_tail[tail] = True

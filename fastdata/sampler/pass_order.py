@@ -1,7 +1,8 @@
 """Which indices a ``DistributedSampler`` pass yields on this rank: each virtual pass's order from its seed
 (``randperm``, ``range(N)``, block by block, or value by value from a keyed bijection with ``"index"`` and
 ``"index-blocks"``), padded or truncated for all ranks alike, generated lazily from a resume position; and the
-shard blocks of a pass."""
+shard blocks of a pass.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ _CHUNK = 8192
 
 class PassOrder:
     """The pass-order half of :class:`~fastdata.sampler.distributed.DistributedSampler`, which sets the attributes
-    below; the sampler's ``__iter__`` hands :meth:`_generate` where the pass starts."""
+    below; the sampler's ``__iter__`` hands :meth:`_generate` where the pass starts.
+    """
 
     dataset: Sized
     num_replicas: int
@@ -59,8 +61,10 @@ class PassOrder:
                 out of range.
         """
         if not self._blocks:
-            raise ValueError(f"shard_blocks() needs shuffle={BLOCKS!r} or {INDEX_BLOCKS!r}, this sampler has "
-                             f"shuffle={self.shuffle!r}")
+            raise ValueError(
+                f"shard_blocks() needs shuffle={BLOCKS!r} or {INDEX_BLOCKS!r}, this sampler has "
+                f"shuffle={self.shuffle!r}"
+            )
         virtual_pass = as_int(virtual_pass, "virtual_pass", f"pass a pass number in [0, {self.ratio - 1}]")
         if not 0 <= virtual_pass < self.ratio:
             raise ValueError(f"virtual_pass must be in [0, {self.ratio - 1}], got {virtual_pass}")
@@ -94,8 +98,9 @@ class PassOrder:
         if isinstance(self.shuffle, str) and self.shuffle in INDEX_ORDERS:  # computed a chunk at a time
             self._check_length()
             count = per_rank(self._length, position, self.num_replicas, self.drop_last)
-            yield from rank_chunks(self._index_order(virtual_epoch), position + self.rank, self.num_replicas, start,
-                                   count, self.repeats)
+            yield from rank_chunks(
+                self._index_order(virtual_epoch), position + self.rank, self.num_replicas, start, count, self.repeats
+            )
             return
         indices = self._pass_indices(virtual_epoch) if position == 0 else self._indices(virtual_epoch, position)
         for begin in range(start, len(indices), _CHUNK):

@@ -35,13 +35,16 @@ def check_state_repeats(state: Mapping[str, Any], repeats: int) -> None:
     """Refuse a state saved with another ``repeats`` (a state without the key was saved with 1)."""
     saved = state.get("repeats", 1)
     if saved != repeats:
-        raise ValueError(f"state has repeats={saved!r} but this sampler has repeats={repeats}; construct the "
-                         "sampler with the same repeats as the one that saved the state")
+        raise ValueError(
+            f"state has repeats={saved!r} but this sampler has repeats={repeats}; construct the "
+            "sampler with the same repeats as the one that saved the state"
+        )
 
 
 def take_repeated(order: np.ndarray, positions: np.ndarray, repeats: int) -> np.ndarray:
     """The indices at global ``positions`` of ``order`` with each entry repeated ``repeats`` times in a row
-    (positions past the end wrap around, as torch pads a pass)."""
+    (positions past the end wrap around, as torch pads a pass).
+    """
     if len(order) == 0:
         return order[:0]
     return order[(positions % (len(order) * repeats)) // repeats]

@@ -27,6 +27,14 @@ from fastdata.storage.store import RangeNotSupportedError, RemoteIOError
 from fastdata.storage.urls import default_cache_dir, is_url, parse_url
 
 __all__ = [
-    "DownloadError", "RangeNotSupportedError", "RemoteIOError", "RemoteShards", "ShardCache", "default_cache_dir",
-    "get_store", "is_url", "minimum_budget", "parse_url",
+    "DownloadError",
+    "RangeNotSupportedError",
+    "RemoteIOError",
+    "RemoteShards",
+    "ShardCache",
+    "default_cache_dir",
+    "get_store",
+    "is_url",
+    "minimum_budget",
+    "parse_url",
 ]

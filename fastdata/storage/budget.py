@@ -26,7 +26,8 @@ TMP = ".tmp"
 
 class CacheBudget:
     """The budget half of :class:`~fastdata.storage.cache.ShardCache`, which it is mixed into: it uses the cache's
-    ``root``, ``shards``, ``limit``, ``_index``, ``_warned``, ``_lock()`` and ``_tmp()``, and sets ``live_plans``."""
+    ``root``, ``shards``, ``limit``, ``_index``, ``_warned``, ``_lock()`` and ``_tmp()``, and sets ``live_plans``.
+    """
 
     def used_bytes(self) -> int:
         """Bytes in ``shards/`` (cached shards and downloads in progress)."""
@@ -53,8 +54,14 @@ class CacheBudget:
                         return False
                     trace.event("over", shard, 0, used + need)
                     if not self._warned:
-                        logger.warning("shard cache %s is over its budget (%d + %d > %d bytes): every cached shard "
-                                       "is in use; raise cache_limit", self.root, used, need, self.limit)
+                        logger.warning(
+                            "shard cache %s is over its budget (%d + %d > %d bytes): every cached shard "
+                            "is in use; raise cache_limit",
+                            self.root,
+                            used,
+                            need,
+                            self.limit,
+                        )
                         self._warned = True
             with open(tmp, "wb") as f:
                 f.truncate(need)

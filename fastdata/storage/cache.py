@@ -108,8 +108,15 @@ class ShardCache(CacheBudget):
         retries: download attempts per shard before :class:`DownloadError`.
     """
 
-    def __init__(self, root: str | os.PathLike, store: Store, shards: Sequence[CachedShard], limit: int | None,
-                 *, retries: int = 4) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike,
+        store: Store,
+        shards: Sequence[CachedShard],
+        limit: int | None,
+        *,
+        retries: int = 4,
+    ) -> None:
         self.root = Path(root)
         self.store = store
         self.adopt(shards)
@@ -196,8 +203,7 @@ class ShardCache(CacheBudget):
         self.complete(claim)
         return Fetch.DONE
 
-    def claim(self, shard: int, *, next_use: float = 0, strict: bool = False,
-              exceed: bool = False) -> Claim | Fetch:
+    def claim(self, shard: int, *, next_use: float = 0, strict: bool = False, exceed: bool = False) -> Claim | Fetch:
         """Take the shard's download: its exclusive lock and its room in the budget (a full-size ``.tmp``).
 
         Args:
@@ -260,13 +266,20 @@ class ShardCache(CacheBudget):
                         return
                     trace.event("corrupt", shard)
                 last = problem
-                logger.warning("download %d/%d of %s failed: %s", attempt + 1, self.retries,
-                               self.store.location.child(info.rel), problem)
+                logger.warning(
+                    "download %d/%d of %s failed: %s",
+                    attempt + 1,
+                    self.retries,
+                    self.store.location.child(info.rel),
+                    problem,
+                )
         finally:
             tmp.unlink(missing_ok=True)
-        raise DownloadError(f"{self.store.location.child(info.rel)} could not be downloaded intact in {self.retries} "
-                            f"attempts (last: {last}); if this persists, check the network or run "
-                            f"`fastdata verify {self.store.url}`")
+        raise DownloadError(
+            f"{self.store.location.child(info.rel)} could not be downloaded intact in {self.retries} "
+            f"attempts (last: {last}); if this persists, check the network or run "
+            f"`fastdata verify {self.store.url}`"
+        )
 
     def _download_once(self, info: CachedShard, tmp: Path) -> str:
         """One GET into ``tmp``; returns what was wrong with it ('' when size and CRC32C match)."""

@@ -10,8 +10,10 @@ from typing import Any
 
 from fastdata.storage.store import CHUNK, RemoteIOError, Store
 
-FSSPEC_HINT = ("reading {scheme}:// needs fsspec and its driver: `pip install 'fastdata[gcs]'` for gs://, "
-               "or `pip install fsspec` plus the package for {scheme}:// (adlfs for az://, ...)")
+FSSPEC_HINT = (
+    "reading {scheme}:// needs fsspec and its driver: `pip install 'fastdata[gcs]'` for gs://, "
+    "or `pip install fsspec` plus the package for {scheme}:// (adlfs for az://, ...)"
+)
 
 
 class FsspecStore(Store):

@@ -16,10 +16,12 @@ class HTTPStore(Store):
     def _make_client(self) -> Any:
         import urllib3
 
-        retries = urllib3.Retry(total=4, backoff_factor=0.2, status_forcelist=(500, 502, 503, 504),
-                                allowed_methods=("GET", "HEAD"))
-        return urllib3.PoolManager(num_pools=4, maxsize=32, retries=retries,
-                                   timeout=urllib3.Timeout(connect=10, read=60))
+        retries = urllib3.Retry(
+            total=4, backoff_factor=0.2, status_forcelist=(500, 502, 503, 504), allowed_methods=("GET", "HEAD")
+        )
+        return urllib3.PoolManager(
+            num_pools=4, maxsize=32, retries=retries, timeout=urllib3.Timeout(connect=10, read=60)
+        )
 
     def _request(self, method: str, rel: str, headers: dict[str, str] | None = None, preload: bool = True) -> Any:
         from urllib3.exceptions import HTTPError

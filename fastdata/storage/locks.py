@@ -29,8 +29,11 @@ def _close_inherited() -> None:
     _OPEN.clear()
 
 
-os.register_at_fork(before=_OPEN_GUARD.acquire, after_in_parent=_OPEN_GUARD.release,
-                    after_in_child=lambda: (_OPEN_GUARD.release(), _close_inherited()))
+os.register_at_fork(
+    before=_OPEN_GUARD.acquire,
+    after_in_parent=_OPEN_GUARD.release,
+    after_in_child=lambda: (_OPEN_GUARD.release(), _close_inherited()),
+)
 
 
 class FileLock:

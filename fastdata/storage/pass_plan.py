@@ -92,8 +92,9 @@ class PassPlan:
         return np.diff(self._starts)
 
     @staticmethod
-    def upcoming(distances: np.ndarray, count: int, worth: np.ndarray | None = None,
-                 in_flight: int = 0) -> list[tuple[int, int]]:
+    def upcoming(
+        distances: np.ndarray, count: int, worth: np.ndarray | None = None, in_flight: int = 0
+    ) -> list[tuple[int, int]]:
         """The shards in use now (the samples in flight) and the next ``count`` distinct ones, by first use.
 
         ``worth`` (optional mask): only those shards are considered.

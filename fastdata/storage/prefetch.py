@@ -224,8 +224,9 @@ class PlannedPass(Iterator[Any]):
         self._prefetcher.end_pass(self._plan)
 
 
-def planned(order: Iterable[Any], plan: PassPlan, prefetcher: Prefetcher, *, lag: int = 0,
-            horizon: int = PLAN_HORIZON) -> PlannedPass:
+def planned(
+    order: Iterable[Any], plan: PassPlan, prefetcher: Prefetcher, *, lag: int = 0, horizon: int = PLAN_HORIZON
+) -> PlannedPass:
     """The items of ``order`` (indices or index batches) unchanged, planning downloads ahead of them.
 
     Args:
@@ -241,8 +242,9 @@ def planned(order: Iterable[Any], plan: PassPlan, prefetcher: Prefetcher, *, lag
     return PlannedPass(_planned_items(order, plan, prefetcher, lag, horizon), plan, prefetcher)
 
 
-def _planned_items(order: Iterable[Any], plan: PassPlan, prefetcher: Prefetcher, lag: int,
-                   horizon: int) -> Iterator[Any]:
+def _planned_items(
+    order: Iterable[Any], plan: PassPlan, prefetcher: Prefetcher, lag: int, horizon: int
+) -> Iterator[Any]:
     source = iter(order)
     ahead: collections.deque[tuple[Any, int]] = collections.deque()
     in_flight: collections.deque[int] = collections.deque()

@@ -26,11 +26,11 @@ from fastdata.storage.s3_store import S3Store
 from fastdata.storage.store import Store
 from fastdata.storage.urls import parse_url
 
-
 _STORES: dict[str, Store] = {}
 _STORES_LOCK = threading.Lock()
-os.register_at_fork(before=_STORES_LOCK.acquire, after_in_parent=_STORES_LOCK.release,
-                    after_in_child=_STORES_LOCK.release)
+os.register_at_fork(
+    before=_STORES_LOCK.acquire, after_in_parent=_STORES_LOCK.release, after_in_child=_STORES_LOCK.release
+)
 
 
 def get_store(url: str) -> Store:

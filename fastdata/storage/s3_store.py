@@ -29,8 +29,12 @@ class S3Store(Store):
 
         global _BOTO_LOADER
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-        config = Config(retries={"max_attempts": 4, "mode": "standard"}, max_pool_connections=32,
-                        connect_timeout=10, read_timeout=60)
+        config = Config(
+            retries={"max_attempts": 4, "mode": "standard"},
+            max_pool_connections=32,
+            connect_timeout=10,
+            read_timeout=60,
+        )
         core = botocore.session.get_session()  # a fresh session: credentials, locks and sockets of this process
         # the parsed service models (plain data) of the parent: 17 ms, not 75 ms, per worker
         if _BOTO_LOADER is not None:

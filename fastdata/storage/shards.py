@@ -63,7 +63,8 @@ def fetch_manifest(store: Store, *, compact: bool = False) -> tuple[Manifest, by
     except FileNotFoundError:
         raise FileNotFoundError(
             f"no {MANIFEST_NAME} at {store.url}: not a finished fastdata pack (pack one with "
-            f"`fastdata pack SRC {store.url} --format tfrecord|lmdb`)") from None
+            f"`fastdata pack SRC {store.url} --format tfrecord|lmdb`)"
+        ) from None
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -108,11 +109,14 @@ def _mirrored_manifest(meta: Path) -> Manifest:
     try:
         raw = (meta / MANIFEST_NAME).read_bytes()
     except OSError as exc:
-        raise DatasetChangedError(f"{meta / MANIFEST_NAME} was removed after this dataset was opened ({exc}); "
-                                  "open the dataset again") from None
+        raise DatasetChangedError(
+            f"{meta / MANIFEST_NAME} was removed after this dataset was opened ({exc}); open the dataset again"
+        ) from None
     if _manifest_key(raw) != meta.name:
-        raise DatasetChangedError(f"{meta / MANIFEST_NAME} changed after this dataset was opened (not the manifest "
-                                  f"its folder {meta.name} was made for); clear the cache folder and open it again")
+        raise DatasetChangedError(
+            f"{meta / MANIFEST_NAME} changed after this dataset was opened (not the manifest "
+            f"its folder {meta.name} was made for); clear the cache folder and open it again"
+        )
     return Manifest.from_dict(json.loads(raw.decode("utf-8")), source=str(meta / MANIFEST_NAME), compact=True)
 
 
@@ -130,8 +134,10 @@ def parse_limit(cache_limit: int | str | None) -> int | None:
         except ValueError as exc:
             raise ValueError(f"cache_limit={cache_limit!r} is not a size: pass bytes or e.g. '200GB'") from exc
     if isinstance(cache_limit, bool) or not isinstance(cache_limit, (int, np.integer)) or cache_limit <= 0:
-        raise ValueError(f"cache_limit={cache_limit!r} must be a positive number of bytes, a size such as '200GB', "
-                         "or None for no limit")
+        raise ValueError(
+            f"cache_limit={cache_limit!r} must be a positive number of bytes, a size such as '200GB', "
+            "or None for no limit"
+        )
     return int(cache_limit)
 
 
@@ -154,8 +160,15 @@ class RemoteShards:
         FileNotFoundError: no manifest at ``url``.
     """
 
-    def __init__(self, url: str, *, cache_dir: str | os.PathLike | None, cache_limit: int | str | None,
-                 prefetch: int, max_open_shards: int | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        cache_dir: str | os.PathLike | None,
+        cache_limit: int | str | None,
+        prefetch: int,
+        max_open_shards: int | None = None,
+    ) -> None:
         self.max_open_shards = check_max_open_shards(max_open_shards)
         if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1:
             raise ValueError(f"prefetch={prefetch!r} must be an int >= 1 (shards downloaded ahead), e.g. prefetch=4")
@@ -170,7 +183,8 @@ class RemoteShards:
             raise ValueError(
                 f"cache_limit={limit} bytes is too small for {self.url}: the minimum is {needed} bytes "
                 f"({prefetch} shards prefetched + 1 being read, x the largest shard of {max(sizes)} bytes); "
-                f"raise cache_limit to at least {needed} or lower prefetch")
+                f"raise cache_limit to at least {needed} or lower prefetch"
+            )
         self.cache = ShardCache(self.root, self.store, _cached(self.manifest), limit)
         self.prefetch = prefetch
         # Held shards cannot be evicted; each reopen costs ~30 us (TFRecord) to ~110 us (LMDB) per sample.

@@ -105,6 +105,7 @@ def _check_range(url: str, status: int, data_len: int, length: int) -> None:
     if status == 200:
         raise RangeNotSupportedError(
             f"{url}: the server ignored the Range header (200 with the whole object instead of 206): serve the "
-            "dataset from a server with HTTP range support (any object store, nginx, `python -m RangeHTTPServer`)")
+            "dataset from a server with HTTP range support (any object store, nginx, `python -m RangeHTTPServer`)"
+        )
     if status != 206 or data_len != length:
         raise RemoteIOError(f"{url}: ranged read returned status {status} with {data_len} of {length} bytes")

@@ -1,5 +1,6 @@
 """Moving whole datasets: ``pack`` to a URL, ``upload`` a local pack, and the local view ``inspect`` / ``verify``
-use for a URL."""
+use for a URL.
+"""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ import google_crc32c
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.formats.manifest_entries import ShardInfo
 from fastdata.storage.remote import get_store
-from fastdata.storage.store import Store
 from fastdata.storage.shards import fetch_manifest, mirror_metadata
+from fastdata.storage.store import Store
 from fastdata.storage.urls import is_url, local_path
 
 logger = logging.getLogger(__name__)
@@ -56,8 +57,15 @@ class _Uploader:
             self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-def pack_to_url(src: str | os.PathLike, url: str, *, pack_local: Callable[..., Manifest], resume: bool = False,
-                overwrite: bool = False, **options: Any) -> Manifest:
+def pack_to_url(
+    src: str | os.PathLike,
+    url: str,
+    *,
+    pack_local: Callable[..., Manifest],
+    resume: bool = False,
+    overwrite: bool = False,
+    **options: Any,
+) -> Manifest:
     """Pack ``src`` into a local staging folder, uploading shards as they complete and ``manifest.json`` last.
 
     A dataset at ``url`` is complete exactly when its manifest exists. With ``overwrite`` the old
@@ -81,8 +89,10 @@ def pack_to_url(src: str | os.PathLike, url: str, *, pack_local: Callable[..., M
         RemoteIOError: an upload failed.
     """
     if resume:
-        raise ValueError(f"resume is not supported when packing to a URL ({url}): pack again with overwrite "
-                         "(--overwrite), or pack to a local folder with --resume and upload it")
+        raise ValueError(
+            f"resume is not supported when packing to a URL ({url}): pack again with overwrite "
+            "(--overwrite), or pack to a local folder with --resume and upload it"
+        )
     store = get_store(url)
     old = _take_down(store, overwrite)
     staging = Path(tempfile.mkdtemp(prefix="fastdata-pack-"))

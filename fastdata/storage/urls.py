@@ -55,7 +55,7 @@ def local_path(root: str | os.PathLike) -> Path:
     """``root`` as a local path (a ``file://`` URL loses its scheme)."""
     text = os.fspath(root)
     if isinstance(text, str) and text.lower().startswith("file://"):
-        text = text[len("file://"):]
+        text = text[len("file://") :]
     return Path(text)
 
 
@@ -69,7 +69,7 @@ def parse_url(url: str) -> Location:
     if match is None:
         raise ValueError(f"url={url!r} is not a URL: pass e.g. 's3://bucket/dataset' or 'https://host/dataset'")
     scheme = match.group(1).lower()
-    rest = url[match.end():].strip("/")
+    rest = url[match.end() :].strip("/")
     bucket, _, prefix = rest.partition("/")
     if not bucket:
         raise ValueError(f"url={url!r} names no bucket or host: pass e.g. '{scheme}://bucket/dataset'")

@@ -22,6 +22,21 @@ from fastdata.transforms.policies import AutoAugment, RandAugment, ThreeAugment,
 from fastdata.transforms.resolution import ramp
 from fastdata.transforms.timm_augment import TimmRandAugment
 
-__all__ = ["AutoAugment", "ColorJitter", "Decode", "DecodeCompose", "DecodeTransform", "ImageAugment", "MultiCrop",
-           "RandAugment", "RandomErasing", "RandomHorizontalFlip", "RandomResizedCrop", "ResizeCenterCrop",
-           "ThreeAugment", "TimmRandAugment", "TrivialAugmentWide", "ramp"]
+__all__ = [
+    "AutoAugment",
+    "ColorJitter",
+    "Decode",
+    "DecodeCompose",
+    "DecodeTransform",
+    "ImageAugment",
+    "MultiCrop",
+    "RandAugment",
+    "RandomErasing",
+    "RandomHorizontalFlip",
+    "RandomResizedCrop",
+    "ResizeCenterCrop",
+    "ThreeAugment",
+    "TimmRandAugment",
+    "TrivialAugmentWide",
+    "ramp",
+]

@@ -30,7 +30,7 @@ def check_probability(value: Any, name: str) -> float:
 
 
 def check_fill(fill: Any) -> tuple[int, int, int]:
-    """torchvision's ``fill`` (None: black; a number; one value per channel) as an RGB uint8 triple."""
+    """Torchvision's ``fill`` (None: black; a number; one value per channel) as an RGB uint8 triple."""
     if fill is None:
         return 0, 0, 0
     values = [fill] if isinstance(fill, numbers.Real) else list(fill) if isinstance(fill, Sequence) else None
@@ -74,9 +74,10 @@ class RandomHorizontalFlip(ImageAugment):
         return f"p={self.p}"
 
 
-def _jitter_range(value: Any, name: str, center: float, bound: tuple[float, float],
-                  clip_first_on_zero: bool) -> tuple[float, float] | None:
-    """torchvision's ``ColorJitter._check_input``: a number ``x`` is ``[center - x, center + x]``; None for a no-op."""
+def _jitter_range(
+    value: Any, name: str, center: float, bound: tuple[float, float], clip_first_on_zero: bool
+) -> tuple[float, float] | None:
+    """Torchvision's ``ColorJitter._check_input``: a number ``x`` is ``[center - x, center + x]``; None for a no-op."""
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         if value < 0:
             raise ValueError(f"{name} must be non-negative, got {value!r}")
@@ -111,8 +112,13 @@ class ColorJitter(ImageAugment):
         ValueError: a negative value, or a range outside what torchvision accepts.
     """
 
-    def __init__(self, brightness: float | Sequence[float] = 0, contrast: float | Sequence[float] = 0,
-                 saturation: float | Sequence[float] = 0, hue: float | Sequence[float] = 0) -> None:
+    def __init__(
+        self,
+        brightness: float | Sequence[float] = 0,
+        contrast: float | Sequence[float] = 0,
+        saturation: float | Sequence[float] = 0,
+        hue: float | Sequence[float] = 0,
+    ) -> None:
         self.brightness = _jitter_range(brightness, "brightness", 1.0, (0.0, math.inf), True)
         self.contrast = _jitter_range(contrast, "contrast", 1.0, (0.0, math.inf), True)
         self.saturation = _jitter_range(saturation, "saturation", 1.0, (0.0, math.inf), True)

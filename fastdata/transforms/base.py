@@ -113,8 +113,10 @@ class DecodeTransform(abc.ABC):
         """
         image = self(data, rng=rng) if self.uses_rng and rng is not None else self(data)
         if image.shape != out.shape:
-            raise ValueError(f"{type(self).__name__} made an image of shape {image.shape}, the batch slot is "
-                             f"{out.shape}; use a transform with a fixed output size")
+            raise ValueError(
+                f"{type(self).__name__} made an image of shape {image.shape}, the batch slot is "
+                f"{out.shape}; use a transform with a fixed output size"
+            )
         np.copyto(out, image)
 
     @abc.abstractmethod

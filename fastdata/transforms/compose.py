@@ -114,15 +114,21 @@ class DecodeCompose(DecodeTransform):
             items = list(items[0].transforms) + items[1:]
         crop = items[0]
         if not isinstance(crop, DecodeTransform):
-            raise TypeError(f"the first transform must be a decode-time transform (RandomResizedCrop, "
-                            f"ResizeCenterCrop), got {type(crop).__name__}")
+            raise TypeError(
+                f"the first transform must be a decode-time transform (RandomResizedCrop, "
+                f"ResizeCenterCrop), got {type(crop).__name__}"
+            )
         if getattr(crop, "output_size", None) is None or callable(getattr(crop, "decode_batch", None)):
-            raise ValueError(f"the first transform must have one fixed output size (RandomResizedCrop, "
-                             f"ResizeCenterCrop), got {crop!r}")
+            raise ValueError(
+                f"the first transform must have one fixed output size (RandomResizedCrop, "
+                f"ResizeCenterCrop), got {crop!r}"
+            )
         for k, item in enumerate(items[1:], start=1):
             if not isinstance(item, ImageAugment):
-                raise TypeError(f"transform {k} must be a decode-time augmentation (RandAugment, RandomErasing, ...; "
-                                f"an ImageAugment), got {type(item).__name__}")
+                raise TypeError(
+                    f"transform {k} must be a decode-time augmentation (RandAugment, RandomErasing, ...; "
+                    f"an ImageAugment), got {type(item).__name__}"
+                )
         super().__init__(decoder=crop.decoder)
         self.transforms = items
 
@@ -160,8 +166,13 @@ class DecodeCompose(DecodeTransform):
         self.decode_into(data, out, rng=rng)
         return out
 
-    def decode_into(self, data: bytes, out: np.ndarray, *,  # noqa: D102 (documented on DecodeTransform)
-                    rng: np.random.Generator | None = None) -> None:
+    def decode_into(
+        self,
+        data: bytes,
+        out: np.ndarray,
+        *,  # noqa: D102 (documented on DecodeTransform)
+        rng: np.random.Generator | None = None,
+    ) -> None:
         self.crop.decode_into(data, out, rng=rng)
         self.augment_into(out, rng)
 

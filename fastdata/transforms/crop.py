@@ -80,7 +80,11 @@ class RandomResizedCrop(DecodeTransform):
 
     @staticmethod
     def get_params(
-        height: int, width: int, scale: Sequence[float], ratio: Sequence[float], *,
+        height: int,
+        width: int,
+        scale: Sequence[float],
+        ratio: Sequence[float],
+        *,
         rng: np.random.Generator | None = None,
     ) -> tuple[int, int, int, int]:
         """Sample a crop ``(top, left, h, w)`` the way torchvision does.
@@ -128,8 +132,13 @@ class RandomResizedCrop(DecodeTransform):
         self.decode_into(data, out, rng=rng)
         return out
 
-    def decode_into(self, data: bytes, out: np.ndarray, *,  # noqa: D102 (documented on DecodeTransform)
-                    rng: np.random.Generator | None = None) -> None:
+    def decode_into(
+        self,
+        data: bytes,
+        out: np.ndarray,
+        *,  # noqa: D102 (documented on DecodeTransform)
+        rng: np.random.Generator | None = None,
+    ) -> None:
         decoder = self.resolve_decoder()
         full = decoder.read_size(data)
         if full is None:  # no cheap header: decode fully, crop in full resolution
@@ -215,8 +224,13 @@ class ResizeCenterCrop(DecodeTransform):
         self.decode_into(data, out)
         return out
 
-    def decode_into(self, data: bytes, out: np.ndarray, *,  # noqa: D102 (documented on DecodeTransform)
-                    rng: np.random.Generator | None = None) -> None:
+    def decode_into(
+        self,
+        data: bytes,
+        out: np.ndarray,
+        *,  # noqa: D102 (documented on DecodeTransform)
+        rng: np.random.Generator | None = None,
+    ) -> None:
         decoder = self.resolve_decoder()
         full = decoder.read_size(data)
         if full is None:

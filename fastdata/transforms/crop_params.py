@@ -24,7 +24,7 @@ _local = threading.local()  # one reused 1-element tensor per thread for torch's
 
 @functools.lru_cache(maxsize=64)
 def _log_ratio(ratio: tuple[float, ...], dtype: torch.dtype) -> tuple[float, float]:
-    """torchvision's ``torch.log(torch.tensor(ratio))`` bounds (in the default dtype), computed once."""
+    """Torchvision's ``torch.log(torch.tensor(ratio))`` bounds (in the default dtype), computed once."""
     log_ratio = torch.log(torch.tensor(ratio, dtype=dtype))
     return float(log_ratio[0]), float(log_ratio[1])
 
@@ -39,7 +39,8 @@ def _uniform(low: float, high: float) -> float:
 
 def _randint(high: int) -> int:
     """``int(torch.randint(0, high, size=(1,)).item())``: the same draw (randint is ``random_(0, high)`` on a new int64
-    tensor), into a reused tensor."""
+    tensor), into a reused tensor.
+    """
     buffer = getattr(_local, "int_buffer", None)
     if buffer is None:
         buffer = _local.int_buffer = torch.empty(1, dtype=torch.int64)
@@ -55,7 +56,7 @@ def _exp_uniform(low: float, high: float) -> float:
 def _params_from_uniforms(
     height: int, width: int, scale: Sequence[float], ratio: Sequence[float], u: list[float]
 ) -> tuple[int, int, int, int]:
-    """torchvision's crop sampling driven by ``4 * _TRIES`` uniforms in [0, 1) (area, log ratio, top, left per try)."""
+    """Torchvision's crop sampling driven by ``4 * _TRIES`` uniforms in [0, 1) (area, log ratio, top, left per try)."""
     area = height * width
     log_low, log_high = math.log(ratio[0]), math.log(ratio[1])
     for k in range(0, 4 * _TRIES, 4):
@@ -71,7 +72,7 @@ def _params_from_uniforms(
 
 
 def _central_crop(height: int, width: int, ratio: Sequence[float]) -> tuple[int, int, int, int]:
-    """torchvision's fallback: the whole image, its aspect ratio clamped to ``ratio``, centred."""
+    """Torchvision's fallback: the whole image, its aspect ratio clamped to ``ratio``, centred."""
     in_ratio = width / height
     if in_ratio < min(ratio):
         crop_w, crop_h = width, max(1, min(height, int(round(width / min(ratio)))))

@@ -56,10 +56,20 @@ class RandomErasing(ImageAugment):
             mean/std.
     """
 
-    def __init__(self, probability: float = 0.5, min_area: float = 0.02, max_area: float = 1 / 3,
-                 min_aspect: float = 0.3, max_aspect: float | None = None, mode: str = "const",
-                 min_count: int = 1, max_count: int | None = None, *,
-                 mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD) -> None:
+    def __init__(
+        self,
+        probability: float = 0.5,
+        min_area: float = 0.02,
+        max_area: float = 1 / 3,
+        min_aspect: float = 0.3,
+        max_aspect: float | None = None,
+        mode: str = "const",
+        min_count: int = 1,
+        max_count: int | None = None,
+        *,
+        mean: Sequence[float] = IMAGENET_MEAN,
+        std: Sequence[float] = IMAGENET_STD,
+    ) -> None:
         self.probability = check_probability(probability, "probability")
         if not 0 < min_area <= max_area <= 1:
             raise ValueError(f"need 0 < min_area <= max_area <= 1, got min_area={min_area!r}, max_area={max_area!r}")
@@ -92,8 +102,11 @@ class RandomErasing(ImageAugment):
         if rng.random() > self.probability:
             return []
         area = height * width
-        count = self.min_count if self.min_count == self.max_count else int(
-            rng.integers(self.min_count, self.max_count + 1))
+        count = (
+            self.min_count
+            if self.min_count == self.max_count
+            else int(rng.integers(self.min_count, self.max_count + 1))
+        )
         boxes = []
         for _ in range(count):
             for _attempt in range(10):
@@ -110,7 +123,7 @@ class RandomErasing(ImageAugment):
 
     def apply(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:  # noqa: D102
         for top, left, h, w in self.boxes(image.shape[0], image.shape[1], rng):
-            region = image[top:top + h, left:left + w]
+            region = image[top : top + h, left : left + w]
             if self.mode == "const":
                 region[...] = self.colour(np.zeros(3, np.float32))
             elif self.mode == "rand":
@@ -120,5 +133,7 @@ class RandomErasing(ImageAugment):
         return image
 
     def _extra_repr(self) -> str:
-        return (f"probability={self.probability}, mode={self.mode!r}, count=({self.min_count}, {self.max_count}), "
-                f"area=({self.min_area}, {self.max_area:.4g})")
+        return (
+            f"probability={self.probability}, mode={self.mode!r}, count=({self.min_count}, {self.max_count}), "
+            f"area=({self.min_area}, {self.max_area:.4g})"
+        )

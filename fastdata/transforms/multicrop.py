@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from fastdata.decode.batch import MultiDecodedBatch, empty_tensor
 from fastdata.decode import native
 from fastdata.decode.base import Decoder
+from fastdata.decode.batch import MultiDecodedBatch, empty_tensor
 from fastdata.decode.headers import is_jpeg
 from fastdata.decode.scaling import Box, choose_scale, resize_into, scaled_box, scaled_size
 from fastdata.sampler.seeding import sample_generator
@@ -86,8 +86,9 @@ class MultiCrop(DecodeTransform):
 
     uses_rng = True
 
-    def __init__(self, crops: Sequence[RandomResizedCrop], *, one_decode: bool = True,
-                 decoder: Decoder | str = "auto") -> None:
+    def __init__(
+        self, crops: Sequence[RandomResizedCrop], *, one_decode: bool = True, decoder: Decoder | str = "auto"
+    ) -> None:
         super().__init__(decoder=decoder)
         crops = list(crops)
         if not crops:
@@ -125,8 +126,9 @@ class MultiCrop(DecodeTransform):
         """
         raise TypeError("MultiCrop makes k images per sample; call decode_into_all(data, [out_0, ..., out_k-1])")
 
-    def decode_into_all(self, data: bytes, outs: Sequence[np.ndarray], *, rng: np.random.Generator | None = None
-                        ) -> None:
+    def decode_into_all(
+        self, data: bytes, outs: Sequence[np.ndarray], *, rng: np.random.Generator | None = None
+    ) -> None:
         """Decode the k crops of one image into ``outs`` (one writable uint8 ``(h, w, 3)`` array per crop).
 
         Raises:
@@ -134,15 +136,16 @@ class MultiCrop(DecodeTransform):
             fastdata.decode.DecodeError: the image cannot be decoded.
         """
         if [o.shape for o in outs] != [(*c.size, 3) for c in self.crops]:
-            raise ValueError(f"outs must be arrays of shapes {[(*c.size, 3) for c in self.crops]}, "
-                             f"got {[o.shape for o in outs]}")
+            raise ValueError(
+                f"outs must be arrays of shapes {[(*c.size, 3) for c in self.crops]}, got {[o.shape for o in outs]}"
+            )
         decoder = self.resolve_decoder()
         full = decoder.read_size(data)
         if full is None:  # no cheap header: decode fully once, crop in full resolution
             image = decoder.decode(data)
             for crop, box, out in zip(self.crops, self.draw(*image.shape[:2], rng), outs):
                 top, left, h, w = box
-                resize_into(image[top: top + h, left: left + w], out, crop.antialias)
+                resize_into(image[top : top + h, left : left + w], out, crop.antialias)
             return
         boxes = self.draw(full[0], full[1], rng)
         scales = [choose_scale(decoder.scales, b[2], b[3], *c.size) for b, c in zip(boxes, self.crops)]
@@ -156,7 +159,7 @@ class MultiCrop(DecodeTransform):
             region = decode_region(decoder, data, scale, (y0, y1, x0, x1))
             for k in members:
                 a0, a1, b0, b1 = scaled_box(boxes[k], scale, shape)
-                resize_into(region[a0 - y0: a1 - y0, b0 - x0: b1 - x0], outs[k], self.crops[k].antialias)
+                resize_into(region[a0 - y0 : a1 - y0, b0 - x0 : b1 - x0], outs[k], self.crops[k].antialias)
 
     def decode_batch(self, dataset: Any, indices: Sequence[int]) -> MultiDecodedBatch:
         """A batch of ``dataset`` (with ``read()``) decoded in place into k uint8 ``[N, h, w, 3]`` tensors.

@@ -20,7 +20,13 @@ from fastdata.transforms import uint8_colour as colour
 from fastdata.transforms.augment import ColorJitter, check_fill, check_interpolation
 from fastdata.transforms.compose import ImageAugment
 from fastdata.transforms.policy_tables import (
-    TV_AUTOAUGMENT, TV_IMAGENET_POLICY, TV_RANDAUGMENT, TV_TRIVIAL_WIDE, apply_op, tv_arg, tv_bins,
+    TV_AUTOAUGMENT,
+    TV_IMAGENET_POLICY,
+    TV_RANDAUGMENT,
+    TV_TRIVIAL_WIDE,
+    apply_op,
+    tv_arg,
+    tv_bins,
 )
 from fastdata.transforms.timm_augment import TimmRandAugment
 
@@ -37,7 +43,8 @@ def _check_bins(value: Any, name: str, low: int) -> int:
 
 class _TorchvisionPolicy(ImageAugment):
     """The fill colour and interpolation of torchvision's ``_AutoAugmentBase``; :meth:`draw` picks the entries of
-    :attr:`SPACE` an image gets, :meth:`apply` applies them as torchvision does."""
+    :attr:`SPACE` an image gets, :meth:`apply` applies them as torchvision does.
+    """
 
     SPACE: dict = {}  # noqa: RUF012 - each policy's table, never mutated
 
@@ -50,8 +57,9 @@ class _TorchvisionPolicy(ImageAugment):
         """The ``(entry, signed magnitude)`` pairs one image gets, in order (torchvision's names and magnitudes)."""
         raise NotImplementedError
 
-    def _magnitude(self, name: str, bin_index: int | None, num_bins: int, height: int, width: int,
-                   rng: np.random.Generator) -> float:
+    def _magnitude(
+        self, name: str, bin_index: int | None, num_bins: int, height: int, width: int, rng: np.random.Generator
+    ) -> float:
         bins = tv_bins(self.SPACE, name, num_bins, height, width)
         if bins is None:
             return 0.0
@@ -61,8 +69,9 @@ class _TorchvisionPolicy(ImageAugment):
     def apply(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:  # noqa: D102
         for name, magnitude in self.draw(rng, image.shape[0], image.shape[1]):
             op = self.SPACE[name][0]
-            image = apply_op(image, op, tv_arg(op, magnitude), flavour="tv", interpolation=self.interpolation,
-                             fill=self._fill)
+            image = apply_op(
+                image, op, tv_arg(op, magnitude), flavour="tv", interpolation=self.interpolation, fill=self._fill
+            )
         return image
 
     def _extra_repr(self) -> str:
@@ -93,8 +102,14 @@ class RandAugment(_TorchvisionPolicy):
 
     SPACE = TV_RANDAUGMENT
 
-    def __init__(self, num_ops: int = 2, magnitude: int = 9, num_magnitude_bins: int = 31,
-                 interpolation: Any = "nearest", fill: Fill = None) -> None:
+    def __init__(
+        self,
+        num_ops: int = 2,
+        magnitude: int = 9,
+        num_magnitude_bins: int = 31,
+        interpolation: Any = "nearest",
+        fill: Fill = None,
+    ) -> None:
         super().__init__(interpolation, fill)
         self.num_ops = _check_bins(num_ops, "num_ops", 0)
         self.num_magnitude_bins = _check_bins(num_magnitude_bins, "num_magnitude_bins", 2)
@@ -105,7 +120,7 @@ class RandAugment(_TorchvisionPolicy):
 
     @classmethod
     def from_config(cls, config: str, **kwargs: Any) -> TimmRandAugment:
-        """timm's RandAugment from its config string (``"rand-m9-mstd0.5-inc1"``), as ``--aa`` builds it.
+        """Timm's RandAugment from its config string (``"rand-m9-mstd0.5-inc1"``), as ``--aa`` builds it.
 
         See :class:`~fastdata.transforms.timm_augment.TimmRandAugment` (what this returns) for the sections and
         keyword arguments.
@@ -114,12 +129,15 @@ class RandAugment(_TorchvisionPolicy):
 
     def draw(self, rng: np.random.Generator, height: int, width: int) -> list[tuple[str, float]]:  # noqa: D102
         names = [self._names[int(rng.random() * len(self._names))] for _ in range(self.num_ops)]
-        return [(name, self._magnitude(name, self.magnitude, self.num_magnitude_bins, height, width, rng))
-                for name in names]
+        return [
+            (name, self._magnitude(name, self.magnitude, self.num_magnitude_bins, height, width, rng)) for name in names
+        ]
 
     def _extra_repr(self) -> str:
-        return (f"num_ops={self.num_ops}, magnitude={self.magnitude}, num_magnitude_bins={self.num_magnitude_bins}, "
-                + super()._extra_repr())
+        return (
+            f"num_ops={self.num_ops}, magnitude={self.magnitude}, num_magnitude_bins={self.num_magnitude_bins}, "
+            + super()._extra_repr()
+        )
 
 
 class TrivialAugmentWide(_TorchvisionPolicy):
@@ -176,8 +194,11 @@ class AutoAugment(_TorchvisionPolicy):
 
     def draw(self, rng: np.random.Generator, height: int, width: int) -> list[tuple[str, float]]:  # noqa: D102
         pair = self.POLICY[int(rng.random() * len(self.POLICY))]
-        return [(name, self._magnitude(name, bin_index, 10, height, width, rng))
-                for name, probability, bin_index in pair if rng.random() <= probability]
+        return [
+            (name, self._magnitude(name, bin_index, 10, height, width, rng))
+            for name, probability, bin_index in pair
+            if rng.random() <= probability
+        ]
 
     def _extra_repr(self) -> str:
         return f"policy={self.policy!r}, " + super()._extra_repr()

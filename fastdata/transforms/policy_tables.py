@@ -24,8 +24,9 @@ __all__ = ["GEOMETRIC", "TIMM_OPS", "TV_IMAGENET_POLICY", "apply_op", "timm_op_n
 GEOMETRIC = frozenset({"shear_x", "shear_y", "translate_x", "translate_y", "rotate"})
 
 
-def apply_op(image: np.ndarray, name: str, arg: float, *, flavour: str, interpolation: str,
-             fill: tuple[int, int, int]) -> np.ndarray:
+def apply_op(
+    image: np.ndarray, name: str, arg: float, *, flavour: str, interpolation: str, fill: tuple[int, int, int]
+) -> np.ndarray:
     """Apply op ``name`` with argument ``arg`` to a uint8 ``(H, W, 3)`` image; returns the result (maybe in place).
 
     Raises:
@@ -59,10 +60,18 @@ def apply_op(image: np.ndarray, name: str, arg: float, *, flavour: str, interpol
     raise ValueError(f"unknown op {name!r}")
 
 
-_ENHANCE: dict[str, Callable] = {"brightness": colour.brightness, "contrast": colour.contrast,
-                                 "color": colour.saturation, "sharpness": colour.sharpness}
-_POINT: dict[str, Callable] = {"posterize": colour.posterize, "solarize": colour.solarize,
-                               "solarize_add": colour.solarize_add, "invert": lambda image, _: colour.invert(image)}
+_ENHANCE: dict[str, Callable] = {
+    "brightness": colour.brightness,
+    "contrast": colour.contrast,
+    "color": colour.saturation,
+    "sharpness": colour.sharpness,
+}
+_POINT: dict[str, Callable] = {
+    "posterize": colour.posterize,
+    "solarize": colour.solarize,
+    "solarize_add": colour.solarize_add,
+    "invert": lambda image, _: colour.invert(image),
+}
 
 
 # --- timm ---------------------------------------------------------------------------------------------------------
@@ -90,7 +99,9 @@ def _solarize(m, hp, neg):
 
 
 TIMM_OPS: dict[str, tuple[str, Callable | None]] = {
-    "AutoContrast": ("autocontrast", None), "Equalize": ("equalize", None), "Invert": ("invert", None),
+    "AutoContrast": ("autocontrast", None),
+    "Equalize": ("equalize", None),
+    "Invert": ("invert", None),
     "Rotate": ("rotate", lambda m, hp, neg: _signed(m / 10.0 * 30.0, neg)),
     "Posterize": ("posterize", lambda m, hp, neg: int(m / 10.0 * 4)),
     "PosterizeIncreasing": ("posterize", lambda m, hp, neg: 4 - int(m / 10.0 * 4)),
@@ -98,10 +109,14 @@ TIMM_OPS: dict[str, tuple[str, Callable | None]] = {
     "Solarize": ("solarize", _solarize),
     "SolarizeIncreasing": ("solarize", lambda m, hp, neg: 256 - _solarize(m, hp, neg)),
     "SolarizeAdd": ("solarize_add", lambda m, hp, neg: min(128, int(m / 10.0 * 110))),
-    "Color": ("color", _enhance), "ColorIncreasing": ("color", _enhance_increasing),
-    "Contrast": ("contrast", _enhance), "ContrastIncreasing": ("contrast", _enhance_increasing),
-    "Brightness": ("brightness", _enhance), "BrightnessIncreasing": ("brightness", _enhance_increasing),
-    "Sharpness": ("sharpness", _enhance), "SharpnessIncreasing": ("sharpness", _enhance_increasing),
+    "Color": ("color", _enhance),
+    "ColorIncreasing": ("color", _enhance_increasing),
+    "Contrast": ("contrast", _enhance),
+    "ContrastIncreasing": ("contrast", _enhance_increasing),
+    "Brightness": ("brightness", _enhance),
+    "BrightnessIncreasing": ("brightness", _enhance_increasing),
+    "Sharpness": ("sharpness", _enhance),
+    "SharpnessIncreasing": ("sharpness", _enhance_increasing),
     "ShearX": ("shear_x", lambda m, hp, neg: _signed(m / 10.0 * 0.3, neg)),
     "ShearY": ("shear_y", lambda m, hp, neg: _signed(m / 10.0 * 0.3, neg)),
     "TranslateX": ("translate_x", lambda m, hp, neg: _signed(m / 10.0 * float(hp["translate_const"]), neg)),
@@ -113,24 +128,70 @@ TIMM_OPS: dict[str, tuple[str, Callable | None]] = {
     "GaussianBlurRand": ("gaussian_blur", lambda m, hp, neg: _minmax(m, 0.0, 1.0)),  # radius ~ U(0.1, 2 * level)
 }
 
-_TIMM_RAND = ("AutoContrast", "Equalize", "Invert", "Rotate", "Posterize", "Solarize", "SolarizeAdd", "Color",
-              "Contrast", "Brightness", "Sharpness", "ShearX", "ShearY", "TranslateXRel", "TranslateYRel")
-_TIMM_INCREASING = {"Posterize": "PosterizeIncreasing", "Solarize": "SolarizeIncreasing", "Color": "ColorIncreasing",
-                    "Contrast": "ContrastIncreasing", "Brightness": "BrightnessIncreasing",
-                    "Sharpness": "SharpnessIncreasing"}
+_TIMM_RAND = (
+    "AutoContrast",
+    "Equalize",
+    "Invert",
+    "Rotate",
+    "Posterize",
+    "Solarize",
+    "SolarizeAdd",
+    "Color",
+    "Contrast",
+    "Brightness",
+    "Sharpness",
+    "ShearX",
+    "ShearY",
+    "TranslateXRel",
+    "TranslateYRel",
+)
+_TIMM_INCREASING = {
+    "Posterize": "PosterizeIncreasing",
+    "Solarize": "SolarizeIncreasing",
+    "Color": "ColorIncreasing",
+    "Contrast": "ContrastIncreasing",
+    "Brightness": "BrightnessIncreasing",
+    "Sharpness": "SharpnessIncreasing",
+}
 _TIMM_WEIGHTED = {  # timm's ``_RAND_WEIGHTED_0`` and ``_RAND_WEIGHTED_3A`` (choice weights, no replacement)
-    "weights": {"Rotate": 3, "ShearX": 2, "ShearY": 2, "TranslateXRel": 1, "TranslateYRel": 1, "ColorIncreasing": .25,
-                "SharpnessIncreasing": 0.25, "AutoContrast": 0.25, "SolarizeIncreasing": .05, "SolarizeAdd": .05,
-                "ContrastIncreasing": .05, "BrightnessIncreasing": .05, "Equalize": .05, "PosterizeIncreasing": 0.05,
-                "Invert": 0.05},
-    "3aw": {"SolarizeIncreasing": 6, "Desaturate": 6, "GaussianBlur": 6, "Rotate": 3, "ShearX": 2, "ShearY": 2,
-            "PosterizeIncreasing": 1, "AutoContrast": 1, "ColorIncreasing": 1, "SharpnessIncreasing": 1,
-            "ContrastIncreasing": 1, "BrightnessIncreasing": 1, "Equalize": 1, "Invert": 1},
+    "weights": {
+        "Rotate": 3,
+        "ShearX": 2,
+        "ShearY": 2,
+        "TranslateXRel": 1,
+        "TranslateYRel": 1,
+        "ColorIncreasing": 0.25,
+        "SharpnessIncreasing": 0.25,
+        "AutoContrast": 0.25,
+        "SolarizeIncreasing": 0.05,
+        "SolarizeAdd": 0.05,
+        "ContrastIncreasing": 0.05,
+        "BrightnessIncreasing": 0.05,
+        "Equalize": 0.05,
+        "PosterizeIncreasing": 0.05,
+        "Invert": 0.05,
+    },
+    "3aw": {
+        "SolarizeIncreasing": 6,
+        "Desaturate": 6,
+        "GaussianBlur": 6,
+        "Rotate": 3,
+        "ShearX": 2,
+        "ShearY": 2,
+        "PosterizeIncreasing": 1,
+        "AutoContrast": 1,
+        "ColorIncreasing": 1,
+        "SharpnessIncreasing": 1,
+        "ContrastIncreasing": 1,
+        "BrightnessIncreasing": 1,
+        "Equalize": 1,
+        "Invert": 1,
+    },
 }
 
 
 def timm_op_names(increasing: bool, choice: str | None) -> tuple[tuple[str, ...], np.ndarray | None]:
-    """timm's ``rand_augment_choices``: the op names of a RandAugment and their choice weights (None: uniform).
+    """Timm's ``rand_augment_choices``: the op names of a RandAugment and their choice weights (None: uniform).
 
     Raises:
         ValueError: an unknown transform set ``choice``.
@@ -160,21 +221,26 @@ def _posterize_bins(num_bins: int, span: int) -> tuple[float, ...]:
 
 def _space(wide: bool) -> dict[str, tuple[str, Callable | None, bool]]:
     shear, translate, rotate, enhance = (0.99, None, 135.0, 0.99) if wide else (0.3, 150.0 / 331.0, 30.0, 0.9)
-    lin = lambda hi: (lambda n, h, w: _linspace(0.0, hi, n))  # noqa: E731
+    lin = lambda hi: lambda n, h, w: _linspace(0.0, hi, n)  # noqa: E731
     if translate is None:
         tx, ty = lin(32.0), lin(32.0)
     else:
         tx, ty = (lambda n, h, w: _linspace(0.0, translate * w, n)), (lambda n, h, w: _linspace(0.0, translate * h, n))
     return {
         "Identity": ("identity", None, False),
-        "ShearX": ("shear_x", lin(shear), True), "ShearY": ("shear_y", lin(shear), True),
-        "TranslateX": ("translate_x", tx, True), "TranslateY": ("translate_y", ty, True),
+        "ShearX": ("shear_x", lin(shear), True),
+        "ShearY": ("shear_y", lin(shear), True),
+        "TranslateX": ("translate_x", tx, True),
+        "TranslateY": ("translate_y", ty, True),
         "Rotate": ("rotate", lin(rotate), True),
-        "Brightness": ("brightness", lin(enhance), True), "Color": ("color", lin(enhance), True),
-        "Contrast": ("contrast", lin(enhance), True), "Sharpness": ("sharpness", lin(enhance), True),
+        "Brightness": ("brightness", lin(enhance), True),
+        "Color": ("color", lin(enhance), True),
+        "Contrast": ("contrast", lin(enhance), True),
+        "Sharpness": ("sharpness", lin(enhance), True),
         "Posterize": ("posterize", lambda n, h, w: _posterize_bins(n, 6 if wide else 4), False),
         "Solarize": ("solarize", lambda n, h, w: _linspace(1.0, 0.0, n), False),
-        "AutoContrast": ("autocontrast", None, False), "Equalize": ("equalize", None, False),
+        "AutoContrast": ("autocontrast", None, False),
+        "Equalize": ("equalize", None, False),
     }
 
 
@@ -185,7 +251,7 @@ TV_AUTOAUGMENT = {**{k: v for k, v in TV_RANDAUGMENT.items() if k != "Identity"}
 
 
 def tv_bins(space: dict, name: str, num_bins: int, height: int, width: int) -> tuple[float, ...] | None:
-    """torchvision's magnitude bins of entry ``name`` for an image of this size (None: the op takes none)."""
+    """Torchvision's magnitude bins of entry ``name`` for an image of this size (None: the op takes none)."""
     bins = space[name][1]
     return None if bins is None else bins(num_bins, height, width)
 
@@ -205,17 +271,29 @@ def tv_arg(op: str, magnitude: float) -> float:
 
 #: AutoAugment's ImageNet policy as torchvision writes it: 25 pairs of (entry, probability, magnitude bin of 10).
 TV_IMAGENET_POLICY = (
-    (("Posterize", 0.4, 8), ("Rotate", 0.6, 9)), (("Solarize", 0.6, 5), ("AutoContrast", 0.6, None)),
-    (("Equalize", 0.8, None), ("Equalize", 0.6, None)), (("Posterize", 0.6, 7), ("Posterize", 0.6, 6)),
-    (("Equalize", 0.4, None), ("Solarize", 0.2, 4)), (("Equalize", 0.4, None), ("Rotate", 0.8, 8)),
-    (("Solarize", 0.6, 3), ("Equalize", 0.6, None)), (("Posterize", 0.8, 5), ("Equalize", 1.0, None)),
-    (("Rotate", 0.2, 3), ("Solarize", 0.6, 8)), (("Equalize", 0.6, None), ("Posterize", 0.4, 6)),
-    (("Rotate", 0.8, 8), ("Color", 0.4, 0)), (("Rotate", 0.4, 9), ("Equalize", 0.6, None)),
-    (("Equalize", 0.0, None), ("Equalize", 0.8, None)), (("Invert", 0.6, None), ("Equalize", 1.0, None)),
-    (("Color", 0.6, 4), ("Contrast", 1.0, 8)), (("Rotate", 0.8, 8), ("Color", 1.0, 2)),
-    (("Color", 0.8, 8), ("Solarize", 0.8, 7)), (("Sharpness", 0.4, 7), ("Invert", 0.6, None)),
-    (("ShearX", 0.6, 5), ("Equalize", 1.0, None)), (("Color", 0.4, 0), ("Equalize", 0.6, None)),
-    (("Equalize", 0.4, None), ("Solarize", 0.2, 4)), (("Solarize", 0.6, 5), ("AutoContrast", 0.6, None)),
-    (("Invert", 0.6, None), ("Equalize", 1.0, None)), (("Color", 0.6, 4), ("Contrast", 1.0, 8)),
+    (("Posterize", 0.4, 8), ("Rotate", 0.6, 9)),
+    (("Solarize", 0.6, 5), ("AutoContrast", 0.6, None)),
+    (("Equalize", 0.8, None), ("Equalize", 0.6, None)),
+    (("Posterize", 0.6, 7), ("Posterize", 0.6, 6)),
+    (("Equalize", 0.4, None), ("Solarize", 0.2, 4)),
+    (("Equalize", 0.4, None), ("Rotate", 0.8, 8)),
+    (("Solarize", 0.6, 3), ("Equalize", 0.6, None)),
+    (("Posterize", 0.8, 5), ("Equalize", 1.0, None)),
+    (("Rotate", 0.2, 3), ("Solarize", 0.6, 8)),
+    (("Equalize", 0.6, None), ("Posterize", 0.4, 6)),
+    (("Rotate", 0.8, 8), ("Color", 0.4, 0)),
+    (("Rotate", 0.4, 9), ("Equalize", 0.6, None)),
+    (("Equalize", 0.0, None), ("Equalize", 0.8, None)),
+    (("Invert", 0.6, None), ("Equalize", 1.0, None)),
+    (("Color", 0.6, 4), ("Contrast", 1.0, 8)),
+    (("Rotate", 0.8, 8), ("Color", 1.0, 2)),
+    (("Color", 0.8, 8), ("Solarize", 0.8, 7)),
+    (("Sharpness", 0.4, 7), ("Invert", 0.6, None)),
+    (("ShearX", 0.6, 5), ("Equalize", 1.0, None)),
+    (("Color", 0.4, 0), ("Equalize", 0.6, None)),
+    (("Equalize", 0.4, None), ("Solarize", 0.2, 4)),
+    (("Solarize", 0.6, 5), ("AutoContrast", 0.6, None)),
+    (("Invert", 0.6, None), ("Equalize", 1.0, None)),
+    (("Color", 0.6, 4), ("Contrast", 1.0, 8)),
     (("Equalize", 0.8, None), ("Equalize", 0.6, None)),
 )

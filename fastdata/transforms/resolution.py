@@ -66,8 +66,10 @@ def transform_at(transform: DecodeTransform, size: tuple[int, int]) -> DecodeTra
         cache[size] = DecodeCompose([transform_at(transform.crop, size), *transform.augments])
         return cache[size]
     if not isinstance(transform, (RandomResizedCrop, ResizeCenterCrop)):
-        raise TypeError(f"{type(transform).__name__} has no crop size to change; set_resolution works with "
-                        "RandomResizedCrop and ResizeCenterCrop (decode-time transforms)")
+        raise TypeError(
+            f"{type(transform).__name__} has no crop size to change; set_resolution works with "
+            "RandomResizedCrop and ResizeCenterCrop (decode-time transforms)"
+        )
     other = copy.copy(transform)
     other.__dict__.pop("_at_sizes", None)
     if isinstance(transform, ResizeCenterCrop):
@@ -89,8 +91,9 @@ def transform_for(transform: Any, indices: Any) -> Any:
     return transform_at(transform, size)
 
 
-def ramp(epoch: float, start: int = 160, end: int = 192, start_epoch: float = 0, end_epoch: float = 76,
-         multiple: int = 32) -> int:
+def ramp(
+    epoch: float, start: int = 160, end: int = 192, start_epoch: float = 0, end_epoch: float = 76, multiple: int = 32
+) -> int:
     """ffcv-imagenet's progressive resolution: ``start`` until ``start_epoch``, ``end`` from ``end_epoch``.
 
     In between, linear in the epoch, rounded to a multiple of ``multiple`` (ffcv's rn50 configs: 160

@@ -57,10 +57,21 @@ class TimmRandAugment(ImageAugment):
         ValueError: a bad count, magnitude, probability, op name, fill or interpolation.
     """
 
-    def __init__(self, num_ops: int = 2, magnitude: float = 10, *, prob: float = 0.5, magnitude_std: float = 0.0,
-                 magnitude_max: float | None = None, increasing: bool = False,
-                 transforms: str | Sequence[str] | None = None, fill: Any = (124, 116, 104),
-                 interpolation: str = "random", translate_pct: float = 0.45, translate_const: int = 100) -> None:
+    def __init__(
+        self,
+        num_ops: int = 2,
+        magnitude: float = 10,
+        *,
+        prob: float = 0.5,
+        magnitude_std: float = 0.0,
+        magnitude_max: float | None = None,
+        increasing: bool = False,
+        transforms: str | Sequence[str] | None = None,
+        fill: Any = (124, 116, 104),
+        interpolation: str = "random",
+        translate_pct: float = 0.45,
+        translate_const: int = 100,
+    ) -> None:
         if isinstance(num_ops, bool) or not isinstance(num_ops, int) or num_ops < 0:
             raise ValueError(f"num_ops must be an int >= 0, got {num_ops!r}")
         if not (isinstance(magnitude, (int, float)) and magnitude >= 0):
@@ -79,8 +90,9 @@ class TimmRandAugment(ImageAugment):
         if unknown or not self.op_names:
             raise ValueError(f"unknown timm op names {unknown}; known: {sorted(TIMM_OPS)}")
         if self.weights is not None and num_ops > len(self.op_names):
-            raise ValueError(f"num_ops={num_ops} is more than the {len(self.op_names)} ops a weighted set draws "
-                             "without replacement")
+            raise ValueError(
+                f"num_ops={num_ops} is more than the {len(self.op_names)} ops a weighted set draws without replacement"
+            )
         self.transforms = transforms
         self.fill = check_fill(fill)
         self.interpolation = check_interpolation(interpolation, ("random", "nearest", "bilinear", "bicubic"))
@@ -139,14 +151,16 @@ class TimmRandAugment(ImageAugment):
         return image
 
     def _extra_repr(self) -> str:
-        return (f"num_ops={self.num_ops}, magnitude={self.magnitude}, prob={self.prob}, "
-                f"magnitude_std={self.magnitude_std}, magnitude_max={self.magnitude_max}, "
-                f"increasing={self.increasing}, transforms={self.transforms!r}, fill={self.fill}, "
-                f"interpolation={self.interpolation!r}")
+        return (
+            f"num_ops={self.num_ops}, magnitude={self.magnitude}, prob={self.prob}, "
+            f"magnitude_std={self.magnitude_std}, magnitude_max={self.magnitude_max}, "
+            f"increasing={self.increasing}, transforms={self.transforms!r}, fill={self.fill}, "
+            f"interpolation={self.interpolation!r}"
+        )
 
 
 def parse_rand_config(config: str) -> dict[str, Any]:
-    """timm's RandAugment config string (``"rand-m9-mstd0.5-inc1"``) as keyword arguments: ``magnitude``,
+    """Timm's RandAugment config string (``"rand-m9-mstd0.5-inc1"``) as keyword arguments: ``magnitude``,
     ``num_ops``, ``prob``, ``magnitude_std``, ``magnitude_max``, ``increasing`` and ``transforms`` (the ``t`` section),
     only those the string sets. Shared by the decode-time and the batched ``TimmRandAugment``.
 
@@ -178,6 +192,8 @@ def parse_rand_config(config: str) -> dict[str, Any]:
             else:
                 raise ValueError
         except ValueError:
-            raise ValueError(f"cannot read section {section!r} of {config!r}; timm's sections are m<int>, n<int>, "
-                             "p<float>, mstd<float>, mmax<int>, inc<0|1>, t<weights|3a|3aw>") from None
+            raise ValueError(
+                f"cannot read section {section!r} of {config!r}; timm's sections are m<int>, n<int>, "
+                "p<float>, mstd<float>, mmax<int>, inc<0|1>, t<weights|3a|3aw>"
+            ) from None
     return args

@@ -41,9 +41,25 @@ except ImportError:  # the optional C kernel was not built: tables go through cv
     _lut = None
 
 __all__ = [
-    "apply_lut", "autocontrast", "blend_lut", "brightness", "contrast", "equalize", "gaussian_blur", "grayscale",
-    "hue", "invert", "invert_lut", "posterize", "posterize_lut", "saturation", "sharpness", "solarize",
-    "solarize_add", "solarize_add_lut", "solarize_lut",
+    "apply_lut",
+    "autocontrast",
+    "blend_lut",
+    "brightness",
+    "contrast",
+    "equalize",
+    "gaussian_blur",
+    "grayscale",
+    "hue",
+    "invert",
+    "invert_lut",
+    "posterize",
+    "posterize_lut",
+    "saturation",
+    "sharpness",
+    "solarize",
+    "solarize_add",
+    "solarize_add_lut",
+    "solarize_lut",
 ]
 
 _VALUES = np.arange(256, dtype=np.float32)
@@ -58,7 +74,8 @@ def _check_flavour(flavour: str) -> None:
 
 def _native_lut(image: np.ndarray) -> bool:
     """Whether ``image``'s tables go through ``_lut``: its fast kernel runs on this CPU, and the image is C-contiguous
-    (else ``cv2.LUT``, as fast as ``_lut``'s one-byte-at-a-time kernel)."""
+    (else ``cv2.LUT``, as fast as ``_lut``'s one-byte-at-a-time kernel).
+    """
     return _lut is not None and _lut.KERNELS[-1] != "baseline" and image.flags.c_contiguous and not native_disabled()
 
 
@@ -100,7 +117,8 @@ def brightness(image: np.ndarray, factor: float, flavour: str = "pil") -> np.nda
 
 def _mean_grey(image: np.ndarray, flavour: str) -> float:
     """The mean grey: PIL's ``int(mean(L) + 0.5)``; torchvision's mean of the floored grey (from the channel means:
-    a floored grey is on average 0.5 below the weighted sum)."""
+    a floored grey is on average 0.5 below the weighted sum).
+    """
     r, g, b = cv2.mean(image)[:3]
     if flavour == "pil":
         return float(int(0.299 * r + 0.587 * g + 0.114 * b + 0.5))
@@ -115,7 +133,8 @@ def contrast(image: np.ndarray, factor: float, flavour: str = "pil") -> np.ndarr
 
 def _grey(image: np.ndarray, flavour: str) -> np.ndarray:
     """The one-channel grey image: PIL's ``L`` (OpenCV's rounded 0.299/0.587/0.114 grey, within one level of it;
-    torchvision floors 0.2989/0.587/0.114, within one level too, and the blends that use it stay within one)."""
+    torchvision floors 0.2989/0.587/0.114, within one level too, and the blends that use it stay within one).
+    """
     return cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)
 
 
@@ -135,7 +154,8 @@ def _blend_images(image: np.ndarray, degenerate: np.ndarray, factor: float, bias
 
 def saturation(image: np.ndarray, factor: float, flavour: str = "pil") -> np.ndarray:
     """PIL's ``ImageEnhance.Color`` / torchvision's ``adjust_saturation``: a blend with the grey image (for
-    torchvision's floored grey, the rounded grey less 0.5: its mean)."""
+    torchvision's floored grey, the rounded grey less 0.5: its mean).
+    """
     return _blend_images(image, grayscale(image, flavour), factor, -0.5 if flavour == "tv" else 0.0)
 
 
@@ -143,7 +163,8 @@ def _smooth(image: np.ndarray) -> np.ndarray:
     """PIL's ``ImageFilter.SMOOTH`` (``[[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13``, rounded; the border pixels the image's
     own) of an image of at least 3 x 3, exactly: 13 times each value is the 3 x 3 sum (a box filter, in 16 bits) plus 4
     times the centre, and a sum over 13 is never half-way between two integers, so OpenCV's float rounding of it is
-    exact (and faster than ``cv2.filter2D`` with the kernel)."""
+    exact (and faster than ``cv2.filter2D`` with the kernel).
+    """
     sums = cv2.boxFilter(image, cv2.CV_16U, (3, 3), normalize=False, borderType=cv2.BORDER_REPLICATE)
     centre = image.astype(np.uint16)
     cv2.add(sums, np.left_shift(centre, 2, out=centre), dst=sums)
@@ -154,7 +175,8 @@ def _smooth(image: np.ndarray) -> np.ndarray:
 
 def sharpness(image: np.ndarray, factor: float, flavour: str = "pil") -> np.ndarray:
     """PIL's ``ImageEnhance.Sharpness`` / torchvision's ``adjust_sharpness``: a blend with the image smoothed by
-    ``[[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13`` (rounded), whose border pixels are the image's own."""
+    ``[[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13`` (rounded), whose border pixels are the image's own.
+    """
     _check_flavour(flavour)
     if factor == 1.0 or image.shape[0] <= 2 or image.shape[1] <= 2:
         return image
@@ -172,13 +194,13 @@ def posterize_lut(bits: int) -> np.ndarray:
 @functools.lru_cache(maxsize=1024)
 def solarize_lut(threshold: float) -> np.ndarray:
     """The table inverting every value ``>= threshold`` (PIL's ``ImageOps.solarize``, torchvision's ``solarize``)."""
-    return _frozen(np.where(_INDEX >= threshold, 255 - _INDEX, _INDEX))
+    return _frozen(np.where(threshold <= _INDEX, 255 - _INDEX, _INDEX))
 
 
 @functools.lru_cache(maxsize=1024)
 def solarize_add_lut(add: int, threshold: int = 128) -> np.ndarray:
-    """timm's ``solarize_add``: ``min(255, v + add)`` for every value below ``threshold``."""
-    return _frozen(np.where(_INDEX < threshold, np.minimum(255, _INDEX + int(add)), _INDEX))
+    """Timm's ``solarize_add``: ``min(255, v + add)`` for every value below ``threshold``."""
+    return _frozen(np.where(threshold > _INDEX, np.minimum(255, _INDEX + int(add)), _INDEX))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -207,7 +229,8 @@ def _rows(image: np.ndarray) -> np.ndarray:
 
 def solarize(image: np.ndarray, threshold: float) -> np.ndarray:
     """``image`` through :func:`solarize_lut` (``threshold``), in place: the values ``>= threshold`` (for a value, at
-    least its ceiling) marked by one threshold pass and inverted by an exclusive or with the mark."""
+    least its ceiling) marked by one threshold pass and inverted by an exclusive or with the mark.
+    """
     if image.size == 0 or not threshold <= 255:  # above every value, or NaN: nothing to invert
         return image
     if threshold <= 0:
@@ -220,7 +243,8 @@ def solarize(image: np.ndarray, threshold: float) -> np.ndarray:
 
 def solarize_add(image: np.ndarray, add: int, threshold: int = 128) -> np.ndarray:
     """``image`` through :func:`solarize_add_lut` (``add``, ``threshold``), in place: ``add`` put where a value is
-    below ``threshold`` by one threshold pass, then a saturating add (a negative ``add`` takes the table)."""
+    below ``threshold`` by one threshold pass, then a saturating add (a negative ``add`` takes the table).
+    """
     add = int(add)
     if add < 0:
         return apply_lut(image, solarize_add_lut(add, threshold))
@@ -236,7 +260,8 @@ def solarize_add(image: np.ndarray, add: int, threshold: int = 128) -> np.ndarra
 
 def _apply_tables(image: np.ndarray, planes: Sequence[np.ndarray], tables: np.ndarray) -> np.ndarray:
     """``image`` (split into ``planes``) mapped through one table per channel (``(3, 256)``), in place: by ``_lut``
-    where it is fast, else three one-channel lookups and a merge (they beat OpenCV's three-channel table)."""
+    where it is fast, else three one-channel lookups and a merge (they beat OpenCV's three-channel table).
+    """
     if _native_lut(image):
         _lut.apply(image, tables.astype(np.uint8))
         return image
@@ -247,7 +272,8 @@ def _apply_tables(image: np.ndarray, planes: Sequence[np.ndarray], tables: np.nd
 
 def autocontrast(image: np.ndarray, flavour: str = "pil") -> np.ndarray:
     """PIL's ``ImageOps.autocontrast`` (no cutoff) / torchvision's ``autocontrast``: each channel stretched from its
-    darkest to its lightest value onto 0..255 (a channel of one value is left alone)."""
+    darkest to its lightest value onto 0..255 (a channel of one value is left alone).
+    """
     _check_flavour(flavour)
     planes = cv2.split(image)
     low, high = (np.array(v, np.float64) for v in zip(*(cv2.minMaxLoc(p)[:2] for p in planes)))
@@ -264,7 +290,8 @@ def autocontrast(image: np.ndarray, flavour: str = "pil") -> np.ndarray:
 
 def equalize(image: np.ndarray) -> np.ndarray:
     """PIL's ``ImageOps.equalize`` (torchvision's ``equalize`` is the same): per channel, ``step`` = the pixels
-    below the channel's largest value // 255, ``lut[i] = (step // 2 + cumulative[i - 1]) // step``."""
+    below the channel's largest value // 255, ``lut[i] = (step // 2 + cumulative[i - 1]) // step``.
+    """
     planes = cv2.split(image)
     hist = np.stack([cv2.calcHist([p], [0], None, [256], [0, 256]).ravel() for p in planes]).astype(np.int64)
     last = 255 - np.argmax(hist[:, ::-1] > 0, axis=1)  # each channel's largest value
@@ -295,7 +322,8 @@ def _box_kernel(radius: float) -> np.ndarray:
 
 def gaussian_blur(image: np.ndarray, radius: float, passes: int = 3) -> np.ndarray:
     """PIL's ``ImageFilter.GaussianBlur(radius)``: ``passes`` box blurs along the rows, then along the columns, each
-    rounded to uint8, edges extended (``ImagingGaussianBlur``)."""
+    rounded to uint8, edges extended (``ImagingGaussianBlur``).
+    """
     if radius <= 0:
         return image
     kernel = _box_kernel(_box_radius(radius, passes))
@@ -309,8 +337,9 @@ def gaussian_blur(image: np.ndarray, radius: float, passes: int = 3) -> np.ndarr
 
 
 def hue(image: np.ndarray, factor: float) -> np.ndarray:
-    """torchvision's ``adjust_hue`` on a PIL image: PIL's HSV (hue and saturation truncated to 0..255), the hue
-    shifted by ``int(factor * 255)`` with wrap-around, back to RGB (PIL rounds). Computed from OpenCV's float HSV."""
+    """Torchvision's ``adjust_hue`` on a PIL image: PIL's HSV (hue and saturation truncated to 0..255), the hue
+    shifted by ``int(factor * 255)`` with wrap-around, back to RGB (PIL rounds). Computed from OpenCV's float HSV.
+    """
     if not -0.5 <= factor <= 0.5:
         raise ValueError(f"hue factor must be in [-0.5, 0.5], got {factor!r}")
     hsv = cv2.cvtColor(image.astype(np.float32), cv2.COLOR_RGB2HSV)  # hue in degrees, saturation in [0, 1]

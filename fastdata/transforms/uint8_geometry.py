@@ -22,6 +22,7 @@ Which code warps, by interpolation:
 - translations along one axis, every interpolation: :func:`translate` (a copy, or PIL's own 2- or 4-tap weights
   along that axis with OpenCV's filters), within one level of PIL inside the image, with or without the extension.
 """
+
 from __future__ import annotations
 
 import math
@@ -76,17 +77,19 @@ def affine(image: np.ndarray, coeffs: Sequence[float], interpolation: str, fill:
     height, width = image.shape[:2]
     flags = INTERPOLATIONS[interpolation] | cv2.WARP_INVERSE_MAP
     if interpolation == "bicubic":
-        return cv2.warpAffine(image, matrix, (width, height), flags=flags, borderMode=cv2.BORDER_CONSTANT,
-                              borderValue=_border(fill))
+        return cv2.warpAffine(
+            image, matrix, (width, height), flags=flags, borderMode=cv2.BORDER_CONSTANT, borderValue=_border(fill)
+        )
     rgba = cv2.cvtColor(image, cv2.COLOR_RGB2RGBA)
-    warped = cv2.warpAffine(rgba, matrix, (width, height), flags=flags, borderMode=cv2.BORDER_CONSTANT,
-                            borderValue=_border(fill))
+    warped = cv2.warpAffine(
+        rgba, matrix, (width, height), flags=flags, borderMode=cv2.BORDER_CONSTANT, borderValue=_border(fill)
+    )
     return cv2.cvtColor(warped, cv2.COLOR_RGBA2RGB)
 
 
 def _cubic_weights(t: float) -> np.ndarray:
     """PIL's affine bicubic weights (Keys, ``a = -1``) of the 4 taps around a sample ``t`` past the second."""
-    return np.array([-t + 2 * t * t - t ** 3, 1 - 2 * t * t + t ** 3, t + t * t - t ** 3, -t * t + t ** 3])
+    return np.array([-t + 2 * t * t - t**3, 1 - 2 * t * t + t**3, t + t * t - t**3, -t * t + t**3])
 
 
 def translate(image: np.ndarray, dx: float, dy: float, interpolation: str, fill: Fill) -> np.ndarray:
@@ -121,8 +124,9 @@ def translate(image: np.ndarray, dx: float, dy: float, interpolation: str, fill:
     else:
         kernel = _cubic_weights(frac).astype(np.float32)
         kernel = kernel[None, :] if axis == 1 else kernel[:, None]
-        filtered = cv2.filter2D(along(start - 1, start + n + 2), -1, kernel, anchor=(0, 0), delta=_TRUNC,
-                                borderType=cv2.BORDER_REPLICATE)
+        filtered = cv2.filter2D(
+            along(start - 1, start + n + 2), -1, kernel, anchor=(0, 0), delta=_TRUNC, borderType=cv2.BORDER_REPLICATE
+        )
         target[...] = filtered[:, :n] if axis == 1 else filtered[:n]
     return out
 

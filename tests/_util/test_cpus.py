@@ -37,8 +37,9 @@ def test_affinity_under_taskset_in_a_subprocess(clean_env):
     code = "from fastdata._util.cpus import available_cpus; import os; print(available_cpus(), len(os.sched_getaffinity(0)))"
     env = {**os.environ, "PYTHONPATH": REPO}
     first = str(min(os.sched_getaffinity(0)))  # a CPU this job may use (not always CPU 0 in a container)
-    out = subprocess.run([taskset, "-c", first, sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, env=env).stdout.split()
+    out = subprocess.run(
+        [taskset, "-c", first, sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    ).stdout.split()
     assert out == ["1", "1"]
 
 

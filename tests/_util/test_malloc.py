@@ -24,13 +24,15 @@ def test_pins_the_mmap_threshold_once_per_process(monkeypatch):
     monkeypatch.setattr(_malloc.ctypes, "CDLL", Spy)
     assert _malloc.pin_mmap_threshold() is True
     assert _malloc.pin_mmap_threshold() is True
-    assert calls == [(_malloc.M_MMAP_THRESHOLD, _malloc.MMAP_THRESHOLD_BYTES),
-                     (_malloc.M_TRIM_THRESHOLD, _malloc.TRIM_THRESHOLD_BYTES)]
+    assert calls == [
+        (_malloc.M_MMAP_THRESHOLD, _malloc.MMAP_THRESHOLD_BYTES),
+        (_malloc.M_TRIM_THRESHOLD, _malloc.TRIM_THRESHOLD_BYTES),
+    ]
 
 
 def test_dataset_pins_it_on_first_read(packed, monkeypatch):
-    from fastdata.datasets.shard_dataset import ShardDataset
     import fastdata.datasets.shard_source as source_module
+    from fastdata.datasets.shard_dataset import ShardDataset
 
     calls = []
     monkeypatch.setattr(source_module, "pin_mmap_threshold", lambda: calls.append(1))
@@ -53,7 +55,6 @@ for _ in range(5):
     batch()
 print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - start)
 """
-
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")

@@ -10,19 +10,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from tests.images import encode, natural_image
 
 from fastdata import cli
 from fastdata._util import optional as _optional
 from fastdata.bench import report as bench_report
 from fastdata.bench.baselines import (
-    IMAGENET_MEAN, IMAGENET_STD, CV2RandomResizedCropFlip, FolderDataset, PILToNormalizedTensor, cv2_loader,
-    pil_train_transform, uint8_collate,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    CV2RandomResizedCropFlip,
+    FolderDataset,
+    PILToNormalizedTensor,
+    cv2_loader,
+    pil_train_transform,
+    uint8_collate,
 )
 from fastdata.bench.measure import BatchCheck, MemorySampler, measure_run, set_page_cache
 from fastdata.bench.pack_cache import default_cache, prepare_cache
 from fastdata.bench.pipelines import PIPELINES
 from fastdata.bench.runner import run_benchmark, schedule
+from tests.images import encode, natural_image
 
 SIZE = 32
 REPEATS = 2
@@ -49,9 +55,27 @@ def bench_run(clean_image_folder, tmp_path_factory):
     out = tmp_path_factory.mktemp("bench_out")
     data = out / "data"
     shutil.copytree(clean_image_folder.root, data)
-    argv = ["bench", str(data), "--batch-size", "4", "--workers", "1", "--repeats", str(REPEATS), "--size", str(SIZE),
-            "--breakdown-samples", "8", "--json", str(out / "r.json"), "--plot", str(out / "r.png"), "--no-progress",
-            "--no-isolate", "--breakdown"]  # in-process keeps the file fast; test_bench_cold_reuses_cache: isolated
+    argv = [
+        "bench",
+        str(data),
+        "--batch-size",
+        "4",
+        "--workers",
+        "1",
+        "--repeats",
+        str(REPEATS),
+        "--size",
+        str(SIZE),
+        "--breakdown-samples",
+        "8",
+        "--json",
+        str(out / "r.json"),
+        "--plot",
+        str(out / "r.png"),
+        "--no-progress",
+        "--no-isolate",
+        "--breakdown",
+    ]  # in-process keeps the file fast; test_bench_cold_reuses_cache: isolated
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(_optional, "has_dali", lambda: False)
         import io
@@ -104,14 +128,38 @@ def test_bench_flags_too_few_timed_batches(bench_run):
 
 def test_flags_need_enough_batches_and_a_narrow_spread():
     def entry(rates, batches=12):
-        runs = [{"images_per_s": r, "first_batch_s": 0.1, "peak_pss_mb": 1.0, "peak_rss_mb": 1.0, "batches": batches,
-                 "warmup": 2, "images": 2560} for r in rates]
+        runs = [
+            {
+                "images_per_s": r,
+                "first_batch_s": 0.1,
+                "peak_pss_mb": 1.0,
+                "peak_rss_mb": 1.0,
+                "batches": batches,
+                "warmup": 2,
+                "images": 2560,
+            }
+            for r in rates
+        ]
         return {"status": "ok", "runs": runs}
 
-    entries = {"steady": entry([100, 110, 105]), "noisy": entry([100, 130, 90]), "short": entry([100, 101], 9),
-               "decode-bound": {"status": "ok", "runs": [{"images_per_s": 200.0, "first_batch_s": None,
-                                                          "peak_pss_mb": 1.0, "peak_rss_mb": 1.0, "batches": None,
-                                                          "images": 3000}]}}
+    entries = {
+        "steady": entry([100, 110, 105]),
+        "noisy": entry([100, 130, 90]),
+        "short": entry([100, 101], 9),
+        "decode-bound": {
+            "status": "ok",
+            "runs": [
+                {
+                    "images_per_s": 200.0,
+                    "first_batch_s": None,
+                    "peak_pss_mb": 1.0,
+                    "peak_rss_mb": 1.0,
+                    "batches": None,
+                    "images": 3000,
+                }
+            ],
+        },
+    }
     bench_report.summarize_pipelines(entries, batch_size=256)
     assert entries["steady"]["flags"] == [] and entries["decode-bound"]["flags"] == []
     assert entries["noisy"]["flags"] == ["repeats spread 40% of the median (> 25%): a noisy measurement"]
@@ -160,10 +208,18 @@ def test_bench_breakdown_is_measured(bench_run):
     stages = {s["stage"]: s["ms_per_image"] for s in breakdown["fastdata"]["stages"]}
     from fastdata.decode import native
 
-    decode_stages = (("decode crop region + resize (native)", "crop params") if native.available() else
-                     ("decode (DCT-scaled)", "crop params + crop + resize (cv2)"))
-    for stage in ("read record (tfrecord)", "header (read_size)", *decode_stages, "fast_collate (uint8 NCHW)",
-                  "flip + normalize (CPU, NormalizeCollate in workers, ring buffers)"):
+    decode_stages = (
+        ("decode crop region + resize (native)", "crop params")
+        if native.available()
+        else ("decode (DCT-scaled)", "crop params + crop + resize (cv2)")
+    )
+    for stage in (
+        "read record (tfrecord)",
+        "header (read_size)",
+        *decode_stages,
+        "fast_collate (uint8 NCHW)",
+        "flip + normalize (CPU, NormalizeCollate in workers, ring buffers)",
+    ):
         assert stages[stage] > 0, stage
     assert breakdown["fastdata"]["cpu_flip_normalize_torch_ops_ms"] > 0
     assert breakdown["fastdata"]["cpu_flip_normalize_fresh_memory_ms"] > 0
@@ -193,8 +249,18 @@ def test_bench_cold_reuses_cache(bench_run):
     data = bench_run["data"]
     manifest = default_cache(data) / "tfrecord" / "manifest.json"
     before = manifest.stat().st_mtime_ns
-    results = run_benchmark(data, pipelines=["fastdata-uint8"], batch_size=4, workers=1, repeats=1, size=SIZE,
-                            warm=False, breakdown_samples=0, isolate=True, progress=False)
+    results = run_benchmark(
+        data,
+        pipelines=["fastdata-uint8"],
+        batch_size=4,
+        workers=1,
+        repeats=1,
+        size=SIZE,
+        warm=False,
+        breakdown_samples=0,
+        isolate=True,
+        progress=False,
+    )
     assert manifest.stat().st_mtime_ns == before  # not repacked
     assert results["config"]["mode"] == "cold" and results["config"]["isolated"]
     entry = results["pipelines"]["fastdata-uint8"]
@@ -205,8 +271,17 @@ def test_bench_cold_reuses_cache(bench_run):
 def test_dali_module_unavailable_is_a_note(bench_run, monkeypatch):
     monkeypatch.setattr(_optional, "has_dali", lambda: True)
     monkeypatch.setitem(sys.modules, "fastdata.dali", None)  # `from fastdata.dali import ...` raises ImportError
-    results = run_benchmark(bench_run["data"], pipelines=["dali", "fastdata-uint8"], batch_size=4, workers=0,
-                            repeats=1, size=SIZE, breakdown_samples=0, isolate=False, progress=False)
+    results = run_benchmark(
+        bench_run["data"],
+        pipelines=["dali", "fastdata-uint8"],
+        batch_size=4,
+        workers=0,
+        repeats=1,
+        size=SIZE,
+        breakdown_samples=0,
+        isolate=False,
+        progress=False,
+    )
     assert results["pipelines"]["dali"]["status"] == "skipped"
     assert "fastdata.dali" in results["pipelines"]["dali"]["note"]
     assert results["pipelines"]["fastdata-uint8"]["status"] == "ok"
@@ -215,8 +290,17 @@ def test_dali_module_unavailable_is_a_note(bench_run, monkeypatch):
 @pytest.mark.dali
 @pytest.mark.skipif(not _optional.has_dali(), reason="needs nvidia-dali")
 def test_bench_dali_pipeline(jpeg_folder):
-    results = run_benchmark(jpeg_folder, pipelines=["dali"], batch_size=4, workers=1, repeats=1, size=SIZE,
-                            breakdown_samples=0, isolate=False, progress=False)
+    results = run_benchmark(
+        jpeg_folder,
+        pipelines=["dali"],
+        batch_size=4,
+        workers=1,
+        repeats=1,
+        size=SIZE,
+        breakdown_samples=0,
+        isolate=False,
+        progress=False,
+    )
     dali = results["pipelines"]["dali"]
     assert dali["status"] == "ok", dali.get("note")
     assert dali["output"]["ok"], dali["output"]
@@ -280,8 +364,9 @@ def test_batch_check_flags_contract_violations():
 
 
 def test_measure_run_counts_passes_and_warmup():
-    batches = [(torch.zeros(4, 3, 8, 8), torch.zeros(4, dtype=torch.int64))] * 4 + \
-        [(torch.zeros(2, 3, 8, 8), torch.zeros(2, dtype=torch.int64))]
+    batches = [(torch.zeros(4, 3, 8, 8), torch.zeros(4, dtype=torch.int64))] * 4 + [
+        (torch.zeros(2, 3, 8, 8), torch.zeros(2, dtype=torch.int64))
+    ]
     run = measure_run(batches, check=BatchCheck(8, 4, torch.float32), epochs=2, warmup=2, progress=False)
     assert (run["batches"], run["passes"], run["images"]) == (10, 2, 36 - 8)
     run = measure_run(batches, check=BatchCheck(8, 4, torch.float32), batches=6, warmup=1, progress=False)
@@ -308,8 +393,11 @@ def test_baselines_match_torchvision_semantics(jpeg_folder):
     image, label = ds[6]  # class0 holds 6 files, so index 6 is the first of class1
     assert image.dtype == torch.float32 and image.shape == (3, SIZE, SIZE) and label == 1
     white = PILToNormalizedTensor()(__import__("PIL.Image").Image.new("RGB", (5, 4), (255, 0, 255)))
-    expected = [(1 - IMAGENET_MEAN[0]) / IMAGENET_STD[0], -IMAGENET_MEAN[1] / IMAGENET_STD[1],
-                (1 - IMAGENET_MEAN[2]) / IMAGENET_STD[2]]
+    expected = [
+        (1 - IMAGENET_MEAN[0]) / IMAGENET_STD[0],
+        -IMAGENET_MEAN[1] / IMAGENET_STD[1],
+        (1 - IMAGENET_MEAN[2]) / IMAGENET_STD[2],
+    ]
     assert white.shape == (3, 4, 5)
     assert torch.allclose(white[:, 0, 0], torch.tensor(expected), atol=1e-6)
     cv_ds = FolderDataset(jpeg_folder, transform=CV2RandomResizedCropFlip(SIZE), loader=cv2_loader)
@@ -331,8 +419,19 @@ def test_gpu_training_measures_idle_time():
 
 def test_warmup_batches_leave_that_many_out(bench_run):
     """--warmup-batches: over 2 passes of 4 batches, 4 left out is the whole first pass (the steady state)."""
-    results = run_benchmark(bench_run["data"], pipelines=["fastdata-uint8"], batch_size=4, workers=1, repeats=1,
-                            epochs=2, warmup=4, size=SIZE, breakdown_samples=0, isolate=False, progress=False)
+    results = run_benchmark(
+        bench_run["data"],
+        pipelines=["fastdata-uint8"],
+        batch_size=4,
+        workers=1,
+        repeats=1,
+        epochs=2,
+        warmup=4,
+        size=SIZE,
+        breakdown_samples=0,
+        isolate=False,
+        progress=False,
+    )
     run = results["pipelines"]["fastdata-uint8"]["runs"][0]
     assert (run["batches"], run["warmup"], run["images"]) == (8, 4, 13)
     assert results["config"]["warmup"] == 4 and "first 4 batch(es) not timed" in results["config"]["window"]

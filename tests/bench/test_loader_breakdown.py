@@ -103,8 +103,20 @@ def test_a_real_loader_run_counts_every_stage_and_adds_up(pack):
         part = window.result(images, seconds)
         loader._iterator._shutdown_workers()
     ns = part["ns"]
-    for stage in ("kernel", "read", "sample_rng", "header", "crop", "collate", "worker_loop", "sampler", "fetch",
-                  "releaser", "take", "consumer"):
+    for stage in (
+        "kernel",
+        "read",
+        "sample_rng",
+        "header",
+        "crop",
+        "collate",
+        "worker_loop",
+        "sampler",
+        "fetch",
+        "releaser",
+        "take",
+        "consumer",
+    ):
         assert ns[stage] > 0, stage
     workers = sum(ns[s] for s in (*stage_clock.STAGES[:13], "worker_threads"))
     measured = sum(cpu["end"][pid] - cpu["start"][pid] for pid in pids)

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from tests.images import encode
 
 from fastdata.bench.peers import PEERS, harness, load_peer, unavailable
 from fastdata.bench.runner import run_benchmark
+from tests.images import encode
 
 IN_TEST_SETUP = {"webdataset", "dali-files"}
 COLOURS = np.array([[220, 30, 30], [30, 220, 30], [30, 30, 220]], dtype=np.float64)
@@ -94,12 +94,26 @@ def test_missing_and_failing_peers_are_reported(colour_folder, tmp_path, monkeyp
         raise OSError("disk full\nsecond line")
 
     monkeypatch.setattr(load_peer("dali-files"), "convert", broken)
-    results = run_benchmark(colour_folder, pipelines=["fastdata-uint8"], peers=["webdataset", "litdata", "dali-files"],
-                            batch_size=BATCH, workers=1, repeats=2, size=SIZE, cache=tmp_path / "cache",
-                            breakdown_samples=0, isolate=False, progress=False)
+    results = run_benchmark(
+        colour_folder,
+        pipelines=["fastdata-uint8"],
+        peers=["webdataset", "litdata", "dali-files"],
+        batch_size=BATCH,
+        workers=1,
+        repeats=2,
+        size=SIZE,
+        cache=tmp_path / "cache",
+        breakdown_samples=0,
+        isolate=False,
+        progress=False,
+    )
     entries = results["pipelines"]
-    assert [o for o in results["config"]["order"]] == ["fastdata-uint8#0", "webdataset#0", "fastdata-uint8#1",
-                                                        "webdataset#1"]
+    assert [o for o in results["config"]["order"]] == [
+        "fastdata-uint8#0",
+        "webdataset#0",
+        "fastdata-uint8#1",
+        "webdataset#1",
+    ]
     assert entries["litdata"]["status"] == "skipped" and "not installed" in entries["litdata"]["note"]
     assert entries["dali-files"]["status"] == "failed"
     assert entries["dali-files"]["note"] == "conversion failed: disk full"
@@ -122,8 +136,9 @@ def test_fastdata_row_says_what_its_pack_stores(keep_bytes, colour_folder, tmp_p
     """The peer table's note for fastdata comes from the pack's manifest: re-coded records, or the source bytes."""
     from fastdata.packing.packer import pack
 
-    manifest = pack(colour_folder, tmp_path / "pack", format="tfrecord", workers=0, progress=False,
-                    keep_bytes=keep_bytes)
+    manifest = pack(
+        colour_folder, tmp_path / "pack", format="tfrecord", workers=0, progress=False, keep_bytes=keep_bytes
+    )
     stats = harness.pack_stats(tmp_path / "pack", tmp_path / "no-stamp.json")
     assert bool(manifest.transcoded_count) is not keep_bytes  # the extension is built by the test set-up
     expected = "of the original bytes" if keep_bytes else "re-coded losslessly"
@@ -157,8 +172,10 @@ def test_torchcodec_linked_against_cuda_torch_is_one_line(monkeypatch):
     _fake_torchcodec(monkeypatch, decoders)
     monkeypatch.setattr(torch.version, "cuda", None)
     reason = unavailable("torchcodec")
-    assert reason.startswith("cannot run here: ImportError: torchcodec is installed but its image library links "
-                             "the CUDA build of torch (libc10_cuda.so, libnvrtc.so.13)"), reason
+    assert reason.startswith(
+        "cannot run here: ImportError: torchcodec is installed but its image library links "
+        "the CUDA build of torch (libc10_cuda.so, libnvrtc.so.13)"
+    ), reason
     assert "OSError: libnvrtc.so.13: cannot open shared object file" in reason and "\n" not in reason
 
 
@@ -173,8 +190,11 @@ def test_torchcodec_peer_loads(monkeypatch, colour_folder, tmp_path):
 
         def decode_image(data: bytes) -> torch.Tensor:
             image = Image.open(io.BytesIO(data))
-            return torch.from_numpy(np.array(image.convert("L" if image.mode == "L" else "RGB"))).reshape(
-                image.height, image.width, -1).permute(2, 0, 1)
+            return (
+                torch.from_numpy(np.array(image.convert("L" if image.mode == "L" else "RGB")))
+                .reshape(image.height, image.width, -1)
+                .permute(2, 0, 1)
+            )
 
         decoders = types.ModuleType("torchcodec.decoders")
         decoders.decode_image = decode_image

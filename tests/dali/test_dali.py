@@ -111,7 +111,9 @@ def test_two_shards_cover_every_sample_once_per_epoch(flat_pack, train):
 @requires_dali
 def test_train_shuffles_samples_not_only_shard_files(flat_pack):
     # 23 samples in 6 files of <= 4: a file-order shuffle alone keeps 17 pack-order neighbours together
-    order = [ident for images, labels in loader(flat_pack, 4, seed=3, **NO_NORM) for ident in identities(images, labels)]
+    order = [
+        ident for images, labels in loader(flat_pack, 4, seed=3, **NO_NORM) for ident in identities(images, labels)
+    ]
     position = {ident: k for k, ident in enumerate((i % 3, *flat_color(i)[:2]) for i in _pack_order())}
     ranks = [position[ident] for ident in order]
     assert sorted(ranks) == list(range(NUM_FLAT))
@@ -276,4 +278,3 @@ def test_gpu_pipeline_hands_out_cuda_batches(flat_pack, train):
         assert images.is_contiguous(memory_format=torch.channels_last)
         seen += identities(images, labels)
     assert sorted(seen) == all_flat_identities()
-

@@ -34,8 +34,11 @@ def _records() -> list[bytes]:
         encode(natural_image(rng, 300, 260), "JPEG", quality=90, subsampling=1),
     ]
     if shutil.which("jpegtran"):
-        records.append(subprocess.run(["jpegtran", "-optimize", "-restart", "1B"], input=jpeg, capture_output=True,
-                                      check=True).stdout)
+        records.append(
+            subprocess.run(
+                ["jpegtran", "-optimize", "-restart", "1B"], input=jpeg, capture_output=True, check=True
+            ).stdout
+        )
     return records
 
 
@@ -89,8 +92,9 @@ def test_kernel_decode_batch_arguments():
     out = np.empty((10, 10, 3), np.uint8)
     assert kernel.decode_batch([one, kernel.Decompressor()], [(data, 2, 0, 10, 0, 10, out)] * 3) == [(0, 0, "")] * 3
     assert kernel.decode_batch([one], [(b"", 1, 0, 1, 0, 1, out), (data, 1, 0, 200, 0, 1, out)]) == [
-        (1, 0, "empty file"), (2, 0, "box rows [0, 200) x columns [0, 1) is empty or outside the 150 x 203 image "
-                                     "at scale 8/8")]
+        (1, 0, "empty file"),
+        (2, 0, "box rows [0, 200) x columns [0, 1) is empty or outside the 150 x 203 image at scale 8/8"),
+    ]
     with pytest.raises(ValueError, match="own Decompressor"):
         kernel.decode_batch([one, one], [])
     with pytest.raises(TypeError, match="jobs\\[0\\]"):
@@ -108,12 +112,14 @@ def test_batch_equals_per_sample_at_every_native_scale():
     photo = encode(natural_image(np.random.default_rng(21), 375, 500), "JPEG", quality=90)
     datas = [photo] * 40
     if shutil.which("jpegtran"):
-        datas += [subprocess.run(["jpegtran", "-restart", "1B"], input=photo, capture_output=True,
-                                 check=True).stdout] * 40
+        datas += [
+            subprocess.run(["jpegtran", "-restart", "1B"], input=photo, capture_output=True, check=True).stdout
+        ] * 40
     transform = RandomResizedCrop(40, scale=(0.01, 1.0), decoder="native")
     seeds = [SampleIndex(i, 3, i) for i in range(len(datas))]
-    picked = {choose_scale(native.NATIVE_SCALES, *transform._params(375, 500, sample_generator(s))[2:], 40, 40)
-              for s in seeds}
+    picked = {
+        choose_scale(native.NATIVE_SCALES, *transform._params(375, 500, sample_generator(s))[2:], 40, 40) for s in seeds
+    }
     assert picked == set(native.NATIVE_SCALES), picked  # every scale the kernel ships is exercised
     expected = _per_sample(transform, datas, seeds)
     out = np.zeros_like(expected)
@@ -133,8 +139,10 @@ def test_dataset_decode_threads(tmp_path):
     assert batch_decode.batch_capable(RandomResizedCrop(40))  # the default decoder is the native one
     indices = [SampleIndex(i, 0, i) for i in range(7)]
     before = sum(d.spliced for d in batch_decode._decompressors(3))
-    batches = [ShardDataset(tmp_path / "pack", transform=RandomResizedCrop(40), decode_threads=t).__getitems__(indices)
-               for t in (1, 3)]
+    batches = [
+        ShardDataset(tmp_path / "pack", transform=RandomResizedCrop(40), decode_threads=t).__getitems__(indices)
+        for t in (1, 3)
+    ]
     assert sum(d.spliced for d in batch_decode._decompressors(3)) > before  # the restart record was spliced
     per_sample = np.stack([ShardDataset(tmp_path / "pack", transform=RandomResizedCrop(40))[i][0] for i in indices])
     for batch in batches:
@@ -185,14 +193,17 @@ def test_philox_uniforms_are_numpys_draws():
     indices = [2**63 - 1, 0, 3, 1] + [int(k) for k in rng.integers(0, 2**31, 60)]
     for draws in (40, 7, 1):
         out = np.empty((len(keys), draws))
-        native._jpegcrop.philox_uniforms(np.array(keys, np.uint64), np.array(positions, np.uint64),
-                                         np.array(indices, np.uint64), out)
+        native._jpegcrop.philox_uniforms(
+            np.array(keys, np.uint64), np.array(positions, np.uint64), np.array(indices, np.uint64), out
+        )
         for k, p, i, row in zip(keys, positions, indices, out):
-            np.testing.assert_array_equal(row, np.random.Generator(np.random.Philox(key=k, counter=[0, 0, p, i]))
-                                          .random(draws))
+            np.testing.assert_array_equal(
+                row, np.random.Generator(np.random.Philox(key=k, counter=[0, 0, p, i])).random(draws)
+            )
     with pytest.raises(ValueError, match="n uint64"):
-        native._jpegcrop.philox_uniforms(np.zeros(2, np.uint64), np.zeros(3, np.uint64), np.zeros(2, np.uint64),
-                                         np.empty(4))
+        native._jpegcrop.philox_uniforms(
+            np.zeros(2, np.uint64), np.zeros(3, np.uint64), np.zeros(2, np.uint64), np.empty(4)
+        )
 
 
 def test_seeded_batch_draws_its_crops_in_one_call(monkeypatch):

@@ -69,13 +69,14 @@ class LabelsCheck(ShardDataset):
         data, label = self.read(index)
         with open("/proc/self/maps") as f:
             mapped = any(line.rstrip().endswith("/" + self.manifest.targets) for line in f)
-        held = sum(len(labels) for labels, in self._labels._entries.values())
+        held = sum(len(labels) for (labels,) in self._labels._entries.values())
         return data, label, mapped, held, type(self.manifest.shards).__name__
 
 
 @pytest.mark.parametrize("context", ["spawn", "forkserver"])
-def test_spawn_and_forkserver_workers_read_the_right_samples_holding_only_the_labels_of_their_shards(distinct_pack,
-                                                                                                    context):
+def test_spawn_and_forkserver_workers_read_the_right_samples_holding_only_the_labels_of_their_shards(
+    distinct_pack, context
+):
     """A worker takes the labels of each shard it reads with one read of targets.npy: it neither maps the file nor
     holds a label of a shard it has not read (18 samples, 5 shards of at most 4)."""
     root, truth = distinct_pack
@@ -192,7 +193,7 @@ def test_a_shuffle_over_hundreds_of_shards_reads_each_index_once(tmp_path, monke
     order = list(range(len(ds))) * 2
     random.Random(0).shuffle(order)
     for start in range(0, len(order), 64):
-        ds.read_batch(order[start:start + 64])
+        ds.read_batch(order[start : start + 64])
     assert len(reads) == 300 and len(set(reads)) == 300
 
 

@@ -72,8 +72,13 @@ def test_damage_in_one_record_names_that_record(tfrecord_pack, tmp_path, where):
     ds = ShardDataset(root)
     path, position, record = _record(ds, 7)
     image_at = record.index(ds.read(7)[0][:64])
-    offset = {"length": 2, "before the image": image_at - 20, "image": image_at + 40,
-              "after the image": len(record) - 10, "footer": len(record) - 2}[where]
+    offset = {
+        "length": 2,
+        "before the image": image_at - 20,
+        "image": image_at + 40,
+        "after the image": len(record) - 10,
+        "footer": len(record) - 2,
+    }[where]
     with open(path, "r+b") as f:
         f.seek(position + offset)
         f.write(bytes([record[offset] ^ 0x10]))

@@ -136,8 +136,9 @@ def test_fork_workers_after_opencv_use_in_parent(packed):
     import sys
 
     root, info = packed
-    result = subprocess.run([sys.executable, "-c", FORK_AFTER_OPENCV, str(root)], capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", FORK_AFTER_OPENCV, str(root)], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(len(info.good))
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch.utils.data import default_collate
 
-from fastdata.decode.batch import DecodedBatch
 from fastdata.datasets.shard_dataset import ShardDataset
+from fastdata.decode.batch import DecodedBatch
 from fastdata.loader.collate import fast_collate
 from fastdata.loader.dataloader import DataLoaderX
 from fastdata.transforms import RandomResizedCrop, ResizeCenterCrop
@@ -84,8 +84,11 @@ def test_random_resized_crop_batch_matches_per_sample_under_the_same_seed(packed
     np.testing.assert_array_equal(batch.images.numpy(), expected)
 
 
-@pytest.mark.parametrize("transform", [lambda: RandomResizedCrop(24), lambda: ResizeCenterCrop(40, 32)],
-                         ids=["RandomResizedCrop", "ResizeCenterCrop"])
+@pytest.mark.parametrize(
+    "transform",
+    [lambda: RandomResizedCrop(24), lambda: ResizeCenterCrop(40, 32)],
+    ids=["RandomResizedCrop", "ResizeCenterCrop"],
+)
 def test_native_kernel_and_forced_fallback_give_the_same_images(packed, monkeypatch, transform):
     from fastdata.decode import native
 

@@ -28,10 +28,9 @@ def test_collects_native_lines_and_warnings_and_shows_nothing(capfd):
 
 
 def test_restores_stderr_when_the_block_raises(capfd):
-    with pytest.raises(KeyError):
-        with codec_messages() as messages:
-            os.write(2, b"before the error\n")
-            raise KeyError("x")
+    with pytest.raises(KeyError), codec_messages() as messages:
+        os.write(2, b"before the error\n")
+        raise KeyError("x")
     assert messages == ["before the error"]
     os.write(2, b"after\n")
     assert capfd.readouterr().err == "after\n"

@@ -17,7 +17,6 @@ import fastdata.decode.fallback as fallback_mod
 import fastdata.decode.opencv as opencv_mod
 import fastdata.decode.registry as registry_mod
 import fastdata.decode.turbo as turbo_mod
-from tests.images import encode, encode_cmyk, natural_image
 from fastdata._util.optional import TURBOJPEG_HINT, has_turbojpeg
 from fastdata.decode import (
     SIMD_SCALES,
@@ -32,6 +31,7 @@ from fastdata.decode import (
     is_jpeg,
     scaled_size,
 )
+from tests.images import encode, encode_cmyk, natural_image
 
 needs_turbojpeg = pytest.mark.skipif(not has_turbojpeg(), reason="libturbojpeg is not installed")
 DECODER_PARAMS = [pytest.param("turbojpeg", marks=needs_turbojpeg), "opencv"]
@@ -124,8 +124,13 @@ def test_exif_orientation_is_not_applied(decoder):
 @pytest.mark.parametrize("size", [(1, 1), (3, 5), (8, 8), (9, 17), (37, 53), (64, 200), (97, 131)])
 def test_scaled_sizes_follow_the_ceil_rule(size):
     img = _rgb(5, *size)
-    kinds = [encode(img, "JPEG", quality=90), encode(img, "JPEG", quality=90, subsampling=0),
-             encode(img[..., 1], "JPEG"), encode_cmyk(img), encode(img, "PNG")]
+    kinds = [
+        encode(img, "JPEG", quality=90),
+        encode(img, "JPEG", quality=90, subsampling=0),
+        encode(img[..., 1], "JPEG"),
+        encode_cmyk(img),
+        encode(img, "PNG"),
+    ]
     decoders = [OpenCVDecoder()] + ([TurboJpegDecoder(scales=TURBOJPEG_SCALES)] if has_turbojpeg() else [])
     for dec in decoders:
         for data in kinds:

@@ -29,8 +29,9 @@ def _jpegtran(data: bytes, restart: str) -> bytes:
     jpegtran = shutil.which("jpegtran")
     if jpegtran is None:
         pytest.fail("jpegtran is missing: apt-get install libjpeg-turbo-progs (tools/setup.sh installs it)")
-    return subprocess.run([jpegtran, "-optimize", "-restart", restart], input=data, capture_output=True,
-                          check=True).stdout
+    return subprocess.run(
+        [jpegtran, "-optimize", "-restart", restart], input=data, capture_output=True, check=True
+    ).stdout
 
 
 # name -> encoder of an RGB array; every sampling and colour space the kernel decodes.
@@ -53,10 +54,17 @@ TINY_SIZES = ((1, 1), (3, 5), (8, 8), (9, 16), (16, 9), (17, 17), (5, 17))
 def _boxes(rng: random.Random, height: int, width: int, n: int = 20) -> list[tuple[int, int, int, int]]:
     """``n`` boxes (y0, y1, x0, x1): one on each edge, the four corners, the whole image, then random ones."""
     h2, w2 = max(1, height // 3), max(1, width // 3)
-    boxes = [(0, h2, w2 // 2, width - w2 // 2), (height - h2, height, 1 % width, width),  # top, bottom
-             (h2 // 2, height - h2 // 2, 0, w2), (0, height, width - w2, width),  # left, right
-             (0, h2, 0, w2), (0, h2, width - w2, width), (height - h2, height, 0, w2),
-             (height - h2, height, width - w2, width), (0, height, 0, width)]
+    boxes = [
+        (0, h2, w2 // 2, width - w2 // 2),
+        (height - h2, height, 1 % width, width),  # top, bottom
+        (h2 // 2, height - h2 // 2, 0, w2),
+        (0, height, width - w2, width),  # left, right
+        (0, h2, 0, w2),
+        (0, h2, width - w2, width),
+        (height - h2, height, 0, w2),
+        (height - h2, height, width - w2, width),
+        (0, height, 0, width),
+    ]
     while len(boxes) < n:
         y0, x0 = rng.randrange(height), rng.randrange(width)
         boxes.append((y0, rng.randint(y0 + 1, height), x0, rng.randint(x0 + 1, width)))
@@ -116,8 +124,11 @@ def test_splice_tiny_images(kind):
 def test_non_tiling_intervals_take_the_ordinary_path():
     """Intervals of 3 MCUs across 8-MCU rows, progressive and no-DRI files are decoded from the top, unchanged."""
     image = natural_image(np.random.default_rng(4), 64, 123)  # 4:2:0: 8 MCUs per row
-    for data in (_jpeg(image, quality=90, restart_marker_blocks=3), _jpeg(image, quality=90),
-                 _jpeg(image, quality=90, progressive=True, restart_marker_blocks=1)):
+    for data in (
+        _jpeg(image, quality=90, restart_marker_blocks=3),
+        _jpeg(image, quality=90),
+        _jpeg(image, quality=90, progressive=True, restart_marker_blocks=1),
+    ):
         assert _check(data, "ordinary") == 0
 
 

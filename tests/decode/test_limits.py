@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 import odd_images  # noqa: E402
 
 DECODERS = [
-    pytest.param("turbojpeg", marks=pytest.mark.skipif(not has_turbojpeg(), reason="no libturbojpeg")), "opencv"
+    pytest.param("turbojpeg", marks=pytest.mark.skipif(not has_turbojpeg(), reason="no libturbojpeg")),
+    "opencv",
 ]
 
 

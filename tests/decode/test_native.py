@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # ---- images -----------------------------------------------------------------------------
 
+
 def _jpeg(array: np.ndarray, mode: str | None = None, **kwargs) -> bytes:
     return encode(array, "JPEG", mode, **kwargs)
 
@@ -93,9 +94,16 @@ def _full(data: bytes, scale=1) -> np.ndarray:
 
 def _boxes(rng: random.Random, height: int, width: int, n: int = 25) -> list[tuple[int, int, int, int]]:
     """Random boxes plus the edges and corners, in (y0, y1, x0, x1)."""
-    boxes = [(0, height, 0, width), (0, 1, 0, width), (height - 1, height, 0, width), (0, height, width - 1, width),
-             (0, min(height, 9), 0, min(width, 9)), (max(0, height - 9), height, max(0, width - 9), width),
-             (height // 2, height, width // 3, width), (0, height // 2 + 1, 0, width // 2 + 1)]
+    boxes = [
+        (0, height, 0, width),
+        (0, 1, 0, width),
+        (height - 1, height, 0, width),
+        (0, height, width - 1, width),
+        (0, min(height, 9), 0, min(width, 9)),
+        (max(0, height - 9), height, max(0, width - 9), width),
+        (height // 2, height, width // 3, width),
+        (0, height // 2 + 1, 0, width // 2 + 1),
+    ]
     for _ in range(n):
         y0, x0 = rng.randrange(height), rng.randrange(width)
         boxes.append((y0, rng.randint(y0 + 1, height), x0, rng.randint(x0 + 1, width)))
@@ -103,6 +111,7 @@ def _boxes(rng: random.Random, height: int, width: int, n: int = 25) -> list[tup
 
 
 # ---- fidelity -----------------------------------------------------------------------------
+
 
 def test_full_decode_equals_pillow(kind):
     name, data = kind
@@ -179,6 +188,7 @@ def test_rgb_colorspace_jpeg():
 
 
 # ---- decode_crop_into ---------------------------------------------------------------------
+
 
 def _reference_crop(data: bytes, box, size, antialias=None) -> np.ndarray:
     """Full decode at the chosen scale, numpy crop, cv2.resize: what decode_crop_into promises."""
@@ -287,6 +297,7 @@ def test_kernel_rejects_bad_boxes_and_buffers():
 
 # ---- errors -------------------------------------------------------------------------------
 
+
 def test_errors_are_decode_errors():
     data = _jpeg(_MID, quality=90)
     out = np.empty((8, 8, 3), np.uint8)
@@ -351,9 +362,12 @@ def test_limits():
 
 # ---- threads, switch ----------------------------------------------------------------------
 
+
 def test_threads_match_sequential():
     rng = np.random.default_rng(9)
-    images = [_jpeg(natural_image(rng, 120 + 13 * i, 160 - 7 * i), quality=88, progressive=i % 2 == 1) for i in range(6)]
+    images = [
+        _jpeg(natural_image(rng, 120 + 13 * i, 160 - 7 * i), quality=88, progressive=i % 2 == 1) for i in range(6)
+    ]
     boxes = [(i * 3, i * 5, 90, 100) for i in range(6)]
 
     def run(results: np.ndarray) -> None:
@@ -396,6 +410,7 @@ def test_without_the_extension():
 
 
 # ---- fuzz ---------------------------------------------------------------------------------
+
 
 def _fuzz_tool():
     spec = importlib.util.spec_from_file_location("fuzz_jpeg", ROOT / "tools" / "fuzz_jpeg.py")

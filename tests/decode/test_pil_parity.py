@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 import odd_images  # noqa: E402
 
 DECODERS = [
-    pytest.param("turbojpeg", marks=pytest.mark.skipif(not has_turbojpeg(), reason="no libturbojpeg")), "opencv"
+    pytest.param("turbojpeg", marks=pytest.mark.skipif(not has_turbojpeg(), reason="no libturbojpeg")),
+    "opencv",
 ]
 MAX_MEAN_ABS_DIFF = 1.0
 
@@ -42,12 +43,18 @@ def _cases() -> dict[str, bytes]:
         "tiff_rgba_unassociated": tiff(rgba.tobytes(), 57, 41, bits=(8,) * 4, photometric=2, extra_samples=(2,)),
         "tiff_2bit_gray": tiff(odd_images._pack_bits(gray >> 6, 2), 57, 41, bits=(2,), photometric=1),
         "tiff_4bit_gray": tiff(odd_images._pack_bits(gray >> 4, 4), 57, 41, bits=(4,), photometric=1),
-        "tiff_float": tiff((gray.astype("<f4") * 1.2 - 10).tobytes(), 57, 41, bits=(32,), photometric=1,
-                           sample_format=3),
+        "tiff_float": tiff(
+            (gray.astype("<f4") * 1.2 - 10).tobytes(), 57, 41, bits=(32,), photometric=1, sample_format=3
+        ),
         "jpeg_junk_before_marker": odd_images.jpeg_with_junk(jpeg, 0xC0),
         "jpeg_cmyk": _encode(Image.fromarray(rgb).convert("CMYK"), "JPEG", quality=90),
-        "gif_animated": _encode(Image.fromarray(rgb).convert("P"), "GIF", save_all=True, transparency=2,
-                                append_images=[Image.fromarray(odd_images.picture(41, 57, seed=9)).convert("P")]),
+        "gif_animated": _encode(
+            Image.fromarray(rgb).convert("P"),
+            "GIF",
+            save_all=True,
+            transparency=2,
+            append_images=[Image.fromarray(odd_images.picture(41, 57, seed=9)).convert("P")],
+        ),
         "pgm_16bit": _encode(Image.fromarray(gray.astype(np.uint16) * 200), "PPM"),
     }
 

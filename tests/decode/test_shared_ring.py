@@ -45,9 +45,17 @@ def _reference(dataset, collate) -> list[torch.Tensor]:
 @pytest.mark.parametrize("collate", [fast_collate, NormalizeCollate()], ids=["uint8", "float"])
 def test_buffers_are_reused_only_when_no_view_is_left(dataset, collate):
     expected = _reference(dataset, collate)
-    loader = DataLoaderX(dataset, batch_size=BATCH, sampler=_order(dataset), num_workers=2, collate_fn=collate,
-                         multiprocessing_context="fork", persistent_workers=False,
-                         prefetch_factor=1, max_prefetch=1)
+    loader = DataLoaderX(
+        dataset,
+        batch_size=BATCH,
+        sampler=_order(dataset),
+        num_workers=2,
+        collate_fn=collate,
+        multiprocessing_context="fork",
+        persistent_workers=False,
+        prefetch_factor=1,
+        max_prefetch=1,
+    )
     views, copies, segments = [], [], set()
     for step, (images, _) in enumerate(loader):
         assert images.is_shared()
@@ -69,8 +77,14 @@ def test_buffers_are_reused_only_when_no_view_is_left(dataset, collate):
 def test_a_loader_that_never_hands_buffers_back_gets_fresh_ones(dataset):
     collate = NormalizeCollate()
     expected = _reference(dataset, collate)
-    loader = DataLoader(dataset, batch_size=BATCH, sampler=_order(dataset), num_workers=2, collate_fn=collate,
-                        multiprocessing_context="fork")
+    loader = DataLoader(
+        dataset,
+        batch_size=BATCH,
+        sampler=_order(dataset),
+        num_workers=2,
+        collate_fn=collate,
+        multiprocessing_context="fork",
+    )
     got, segments = [], []
     for images, _ in loader:  # torch's own loader: nobody tells the workers a batch is done
         segments.append(_segment(images))

@@ -79,8 +79,13 @@ def _sparse_pack(root: Path, fmt: str) -> Path:
     with open(out / shard["path"], "r+b") as f:  # the real shard, then holes up to room for every record
         f.truncate(64 * DECLARED)
     shard.update(num_samples=DECLARED, nbytes=64 * DECLARED)
-    manifest.update(shards=[shard], num_samples=DECLARED, targets_nbytes=targets.stat().st_size,
-                    targets_crc32c=file_crc32c(targets), transcoded=[[0, DECLARED]])
+    manifest.update(
+        shards=[shard],
+        num_samples=DECLARED,
+        targets_nbytes=targets.stat().st_size,
+        targets_crc32c=file_crc32c(targets),
+        transcoded=[[0, DECLARED]],
+    )
     (out / "manifest.json").write_text(json.dumps(manifest))
     return out
 
@@ -89,8 +94,14 @@ def _sparse_pack(root: Path, fmt: str) -> Path:
 def test_a_sparse_pack_declaring_ten_million_samples_is_refused_in_bounded_memory(tmp_path, fmt):
     out = _sparse_pack(tmp_path, fmt)
     repo = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-c", OPEN, str(out)], capture_output=True, text=True, timeout=120,
-                          cwd=repo, env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [sys.executable, "-c", OPEN, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=repo,
+        env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     verdict, peak_mb = done.stdout.splitlines()
     assert verdict.startswith("refused") and f"the manifest says {DECLARED}" in verdict, verdict
@@ -103,8 +114,14 @@ def test_verify_of_a_sparse_pack_stays_within_its_labels_file(tmp_path, fmt):
     nothing. Its peak is bounded by the 80 MB labels file it checks (read, then held as int64), not by the counts."""
     out = _sparse_pack(tmp_path, fmt)
     repo = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-c", VERIFY, str(out)], capture_output=True, text=True, timeout=300,
-                          cwd=repo, env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [sys.executable, "-c", VERIFY, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=repo,
+        env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     problems, peak_mb = map(int, done.stdout.split())
     assert problems >= 1
@@ -132,8 +149,14 @@ def test_a_tfrecord_index_is_parsed_in_a_small_multiple_of_its_size(tmp_path):
     path.write_bytes(b"".join(b"%d 20000\n" % (i * 20000) for i in range(lines)))
     size_mb = path.stat().st_size / 2**20
     repo = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-c", INDEX, str(path)], capture_output=True, text=True, timeout=120,
-                          cwd=repo, env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [sys.executable, "-c", INDEX, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=repo,
+        env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     count, peak_mb = map(int, done.stdout.split())
     assert count == lines

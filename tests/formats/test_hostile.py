@@ -77,8 +77,13 @@ def test_symlinked_subfolder_outside_is_refused_inside_is_followed(dataset):
         (outside / "real").mkdir(exist_ok=True)
         shutil.move(root / rel, outside / "real" / rel)
     os.symlink(outside / "real", root / "sub")
-    edit_manifest(root, lambda m: [s.update(path="sub/" + s["path"], **({"index": "sub/" + s["index"]} if "index" in s
-                                                                         else {})) for s in m["shards"]])
+    edit_manifest(
+        root,
+        lambda m: [
+            s.update(path="sub/" + s["path"], **({"index": "sub/" + s["index"]} if "index" in s else {}))
+            for s in m["shards"]
+        ],
+    )
     with pytest.raises(CorruptRecordError, match="outside the dataset folder"):
         ShardDataset(root)
     os.unlink(root / "sub")
@@ -153,10 +158,17 @@ def test_malformed_manifest_field_is_a_one_line_value_error_naming_it(dataset, c
     assert code == 2 and text.startswith("fastdata: error:") and text.count("\n") == 1 and "Traceback" not in text
 
 
-@pytest.mark.parametrize("literal,expected", [
-    ("1e999", "overflows"), ("NaN", "NaN"), ("-Infinity", "Infinity"), ("9" * 5000, "not valid JSON"),
-    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
-], ids=["1e999", "NaN", "-Infinity", "5000 digits", "nested 100000 deep"])
+@pytest.mark.parametrize(
+    "literal,expected",
+    [
+        ("1e999", "overflows"),
+        ("NaN", "NaN"),
+        ("-Infinity", "Infinity"),
+        ("9" * 5000, "not valid JSON"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ],
+    ids=["1e999", "NaN", "-Infinity", "5000 digits", "nested 100000 deep"],
+)
 def test_numbers_json_should_not_hold_and_deep_nesting_are_one_line_errors(dataset, literal, expected):
     root, _ = dataset
     _raw(root, lambda text: text.replace('"num_samples": ', f'"num_samples": {literal}, "was": ', 1))
@@ -181,8 +193,9 @@ BOGUS_TARGETS = {
     "two dimensions": _npy({"descr": "<i8", "fortran_order": False, "shape": (13, 1)}, bytes(8 * 13)),
     "floats": _npy({"descr": "<f8", "fortran_order": False, "shape": (13,)}, bytes(8 * 13)),
     "truncated body": _npy({"descr": "<i8", "fortran_order": False, "shape": (13,)}, bytes(8 * 12)),
-    "a label outside the classes": _npy({"descr": "<i8", "fortran_order": False, "shape": (13,)},
-                                        np.full(13, 7, np.int64).tobytes()),
+    "a label outside the classes": _npy(
+        {"descr": "<i8", "fortran_order": False, "shape": (13,)}, np.full(13, 7, np.int64).tobytes()
+    ),
     "not npy at all": SECRET.encode() * 4,
 }
 
@@ -207,13 +220,17 @@ def test_a_count_the_files_cannot_hold_is_refused_before_arrays_are_built(datase
     """A manifest claiming a trillion samples (consistently with itself) allocates nothing for them."""
     root, _ = dataset
     n = 10**12
-    edit_manifest(root, lambda m: (m["shards"][0].update(num_samples=n), m.update(num_samples=m["num_samples"] + n - 5)))
+    edit_manifest(
+        root, lambda m: (m["shards"][0].update(num_samples=n), m.update(num_samples=m["num_samples"] + n - 5))
+    )
     for drop in (False, True):
         if drop:
             _drop_targets_checksum(root)
         tracemalloc.start()
         try:
-            with pytest.raises(CorruptRecordError, match="cannot hold the 1000000000000 records") as info:  # shards first
+            with pytest.raises(
+                CorruptRecordError, match="cannot hold the 1000000000000 records"
+            ) as info:  # shards first
                 ShardDataset(root)
             peak = tracemalloc.get_traced_memory()[1]
         finally:

@@ -68,8 +68,9 @@ def test_25_random_bit_flips_in_image_bytes_each_raise_on_read(lmdb_pack):
     spans = _image_bits(root, truth)
     rng = np.random.default_rng(11)
     sampler = OneIndex()
-    loader = DataLoaderX(ShardDataset(root), batch_size=None, sampler=sampler, num_workers=2,
-                         persistent_workers=True, pin_memory=False)
+    loader = DataLoaderX(
+        ShardDataset(root), batch_size=None, sampler=sampler, num_workers=2, persistent_workers=True, pin_memory=False
+    )
     try:
         for _ in range(25):
             shard, index, begin, end = spans[rng.integers(len(spans))]
@@ -130,12 +131,18 @@ def test_truncated_shard_is_an_exception_never_a_signal(big_lmdb_pack, tmp_path,
             f.truncate(keep)
         args = [str(root), "open", str(shard), str(keep)]
     env = dict(os.environ, PYTHONPATH=os.getcwd())
-    result = subprocess.run([sys.executable, "-c", TRUNCATED_READ, *args], capture_output=True, text=True,
-                            timeout=120, env=env)
+    result = subprocess.run(
+        [sys.executable, "-c", TRUNCATED_READ, *args], capture_output=True, text=True, timeout=120, env=env
+    )
     assert result.returncode == 3, (result.returncode, result.stderr[-2000:])  # not -7 (SIGBUS)
     assert "shard-00001.lmdb" in result.stdout and "truncated" in result.stdout
     if when == "after":
-        verify = subprocess.run([sys.executable, "-m", "fastdata.cli", "verify", str(root)], capture_output=True,
-                                text=True, timeout=120, env=env)
+        verify = subprocess.run(
+            [sys.executable, "-m", "fastdata.cli", "verify", str(root)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
         assert verify.returncode == 1, (verify.returncode, verify.stderr[-2000:])
         assert "DAMAGED shard-00001.lmdb" in verify.stdout and "truncated" in verify.stdout

@@ -39,9 +39,16 @@ def test_map_grows_past_its_initial_size_and_keeps_every_record(tmp_path, sizes)
     env.close()
     # The map size the writer left in the file (map_size=0 reads it back) follows the data, not 1 TiB.
     written = subprocess.run(
-        [sys.executable, "-c", "import lmdb, sys; print(lmdb.open(sys.argv[1], subdir=False, readonly=True, "
-         "lock=False, map_size=0).info()['map_size'])", str(tmp_path / info.path)],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-c",
+            "import lmdb, sys; print(lmdb.open(sys.argv[1], subdir=False, readonly=True, "
+            "lock=False, map_size=0).info()['map_size'])",
+            str(tmp_path / info.path),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert int(written.stdout) <= max(64 << 20, 4 * sum(sizes))
 
@@ -68,7 +75,11 @@ def test_pack_lmdb_under_an_address_space_limit(image_folder, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     result = subprocess.run(
         [sys.executable, "-c", _SCRIPT, str(image_folder.root), str(tmp_path / "out")],
-        capture_output=True, text=True, env=env, timeout=300, preexec_fn=_limit_address_space,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        preexec_fn=_limit_address_space,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"packed {len(image_folder.good)}" in result.stdout

@@ -40,8 +40,10 @@ def lmdb_pack(source, tmp_path_factory):
 
 def no_walk(monkeypatch) -> None:
     """Any walk of an LMDB B-tree from here on fails the test (packs are written before: the writer walks once)."""
+
     def walk(*args, **kwargs):
         raise AssertionError("an LMDB shard's B-tree was walked")
+
     monkeypatch.setattr(lmdb_pages._Walker, "run", walk)
 
 
@@ -65,6 +67,7 @@ def _rewrite_sidecar(root, shard: int, change) -> str:
 
     def record(m):
         m["shards"][shard].update(index_nbytes=len(data), index_crc32c=f"{google_crc32c.value(bytes(data)):08x}")
+
     edit_manifest(root, record)
     return info.index
 
@@ -107,8 +110,13 @@ def test_a_sidecar_placing_a_value_outside_its_shard_is_refused_never_followed(l
     def place(data: bytearray) -> None:
         page = struct.unpack_from("<I", data, 12)[0]
         assert data[_HEADER + 25 * n - 1 - (n - 1 - small)] == 0  # not an overflow value
-        value = {"end": size - 4, "huge": 1 << 62, "negative": -1, "in_meta_pages": page + 100,
-                 "across_pages": 3 * page - 8}[offset]
+        value = {
+            "end": size - 4,
+            "huge": 1 << 62,
+            "negative": -1,
+            "in_meta_pages": page + 100,
+            "across_pages": 3 * page - 8,
+        }[offset]
         struct.pack_into("<q", data, _HEADER + 8 * small, value)
 
     name = _rewrite_sidecar(root, 2, place)
@@ -124,6 +132,7 @@ def test_verify_reports_a_sidecar_that_disagrees_with_the_walk(lmdb_pack, tmp_pa
 
     def relabel(data: bytearray) -> None:
         struct.pack_into("<q", data, _HEADER + 8 * n, 1)  # record 0's label: it is 0 in the shard
+
     name = _rewrite_sidecar(root, 0, relabel)
     report = verify(root, decode=False)
     assert not report.ok
@@ -145,15 +154,30 @@ def test_a_pack_without_sidecars_keeps_the_walk(lmdb_pack, source, tmp_path):
 
 def test_parts_merge_repack_and_append_write_sidecars(source, tmp_path, monkeypatch):
     src, truth = source
-    opts = {"format": "lmdb", "samples_per_shard": 4, "range_size": 8, "workers": 0, "progress": False, "keep_bytes": True}
+    opts = {
+        "format": "lmdb",
+        "samples_per_shard": 4,
+        "range_size": 8,
+        "workers": 0,
+        "progress": False,
+        "keep_bytes": True,
+    }
     for i in (1, 0, 2, 3):
         pack(src, tmp_path / "parts", part=(i, 4), **opts)
     merged = merge(str(tmp_path / "parts"))
     recoded = repack(tmp_path / "parts", tmp_path / "repacked", workers=0, progress=False)
     shutil.copytree(tmp_path / "parts", tmp_path / "appended")
     added = make_distinct_folder(tmp_path / "more", per_class=3, classes=("ant",), seed=9)  # new images of class 0
-    grown = pack(tmp_path / "more", tmp_path / "appended", format="lmdb", append=True, samples_per_shard=4,
-                 workers=0, progress=False, keep_bytes=True)
+    grown = pack(
+        tmp_path / "more",
+        tmp_path / "appended",
+        format="lmdb",
+        append=True,
+        samples_per_shard=4,
+        workers=0,
+        progress=False,
+        keep_bytes=True,
+    )
     assert len(grown.shards) > len(merged.shards)
     for folder, manifest in (("parts", merged), ("repacked", recoded), ("appended", grown)):
         assert all(s.index and (tmp_path / folder / s.index).is_file() for s in manifest.shards), folder

@@ -141,9 +141,18 @@ def test_240_flips_in_lmdb_structure_never_crash(pack, tmp_path):
     (tmp_path / "cases.json").write_text(json.dumps(cases))
     (tmp_path / "truth.json").write_text(json.dumps(truth))
     run = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(pack), str(tmp_path / "work"), str(tmp_path / "cases.json"),
-         str(tmp_path / "truth.json")],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-c",
+            SCRIPT,
+            str(pack),
+            str(tmp_path / "work"),
+            str(tmp_path / "cases.json"),
+            str(tmp_path / "truth.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert run.returncode == 0, f"exit {run.returncode}: {run.stderr[-3000:]}"
     counts = json.loads(run.stdout.strip().splitlines()[-1])
@@ -162,8 +171,12 @@ def test_verify_reports_structural_damage_in_one_line_and_exit_1(pack, tmp_path)
     raw[4096 * 1 + 16 + 8 + 8 + 48 + 40] ^= 0x40  # the main database's root page number in meta page 1
     raw[16 + 8 + 8 + 48 + 40] ^= 0x40  # and in meta page 0
     shard.write_bytes(bytes(raw))
-    run = subprocess.run([sys.executable, "-m", "fastdata.cli", "verify", str(work), "--no-decode"],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "fastdata.cli", "verify", str(work), "--no-decode"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 1, run.stderr
     damaged = [line for line in run.stdout.splitlines() if line.startswith("DAMAGED")]
     assert any("LMDB structure is damaged" in line for line in damaged), run.stdout

@@ -112,8 +112,16 @@ def test_an_old_manifest_with_ranges_opens_inspects_verifies_and_appends(mixed, 
     assert len(verify(mixed, decode=False).problems) == 14
     edit_manifest(mixed, lambda m: m.update(transcoded=ranges))
     shutil.copytree(src, tmp_path / "more")
-    both = pack(tmp_path / "more", mixed, format="tfrecord", samples_per_shard=4, workers=0, progress=False,
-                append=True, allow_duplicates=True)
+    both = pack(
+        tmp_path / "more",
+        mixed,
+        format="tfrecord",
+        samples_per_shard=4,
+        workers=0,
+        progress=False,
+        append=True,
+        allow_duplicates=True,
+    )
     written = json.loads((mixed / "manifest.json").read_text())
     assert "transcoded" not in written and written["transcoded_records"] == 52  # the old ranges became counts
     assert both.transcoded_file == "transcoded-1.bits" and (mixed / "transcoded-1.bits").is_file()

@@ -25,15 +25,21 @@ def twelve(request, tmp_path_factory) -> Path:
 
 
 def test_the_default_is_a_quarter_of_the_soft_limit_between_1_and_1024(monkeypatch):
-    for limit, expected, remote in [(256, 64, 32), (1024, 256, 128), (1 << 20, 1024, 1024), (None, 1024, 1024),
-                                    (3, 1, 1)]:
+    for limit, expected, remote in [
+        (256, 64, 32),
+        (1024, 256, 128),
+        (1 << 20, 1024, 1024),
+        (None, 1024, 1024),
+        (3, 1, 1),
+    ]:
         monkeypatch.setattr(open_readers, "nofile_limit", lambda limit=limit: limit)
         assert default_max_open_shards() == expected
         assert default_max_open_shards(per_shard=2) == remote
 
 
-@pytest.mark.parametrize("bad, error", [(0, ValueError), (-3, ValueError), (True, TypeError), ("8", TypeError),
-                                        (2.0, TypeError)])
+@pytest.mark.parametrize(
+    "bad, error", [(0, ValueError), (-3, ValueError), (True, TypeError), ("8", TypeError), (2.0, TypeError)]
+)
 def test_max_open_shards_is_checked(twelve, bad, error):
     with pytest.raises(error, match="max_open_shards"):
         ShardDataset(twelve, max_open_shards=bad)

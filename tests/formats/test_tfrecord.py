@@ -55,8 +55,15 @@ def test_example_roundtrip_has_tensorflow_keys():
     payload = encode_example(record)
     assert decode_example(payload) == record
     assert encode_example(record) == payload  # deterministic
-    for key in [b"image/encoded", b"image/class/label", b"image/class/text", b"image/filename",
-                b"image/format", b"image/height", b"image/width"]:
+    for key in [
+        b"image/encoded",
+        b"image/class/label",
+        b"image/class/text",
+        b"image/filename",
+        b"image/format",
+        b"image/height",
+        b"image/width",
+    ]:
         assert key in payload
 
 

@@ -12,8 +12,7 @@ import pytest
 
 from fastdata.formats.base import CorruptRecordError
 from fastdata.formats.example import ImageRecord, decode_image_label, encode_example
-from fastdata.formats.tfrecord import TFRecordShardReader
-from fastdata.formats.tfrecord_framing import build_index, frame, unframe
+from fastdata.formats.tfrecord_framing import frame, unframe
 from fastdata.formats.tfrecord_read import PREFIX, read_image_record
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -87,7 +86,9 @@ ODD = {  # Examples the walk may not take as plain (or that are not Examples): p
     "floats not of 4 bytes": example(entry(IMG, images(IMAGE)), entry(b"f", ld(0x12, ld(0x0A, b"\0\0\0")))),
     "empty label list": example(entry(IMG, images(IMAGE)), entry(LABEL, ld(0x1A, b""))),
     "unpacked label": example(entry(IMG, images(IMAGE)), entry(LABEL, ld(0x1A, b"\x08\x05"))),
-    "two label chunks": example(entry(IMG, images(IMAGE)), entry(LABEL, ld(0x1A, ld(0x0A, b"\x04") + ld(0x0A, b"\x09")))),
+    "two label chunks": example(
+        entry(IMG, images(IMAGE)), entry(LABEL, ld(0x1A, ld(0x0A, b"\x04") + ld(0x0A, b"\x09")))
+    ),
     "label varint of 11 bytes": example(entry(IMG, images(IMAGE)), entry(LABEL, ints(b"\xff" * 10 + b"\x01"))),
     "packed ints cut": example(entry(IMG, images(IMAGE)), entry(LABEL, ints(b"\x03\x80"))),
     "image as ints": example(entry(IMG, ints(b"\x01")), entry(LABEL, ints(b"\x03"))),

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 import timm.data.mixup as timm_mixup  # the test set-up installs timm (tools/setup.sh test)
 import timm.data.random_erasing as timm_re
+import torch
 from scipy import stats
 
 from fastdata.gpu_transforms import MixupCutmix, RandomErasing
@@ -20,6 +20,7 @@ def gen(seed: int = 0) -> torch.Generator:
 
 # ----------------------------------------------------------------------------- RandomErasing
 
+
 def erased_fraction(out: torch.Tensor, x: torch.Tensor) -> np.ndarray:
     return (out != x).any(dim=1).flatten(1).double().mean(1).numpy()
 
@@ -32,6 +33,7 @@ def test_erasing_areas_follow_timm(counts):
     ref = x.clone()
     timm_eraser = timm_re.RandomErasing(0.6, mode="const", min_count=counts[0], max_count=counts[1], device="cpu")
     import random
+
     random.seed(0)
     for img in ref:
         timm_eraser(img.unsqueeze(0))
@@ -50,7 +52,7 @@ def test_erasing_fills_only_inside_the_boxes(mode):
     inside = torch.zeros(64, 24, 24, dtype=torch.bool)
     for i, j in used.nonzero().tolist():
         top, left, h, w = boxes[i, j].tolist()
-        inside[i, top:top + h, left:left + w] = True
+        inside[i, top : top + h, left : left + w] = True
     changed = (out != 5.0).any(dim=1)
     assert torch.equal(changed, inside) and labels is not None
     if mode == "const":
@@ -125,15 +127,23 @@ class ScriptedNumpyRandom:
 def test_equal_to_timms_mixup_for_the_same_draws(mode, alphas, monkeypatch):
     n, h, w = 16, 20, 24
     for seed in range(6):
-        mix = MixupCutmix(*alphas, prob=0.8, switch_prob=0.5, mode=mode, label_smoothing=0.1, num_classes=5,
-                          generator=gen(seed))
+        mix = MixupCutmix(
+            *alphas, prob=0.8, switch_prob=0.5, mode=mode, label_smoothing=0.1, num_classes=5, generator=gen(seed)
+        )
         x, labels = torch.rand(n, 3, h, w), torch.randint(0, 5, (n,))
         raw = mix.draw(n, h, w)
         ours, our_targets = mix.apply(x, labels, mix.params_from(raw, n, h, w))
         fake = ScriptedNumpyRandom(raw, mode, all(alphas), 0.8, 0.5)
         monkeypatch.setattr(timm_mixup.np, "random", fake)
-        reference = timm_mixup.Mixup(mixup_alpha=alphas[0], cutmix_alpha=alphas[1], prob=0.8, switch_prob=0.5,
-                                     mode=mode, label_smoothing=0.1, num_classes=5)
+        reference = timm_mixup.Mixup(
+            mixup_alpha=alphas[0],
+            cutmix_alpha=alphas[1],
+            prob=0.8,
+            switch_prob=0.5,
+            mode=mode,
+            label_smoothing=0.1,
+            num_classes=5,
+        )
         ref_x = x.clone()
         ref_x, ref_targets = reference(ref_x, labels)
         monkeypatch.undo()

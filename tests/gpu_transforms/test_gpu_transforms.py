@@ -286,13 +286,15 @@ def test_cutmix_pastes_the_box_and_corrects_lambda(x):
 
 def pipeline(seed: int) -> Compose:
     g = gen(seed)
-    return Compose([
-        RandomResizedCrop(24, generator=g),
-        RandomHorizontalFlip(generator=g),
-        ColorJitter(0.4, 0.4, 0.4, generator=g),
-        Normalize(MEAN, STD),
-        Mixup(alpha=0.2, num_classes=10, generator=g),
-    ])
+    return Compose(
+        [
+            RandomResizedCrop(24, generator=g),
+            RandomHorizontalFlip(generator=g),
+            ColorJitter(0.4, 0.4, 0.4, generator=g),
+            Normalize(MEAN, STD),
+            Mixup(alpha=0.2, num_classes=10, generator=g),
+        ]
+    )
 
 
 def test_seeded_pipeline_is_reproducible():
@@ -325,8 +327,14 @@ def test_compose_threads_labels_through():
 
 def test_reprs_show_arguments():
     text = repr(pipeline(0))
-    for part in ("RandomResizedCrop(size=(24, 24)", "scale=(0.08, 1.0)", "RandomHorizontalFlip(p=0.5",
-                 "ColorJitter(brightness=(0.6, 1.4)", "Normalize(mean=(0.485", "Mixup(alpha=0.2, num_classes=10"):
+    for part in (
+        "RandomResizedCrop(size=(24, 24)",
+        "scale=(0.08, 1.0)",
+        "RandomHorizontalFlip(p=0.5",
+        "ColorJitter(brightness=(0.6, 1.4)",
+        "Normalize(mean=(0.485",
+        "Mixup(alpha=0.2, num_classes=10",
+    ):
         assert part in text
     assert repr(CutMix(num_classes=3)) == "CutMix(alpha=1.0, num_classes=3)"
     assert repr(ToFloat()) == "ToFloat(dtype=torch.float32, scale=True)"

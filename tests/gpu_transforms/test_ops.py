@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 import torch
 from PIL import Image, ImageFilter
-
 from torchvision.transforms.v2 import functional as TF  # the test set-up installs it (tools/setup.sh test)
 
 from fastdata.gpu_transforms import ops
-
 
 
 def batch(dtype: torch.dtype, n: int = 6, c: int = 3, h: int = 23, w: int = 31) -> torch.Tensor:
@@ -71,6 +68,7 @@ def test_solarize_and_invert(dtype):
 def test_solarize_add_follows_timms_lookup_table():
     x = batch(torch.uint8)
     add = torch.tensor([0, 10, 50, 110, 128, 3])
+
     def lut(a):
         return torch.tensor([min(255, i + a) if i < 128 else i for i in range(256)], dtype=torch.uint8)
 
@@ -114,8 +112,12 @@ def _pil_blur(img: torch.Tensor, radius: float) -> torch.Tensor:
 def test_pil_gaussian_blur_is_pils_gaussian_blur(size):
     g = torch.Generator().manual_seed(3)
     x = batch(torch.uint8, n=40, h=size[0], w=size[1])
-    radius = torch.cat([torch.tensor([0.0, 0.1, 0.5, 1.0, 2.0, 4.5, 9.0, 30.0], dtype=torch.float64),
-                        0.1 + 1.9 * torch.rand(32, generator=g, dtype=torch.float64)])  # DeiT III's range
+    radius = torch.cat(
+        [
+            torch.tensor([0.0, 0.1, 0.5, 1.0, 2.0, 4.5, 9.0, 30.0], dtype=torch.float64),
+            0.1 + 1.9 * torch.rand(32, generator=g, dtype=torch.float64),
+        ]
+    )  # DeiT III's range
     ref = per_image(x, radius.tolist(), _pil_blur)
     compare(ops.pil_gaussian_blur(x, radius), ref, exact=True)  # Pillow's bytes
     # float: the same filter and roundings in uint8 units
@@ -138,21 +140,42 @@ def test_affine_ops(dtype, interpolation, fill):
     shear = torch.tensor([-16.7, -9.0, -1.0, 0.0, 5.0, 16.7])
     shift = torch.tensor([-13.0, -4.0, 0.0, 2.0, 6.0, 11.0])
     cases = [
-        (ops.affine_matrix(angle, zero, zero, zero, zero),
-         [dict(angle=a, translate=[0, 0], shear=[0, 0]) for a in angle.tolist()], None),
-        (ops.affine_matrix(zero, zero, zero, shear, zero, -w / 2, -h / 2),
-         [dict(angle=0.0, translate=[0, 0], shear=[s, 0.0]) for s in shear.tolist()], [0, 0]),
-        (ops.affine_matrix(zero, zero, zero, zero, shear, -w / 2, -h / 2),
-         [dict(angle=0.0, translate=[0, 0], shear=[0.0, s]) for s in shear.tolist()], [0, 0]),
-        (ops.affine_matrix(zero, shift, zero, zero, zero),
-         [dict(angle=0.0, translate=[t, 0], shear=[0, 0]) for t in shift.tolist()], None),
-        (ops.affine_matrix(zero, zero, shift, zero, zero),
-         [dict(angle=0.0, translate=[0, t], shear=[0, 0]) for t in shift.tolist()], None),
+        (
+            ops.affine_matrix(angle, zero, zero, zero, zero),
+            [dict(angle=a, translate=[0, 0], shear=[0, 0]) for a in angle.tolist()],
+            None,
+        ),
+        (
+            ops.affine_matrix(zero, zero, zero, shear, zero, -w / 2, -h / 2),
+            [dict(angle=0.0, translate=[0, 0], shear=[s, 0.0]) for s in shear.tolist()],
+            [0, 0],
+        ),
+        (
+            ops.affine_matrix(zero, zero, zero, zero, shear, -w / 2, -h / 2),
+            [dict(angle=0.0, translate=[0, 0], shear=[0.0, s]) for s in shear.tolist()],
+            [0, 0],
+        ),
+        (
+            ops.affine_matrix(zero, shift, zero, zero, zero),
+            [dict(angle=0.0, translate=[t, 0], shear=[0, 0]) for t in shift.tolist()],
+            None,
+        ),
+        (
+            ops.affine_matrix(zero, zero, shift, zero, zero),
+            [dict(angle=0.0, translate=[0, t], shear=[0, 0]) for t in shift.tolist()],
+            None,
+        ),
     ]
     for matrix, kwargs, center in cases:
         out = ops.warp_affine(x, matrix, fill_t, interpolation)
-        ref = torch.stack([TF.affine(img, scale=1.0, interpolation=TF.InterpolationMode(interpolation), fill=fill_l,
-                                     center=center, **kw) for img, kw in zip(x, kwargs)])
+        ref = torch.stack(
+            [
+                TF.affine(
+                    img, scale=1.0, interpolation=TF.InterpolationMode(interpolation), fill=fill_l, center=center, **kw
+                )
+                for img, kw in zip(x, kwargs)
+            ]
+        )
         compare(out, ref, exact=False)
 
 
@@ -160,8 +183,12 @@ def test_ops_keep_the_device_and_do_not_loop(monkeypatch):
     x = batch(torch.uint8)
     calls = []
     monkeypatch.setattr(torch.Tensor, "item", lambda self: calls.append(1))
-    for out in (ops.equalize(x), ops.posterize(x, torch.full((6,), 3)), ops.gaussian_blur(x, torch.ones(6), 5),
-                ops.pil_gaussian_blur(x, torch.ones(6)),
-                ops.warp_affine(x, ops.affine_matrix(*(torch.ones(6),) * 5), torch.zeros(3))):
+    for out in (
+        ops.equalize(x),
+        ops.posterize(x, torch.full((6,), 3)),
+        ops.gaussian_blur(x, torch.ones(6), 5),
+        ops.pil_gaussian_blur(x, torch.ones(6)),
+        ops.warp_affine(x, ops.affine_matrix(*(torch.ones(6),) * 5), torch.zeros(3)),
+    ):
         assert out.shape == x.shape and out.device == x.device
     assert not calls

@@ -17,10 +17,22 @@ from fastdata.gpu_transforms.plan import GEOMETRIC, OP_NAMES
 
 ALPHA = 1e-4
 # torchvision's op names -> fastdata's plan ops
-TV_OPS = {"Identity": "identity", "ShearX": "shear_x", "ShearY": "shear_y", "TranslateX": "translate_x",
-          "TranslateY": "translate_y", "Rotate": "rotate", "Brightness": "brightness", "Color": "color",
-          "Contrast": "contrast", "Sharpness": "sharpness", "Posterize": "posterize", "Solarize": "solarize",
-          "AutoContrast": "autocontrast", "Equalize": "equalize"}
+TV_OPS = {
+    "Identity": "identity",
+    "ShearX": "shear_x",
+    "ShearY": "shear_y",
+    "TranslateX": "translate_x",
+    "TranslateY": "translate_y",
+    "Rotate": "rotate",
+    "Brightness": "brightness",
+    "Color": "color",
+    "Contrast": "contrast",
+    "Sharpness": "sharpness",
+    "Posterize": "posterize",
+    "Solarize": "solarize",
+    "AutoContrast": "autocontrast",
+    "Equalize": "equalize",
+}
 
 
 def gen(seed: int = 0) -> torch.Generator:
@@ -62,8 +74,11 @@ def test_op_set_and_magnitudes_are_torchvisions(num_ops, magnitude, num_bins):
     op, arg = ra.get_plan(20_000, h, w)
     assert op.shape == (num_ops, 20_000) and bool((op >= 0).all())  # num_ops ops on every image, none skipped
     assert set(TV_OPS) == set(v2.RandAugment._AUGMENTATION_SPACE)
-    expected = {(TV_OPS[name], round(plan_arg(name, m), 9)) for name, ms in tv_magnitudes(num_bins, magnitude, h, w)
-                .items() for m in ms}
+    expected = {
+        (TV_OPS[name], round(plan_arg(name, m), 9))
+        for name, ms in tv_magnitudes(num_bins, magnitude, h, w).items()
+        for m in ms
+    }
     got = {(OP_NAMES[int(o)], round(float(a), 9)) for o, a in zip(op.flatten(), arg.flatten())}
     assert got == expected
     if (num_ops, magnitude) == (2, 9):  # the numbers the docstring gives
@@ -107,8 +122,11 @@ def test_ops_per_image_follow_torchvisions_draws_by_chi_square(monkeypatch):
     tv = v2.RandAugment(2, 9)
     calls = []
     real = tv._apply_image_or_video_transform
-    monkeypatch.setattr(tv, "_apply_image_or_video_transform",
-                        lambda img, name, m, **kw: (calls.append((name, math.copysign(1.0, m))), real(img, name, m, **kw))[1])
+    monkeypatch.setattr(
+        tv,
+        "_apply_image_or_video_transform",
+        lambda img, name, m, **kw: (calls.append((name, math.copysign(1.0, m))), real(img, name, m, **kw))[1],
+    )
     torch.manual_seed(0)
     per_image = []
     for img in x:

@@ -21,8 +21,9 @@ def loader_for(root, *, num_workers: int, seed: int = 0, **kwargs) -> DataLoader
     kwargs.setdefault("shuffle", True)
     if kwargs["shuffle"] and "sampler" not in kwargs:
         kwargs["generator"] = torch.Generator().manual_seed(seed)
-    return DataLoaderX(dataset, batch_size=4, num_workers=num_workers, collate_fn=fast_collate, pin_memory=False,
-                       **kwargs)
+    return DataLoaderX(
+        dataset, batch_size=4, num_workers=num_workers, collate_fn=fast_collate, pin_memory=False, **kwargs
+    )
 
 
 def batches(loader, passes: int = 1, *, limit: int | None = None) -> list[tuple[np.ndarray, list[int]]]:
@@ -62,14 +63,21 @@ def test_same_pixels_with_0_and_2_persistent_workers_and_fastdata_sampler(packed
     def run(num_workers):
         dataset = ShardDataset(root, transform=RandomResizedCrop(24))
         sampler = DistributedSampler(dataset, num_replicas=1, rank=0, seed=4, ratio=3)  # one pass, 3 virtual epochs
-        loader = DataLoaderX(dataset, batch_size=4, sampler=sampler, num_workers=num_workers, collate_fn=fast_collate,
-                             pin_memory=False, persistent_workers=num_workers > 0)
+        loader = DataLoaderX(
+            dataset,
+            batch_size=4,
+            sampler=sampler,
+            num_workers=num_workers,
+            collate_fn=fast_collate,
+            pin_memory=False,
+            persistent_workers=num_workers > 0,
+        )
         return batches(loader, passes=2)
 
     inline = run(0)
     assert same(inline, run(2))
     n = len(inline) // 6  # later batches (other virtual epochs) are not repeats of earlier ones
-    assert not same(inline[:n], inline[n:2 * n])
+    assert not same(inline[:n], inline[n : 2 * n])
 
 
 @pytest.mark.parametrize("packed", ["tfrecord"], indirect=True)
@@ -99,8 +107,9 @@ def test_fastdata_sampler_restart_from_its_epoch_alone_gives_the_same_pixels(pac
     def build():
         dataset = ShardDataset(root, transform=RandomResizedCrop(24))
         sampler = DistributedSampler(dataset, num_replicas=1, rank=0, seed=5, ratio=2)
-        return DataLoaderX(dataset, batch_size=4, sampler=sampler, num_workers=0, collate_fn=fast_collate,
-                           pin_memory=False)
+        return DataLoaderX(
+            dataset, batch_size=4, sampler=sampler, num_workers=0, collate_fn=fast_collate, pin_memory=False
+        )
 
     run = build()
     expected = [epoch(run, 0), epoch(run, 1)]
@@ -149,8 +158,9 @@ def test_resume_with_fastdata_sampler_skipping_batches_itself_gives_the_same_pix
     def build():
         dataset = ShardDataset(root, transform=RandomResizedCrop(24))
         sampler = DistributedSampler(dataset, num_replicas=1, rank=0, seed=9, ratio=2)
-        return DataLoaderX(dataset, batch_size=4, sampler=sampler, num_workers=2, collate_fn=fast_collate,
-                           pin_memory=False)
+        return DataLoaderX(
+            dataset, batch_size=4, sampler=sampler, num_workers=2, collate_fn=fast_collate, pin_memory=False
+        )
 
     uninterrupted = batches(build())
     first = build()

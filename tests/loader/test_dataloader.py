@@ -84,7 +84,7 @@ def test_signature_matches_torch():
         if name != "pin_memory":
             assert ours[name].default == param.default, name
     assert ours["pin_memory"].default is None and ours["persistent_workers"].default is False
-    extra = names[len(theirs):]
+    extra = names[len(theirs) :]
     assert extra == ["max_prefetch"]
     assert ours["max_prefetch"].kind == inspect.Parameter.KEYWORD_ONLY and ours["max_prefetch"].default == 4
 
@@ -101,8 +101,18 @@ def test_defaults_and_attributes():
     for name in inspect.signature(DataLoaderX.__init__).parameters:
         if name not in ("self", "shuffle"):  # torch itself does not keep `shuffle`
             assert hasattr(workers, name), name
-    kwargs = {name: getattr(workers, name) for name in ("dataset", "batch_size", "num_workers", "collate_fn",
-                                                        "pin_memory", "persistent_workers", "max_prefetch")}
+    kwargs = {
+        name: getattr(workers, name)
+        for name in (
+            "dataset",
+            "batch_size",
+            "num_workers",
+            "collate_fn",
+            "pin_memory",
+            "persistent_workers",
+            "max_prefetch",
+        )
+    }
     rebuilt = DataLoaderX(**kwargs)
     assert rebuilt.max_prefetch == 2 and len(rebuilt) == len(workers)
 
@@ -132,8 +142,10 @@ def test_iterator_len_and_background_thread():
 
 def test_iterator_outlives_a_temporary_loader():
     # The loader is garbage as soon as iter() returns; its persistent workers must serve the whole pass.
-    got = [labels.tolist() for _, labels in DataLoaderX(CountingDataset(), batch_size=BATCH, num_workers=2,
-                                                         persistent_workers=True)]
+    got = [
+        labels.tolist()
+        for _, labels in DataLoaderX(CountingDataset(), batch_size=BATCH, num_workers=2, persistent_workers=True)
+    ]
     assert sum(got, []) == list(range(N))
     gc.collect()
     _wait_until(lambda: _children() == 0, "the workers of a temporary loader outlived its iterator")
@@ -151,9 +163,15 @@ def test_iterable_dataset_and_no_batching(num_workers):
 @pytest.mark.parametrize("num_workers, persistent", [(0, False), (2, False), (2, True)])
 def test_same_batches_as_torch(num_workers, persistent):
     def make(cls):
-        return cls(CountingDataset(), batch_size=BATCH, shuffle=True, num_workers=num_workers,
-                   collate_fn=fast_collate, generator=torch.Generator().manual_seed(7),
-                   persistent_workers=persistent)
+        return cls(
+            CountingDataset(),
+            batch_size=BATCH,
+            shuffle=True,
+            num_workers=num_workers,
+            collate_fn=fast_collate,
+            generator=torch.Generator().manual_seed(7),
+            persistent_workers=persistent,
+        )
 
     ours, theirs = make(DataLoaderX), make(DataLoader)
     for _ in range(2):
@@ -169,8 +187,13 @@ def test_same_batches_as_torch(num_workers, persistent):
 def test_exception_keeps_type_and_traceback(num_workers, persistent):
     FailingDataset.raised.clear()
     threads = threading.active_count()
-    loader = DataLoaderX(FailingDataset(), batch_size=BATCH, num_workers=num_workers, collate_fn=fast_collate,
-                         persistent_workers=persistent)
+    loader = DataLoaderX(
+        FailingDataset(),
+        batch_size=BATCH,
+        num_workers=num_workers,
+        collate_fn=fast_collate,
+        persistent_workers=persistent,
+    )
     with pytest.raises(KeyError) as info:
         for _ in loader:
             pass
@@ -218,8 +241,9 @@ def _wait_until(condition, message: str, deadline_s: float = 20.0) -> None:
 
 @pytest.mark.parametrize("persistent", [False, True])
 def test_hundred_early_breaks_leak_nothing(persistent):
-    loader = DataLoaderX(CountingDataset(ENDLESS), batch_size=2, num_workers=2, persistent_workers=persistent,
-                         collate_fn=fast_collate)
+    loader = DataLoaderX(
+        CountingDataset(ENDLESS), batch_size=2, num_workers=2, persistent_workers=persistent, collate_fn=fast_collate
+    )
     next(iter(loader))  # persistent workers start once; count with them alive
     gc.collect()
     _wait_until(lambda: _children() == (2 if persistent else 0), "workers of the first pass are still alive")
@@ -318,10 +342,16 @@ def _roundtrip(state: dict) -> dict:
 
 
 # The brief's matrix (samplers x num_workers 0/2, persistent workers with 2) plus a few extras.
-RESUME_CASES = [(kind, nw, nw > 0) for kind in ("fastdata-dist-1", "fastdata-dist-3", "random", "sequential")
-                for nw in (0, 2)]
-RESUME_CASES += [("torch-dist", 0, False), ("random-own-generator", 0, False), ("random-own-generator", 2, True),
-                 ("random", 2, False), ("fastdata-dist-3", 2, False)]
+RESUME_CASES = [
+    (kind, nw, nw > 0) for kind in ("fastdata-dist-1", "fastdata-dist-3", "random", "sequential") for nw in (0, 2)
+]
+RESUME_CASES += [
+    ("torch-dist", 0, False),
+    ("random-own-generator", 0, False),
+    ("random-own-generator", 2, True),
+    ("random", 2, False),
+    ("fastdata-dist-3", 2, False),
+]
 SETUPS = [(0, False), (2, True), (2, False)]  # (num_workers, persistent_workers)
 
 

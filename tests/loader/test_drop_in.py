@@ -133,11 +133,15 @@ class _Opaque:
         return N
 
 
-@pytest.mark.parametrize("make", [
-    lambda: DataLoaderX(_Stream(), batch_size=2),
-    lambda: DataLoaderX(Lenient(), batch_size=BATCH, sampler=_Opaque()),
-    lambda: DataLoaderX(Lenient(), batch_size=BATCH, sampler=_ShuffledByItself(Lenient())),
-], ids=["iterable-dataset", "opaque-sampler", "own-iter-random-sampler"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: DataLoaderX(_Stream(), batch_size=2),
+        lambda: DataLoaderX(Lenient(), batch_size=BATCH, sampler=_Opaque()),
+        lambda: DataLoaderX(Lenient(), batch_size=BATCH, sampler=_ShuffledByItself(Lenient())),
+    ],
+    ids=["iterable-dataset", "opaque-sampler", "own-iter-random-sampler"],
+)
 def test_an_order_that_cannot_be_replayed_warns_and_resumes_at_the_next_pass(make):
     loader = make()
     it = iter(loader)
@@ -161,8 +165,9 @@ def test_an_order_that_cannot_be_replayed_warns_and_resumes_at_the_next_pass(mak
 @pytest.mark.parametrize("num_workers", [0, 2])
 @pytest.mark.parametrize("dataset", [Numbers(), BatchedNumbers()], ids=["getitem", "getitems"])
 def test_plain_datasets_get_plain_ints(dataset, num_workers):
-    loader = DataLoaderX(dataset, batch_size=BATCH, shuffle=True, generator=torch.Generator().manual_seed(0),
-                         num_workers=num_workers)
+    loader = DataLoaderX(
+        dataset, batch_size=BATCH, shuffle=True, generator=torch.Generator().manual_seed(0), num_workers=num_workers
+    )
     assert sorted(sum(_labels(loader), [])) == list(range(N))
     assert sorted(int(x[1]) for x in DataLoaderX(dataset, batch_size=None, num_workers=num_workers)) == list(range(N))
 
@@ -201,8 +206,15 @@ def test_with_persistent_workers_an_unfinished_iterator_ends_with_a_warning():
 
 @pytest.mark.parametrize("persistent", [False, True])
 def test_a_forked_copy_never_shuts_the_owners_workers_down(persistent):
-    loader = DataLoaderX(Lenient(), batch_size=1, num_workers=2, persistent_workers=persistent, max_prefetch=1,
-                         prefetch_factor=1, timeout=20)  # workers stopped by the child: a timeout, not a hang
+    loader = DataLoaderX(
+        Lenient(),
+        batch_size=1,
+        num_workers=2,
+        persistent_workers=persistent,
+        max_prefetch=1,
+        prefetch_factor=1,
+        timeout=20,
+    )  # workers stopped by the child: a timeout, not a hang
     it = iter(loader)
     got = [next(it)[1].tolist()]
     read, write = os.pipe()
@@ -234,7 +246,7 @@ def _wait(pid: int, read: int, timeout: float = 60.0) -> tuple[int, str]:
             chunks.append(chunk)
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
-            while (chunk := os.read(read, 65536)):
+            while chunk := os.read(read, 65536):
                 chunks.append(chunk)
             os.close(read)
             return os.waitstatus_to_exitcode(status), b"".join(chunks).decode(errors="replace")

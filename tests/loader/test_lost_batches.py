@@ -40,8 +40,9 @@ print(json.dumps(got))
 
 def run(script: str, *args: str) -> str:
     try:
-        done = subprocess.run([sys.executable, "-c", script, *args], cwd=REPO, capture_output=True, text=True,
-                              timeout=HANG_S)
+        done = subprocess.run(
+            [sys.executable, "-c", script, *args], cwd=REPO, capture_output=True, text=True, timeout=HANG_S
+        )
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"the loader hung (killed after {HANG_S} s); its stderr ended with:\n{(exc.stderr or b'')[-3000:]}")
     assert done.returncode == 0, done.stderr[-3000:]

@@ -52,8 +52,13 @@ def two_thousand(tmp_path_factory) -> Path:
 def read_all(root: Path, max_open: int | None, tmp_path: Path) -> dict:
     out = tmp_path / "result.json"
     try:
-        done = subprocess.run([sys.executable, "-c", READ_ALL, str(root), json.dumps(max_open), str(out)], cwd=REPO,
-                              capture_output=True, text=True, timeout=HANG_S)
+        done = subprocess.run(
+            [sys.executable, "-c", READ_ALL, str(root), json.dumps(max_open), str(out)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=HANG_S,
+        )
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"the loader hung (killed after {HANG_S} s); its stderr ended with:\n{(exc.stderr or b'')[-3000:]}")
     assert done.returncode == 0 and out.is_file(), done.stderr[-3000:]

@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from fastdata.loader.collate import fast_collate
 from fastdata.gpu_transforms import Compose, Mixup, Normalize, RandomHorizontalFlip
+from fastdata.loader.collate import fast_collate
 from fastdata.loader.dataloader import DataLoaderX
 from fastdata.loader.prefetcher import DataPrefetcher
 
@@ -65,8 +65,9 @@ def test_len_matches_the_loader():
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
 @pytest.mark.parametrize("channels_last", [False, True])
 def test_dtype_and_channels_last(dtype, channels_last):
-    prefetcher = DataPrefetcher(_loader(), device="cpu", transform=Normalize(MEAN, STD),
-                                channels_last=channels_last, dtype=dtype)
+    prefetcher = DataPrefetcher(
+        _loader(), device="cpu", transform=Normalize(MEAN, STD), channels_last=channels_last, dtype=dtype
+    )
     for images, labels in prefetcher:
         assert images.dtype == dtype and labels.dtype == torch.int64
         assert images.shape[1] == 3
@@ -137,8 +138,13 @@ def test_state_dict_counts_only_batches_handed_out():
 def _seeded_pipeline(seed: int = 7):
     """A shuffled loader and a transform with seeded generators: a flip, and Mixup sharing nothing with it."""
     loader = _loader(30, shuffle=True, generator=torch.Generator().manual_seed(1))
-    transform = Compose([RandomHorizontalFlip(generator=torch.Generator().manual_seed(seed)), Normalize(MEAN, STD),
-                         Mixup(alpha=0.4, num_classes=3, generator=torch.Generator().manual_seed(seed + 1))])
+    transform = Compose(
+        [
+            RandomHorizontalFlip(generator=torch.Generator().manual_seed(seed)),
+            Normalize(MEAN, STD),
+            Mixup(alpha=0.4, num_classes=3, generator=torch.Generator().manual_seed(seed + 1)),
+        ]
+    )
     return DataPrefetcher(loader, device="cpu", transform=transform)
 
 
@@ -168,12 +174,18 @@ def _saved(state: dict):
 
 
 def test_generator_walk_finds_nested_and_shared_generators_once():
-    from fastdata.gpu_transforms import MixupCutmix, RandomErasing, RandAugment
+    from fastdata.gpu_transforms import MixupCutmix, RandAugment, RandomErasing
     from fastdata.loader.transform_rng import transform_generators
 
     shared = torch.Generator().manual_seed(0)
-    transform = Compose([RandAugment(generator=shared), RandomErasing(0.25, generator=torch.Generator()),
-                         MixupCutmix(num_classes=3, generator=shared), Normalize(MEAN, STD)])
+    transform = Compose(
+        [
+            RandAugment(generator=shared),
+            RandomErasing(0.25, generator=torch.Generator()),
+            MixupCutmix(num_classes=3, generator=shared),
+            Normalize(MEAN, STD),
+        ]
+    )
     found = transform_generators(transform)
     assert list(found) == ["transforms.0.generator", "transforms.1.generator"]
     assert found["transforms.0.generator"] is shared and transform_generators(Normalize(MEAN, STD)) == {}
@@ -181,8 +193,11 @@ def test_generator_walk_finds_nested_and_shared_generators_once():
 
 def test_state_of_another_transform_is_rejected():
     state = _seeded_pipeline().state_dict()
-    other = DataPrefetcher(_loader(30, shuffle=True, generator=torch.Generator().manual_seed(1)), device="cpu",
-                           transform=RandomHorizontalFlip(generator=torch.Generator()))
+    other = DataPrefetcher(
+        _loader(30, shuffle=True, generator=torch.Generator().manual_seed(1)),
+        device="cpu",
+        transform=RandomHorizontalFlip(generator=torch.Generator()),
+    )
     with pytest.raises(ValueError, match="transform generators"):
         other.load_state_dict(state)
 

@@ -63,8 +63,12 @@ def test_resumed_crops_do_not_depend_on_the_global_torch_seed(packed, kind, tmp_
     before = batches(first, limit=1)
     (tmp_path / "state.pkl").write_bytes(pickle.dumps(first.state_dict()))
     del first
-    proc = subprocess.run([sys.executable, "-c", RESUME, str(root), kind, str(tmp_path / "state.pkl"),
-                           str(tmp_path / "after.pkl")], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", RESUME, str(root), kind, str(tmp_path / "state.pkl"), str(tmp_path / "after.pkl")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     after = pickle.loads((tmp_path / "after.pkl").read_bytes())
     assert [b[1] for b in before + after] == [b[1] for b in uninterrupted]  # the order was always restored

@@ -77,14 +77,22 @@ def _outcomes(iterator, steps: int | None = None) -> list:
 
 
 def _broken_loader(cls, num_workers: int, persistent: bool):
-    return cls(SomeBroken(), batch_size=2, shuffle=True, num_workers=num_workers, persistent_workers=persistent,
-               generator=torch.Generator().manual_seed(3))
+    return cls(
+        SomeBroken(),
+        batch_size=2,
+        shuffle=True,
+        num_workers=num_workers,
+        persistent_workers=persistent,
+        generator=torch.Generator().manual_seed(3),
+    )
 
 
 @pytest.mark.parametrize("num_workers, persistent", [(0, False), (2, False), (2, True)])
 def test_the_pass_goes_on_after_a_batch_that_raises_as_with_torch(num_workers, persistent):
-    ours, theirs = _broken_loader(DataLoaderX, num_workers, persistent), _broken_loader(DataLoader, num_workers,
-                                                                                        persistent)
+    ours, theirs = (
+        _broken_loader(DataLoaderX, num_workers, persistent),
+        _broken_loader(DataLoader, num_workers, persistent),
+    )
     for _ in range(2):  # a second pass works as well (same workers when persistent)
         got, want = _outcomes(iter(ours)), _outcomes(iter(theirs))
         assert got == want

@@ -58,8 +58,13 @@ def test_every_fastdata_exception_is_rebuilt_from_its_message_as_torch_does(cls)
 def test_corrupt_record_error_keeps_its_attributes_where_it_can():
     exc = CorruptRecordError("/data/shard-00003.lmdb", 7, "image bytes CRC32C mismatch", hint="sample 42")
     clone = pickle.loads(pickle.dumps(exc))
-    assert (clone.shard, clone.offset, clone.reason, clone.hint, str(clone)) == (exc.shard, 7, exc.reason,
-                                                                                  "sample 42", str(exc))
+    assert (clone.shard, clone.offset, clone.reason, clone.hint, str(clone)) == (
+        exc.shard,
+        7,
+        exc.reason,
+        "sample 42",
+        str(exc),
+    )
     try:
         raise exc
     except CorruptRecordError:
@@ -84,12 +89,19 @@ def flipped(packed, tmp_path):
 
 
 def test_corrupt_record_error_reaches_the_loop_as_itself_from_two_workers(flipped):
-    loader = DataLoaderX(ShardDataset(flipped, transform=RandomResizedCrop(16)), batch_size=4, num_workers=2,
-                         collate_fn=fast_collate, pin_memory=False)
+    loader = DataLoaderX(
+        ShardDataset(flipped, transform=RandomResizedCrop(16)),
+        batch_size=4,
+        num_workers=2,
+        collate_fn=fast_collate,
+        pin_memory=False,
+    )
     with pytest.raises(CorruptRecordError, match="sample 7") as info:
         for _ in loader:
             pass
-    assert "fastdata verify" in str(info.value) and info.value.shard.endswith("shard-00001." + Manifest.load(flipped).format)
+    assert "fastdata verify" in str(info.value) and info.value.shard.endswith(
+        "shard-00001." + Manifest.load(flipped).format
+    )
     try:  # and as the ValueError it is
         for _ in loader:
             pass
@@ -173,8 +185,9 @@ def _unbuildable():
 
 
 def _raised(make, workers=2):
-    loader = DataLoaderX(_Raising(make), batch_size=2, num_workers=workers, pin_memory=False,
-                         persistent_workers=workers > 0)
+    loader = DataLoaderX(
+        _Raising(make), batch_size=2, num_workers=workers, pin_memory=False, persistent_workers=workers > 0
+    )
     caught = []
     for _ in range(2):  # the second pass reuses the persistent workers
         try:
@@ -186,9 +199,11 @@ def _raised(make, workers=2):
     return caught
 
 
-@pytest.mark.parametrize("make, cls, attrs", [(_two, TwoArgumentError, {"path": "labels.csv", "line": 5}),
-                                              (_keyword, KeywordOnlyError, {"code": 5})],
-                         ids=["two-arguments", "keyword-only"])
+@pytest.mark.parametrize(
+    "make, cls, attrs",
+    [(_two, TwoArgumentError, {"path": "labels.csv", "line": 5}), (_keyword, KeywordOnlyError, {"code": 5})],
+    ids=["two-arguments", "keyword-only"],
+)
 def test_user_exceptions_with_other_init_signatures_arrive_as_themselves_from_two_workers(make, cls, attrs):
     for exc in _raised(make):
         assert type(exc) is cls and str(exc) == str(make())

@@ -40,8 +40,9 @@ class FreezeProbe(torch.utils.data.Dataset):
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
 def test_workers_freeze_what_they_started_with_and_collect_what_they_make(context):
-    loader = DataLoaderX(FreezeProbe(), batch_size=None, num_workers=2, multiprocessing_context=context,
-                         worker_init_fn=_user_init)
+    loader = DataLoaderX(
+        FreezeProbe(), batch_size=None, num_workers=2, multiprocessing_context=context, worker_init_fn=_user_init
+    )
     items = list(loader)
     assert len(items) == 4
     for frozen, seen_by_user, collected in items:
@@ -60,7 +61,8 @@ def test_run_in_the_process_that_made_it_it_freezes_nothing(monkeypatch):
     from fastdata.loader.worker_init import WorkerInit
 
     monkeypatch.setattr(worker, "ExceptionWrapper", worker.ExceptionWrapper)  # restored after: WorkerInit sets them
-    monkeypatch.setattr(multiprocessing.queues.Queue, "_on_queue_feeder_error",
-                        multiprocessing.queues.Queue._on_queue_feeder_error)
+    monkeypatch.setattr(
+        multiprocessing.queues.Queue, "_on_queue_feeder_error", multiprocessing.queues.Queue._on_queue_feeder_error
+    )
     WorkerInit(None)(0)
     assert gc.get_freeze_count() == 0

@@ -13,6 +13,7 @@ import numpy as np
 
 from tests.images import natural_image
 
+
 def terminal_signals() -> None:
     """``preexec_fn``: SIGINT at its default, as in a terminal's foreground job. A background job of a
     non-interactive shell (a CI script's ``cmd &``) ignores SIGINT, its children inherit that, and a Python that
@@ -59,8 +60,15 @@ def start_pack(src: Path, out: Path, *args: str, delay: float = 0.004, session: 
     paths = [str(Path(fastdata.__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[2])]
     env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")])
     cmd = [sys.executable, "-c", SLOW_PACK, "pack", str(src), str(out), "--no-progress", *args]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=session, preexec_fn=terminal_signals)
+    return subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=session,
+        preexec_fn=terminal_signals,
+    )
 
 
 def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 60.0) -> None:
@@ -115,8 +123,13 @@ class PackZygote:
         env = dict(os.environ, FASTDATA_TEST_DELAY=str(delay))
         paths = [str(Path(fastdata.__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[2])]
         env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")])
-        self.proc = subprocess.Popen([sys.executable, "-c", ZYGOTE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     env=env, preexec_fn=terminal_signals)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", ZYGOTE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            preexec_fn=terminal_signals,
+        )
         self._buffer = b""
 
     def start(self, log: Path, *argv: str) -> int:

@@ -24,9 +24,12 @@ def make_samples(count: int = 24, seed: int = 3) -> list[tuple[bytes, int, dict]
         data = encode(natural_image(rng, h, w), "JPEG", quality=90)
         boxes = rng.random((int(rng.integers(0, 4)), 4)).astype(np.float32).round(3).tolist()
         fields = {
-            "score": round(float(rng.random()), 4), "count": int(k * 7), "caption": f"image {k} ü",
+            "score": round(float(rng.random()), 4),
+            "count": int(k * 7),
+            "caption": f"image {k} ü",
             "tags": [int(t) for t in rng.integers(0, 10, size=int(rng.integers(1, 4)))],
-            "boxes": [b for box in boxes for b in box], "center": [float(h) / 2, float(w) / 2],
+            "boxes": [b for box in boxes for b in box],
+            "center": [float(h) / 2, float(w) / 2],
             "extra": {"k": k, "odd": bool(k % 2)},
         }
         samples.append((data, k % len(CLASSES), fields))
@@ -74,21 +77,35 @@ def write_hf_parquet(root: Path, samples, *, files: int = 2, row_group_size: int
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    features = {"image": {"_type": "Image"}, "label": {"names": list(CLASSES), "_type": "ClassLabel"},
-                "score": {"dtype": "float64", "_type": "Value"}, "tags": {"feature": {"dtype": "int64", "_type": "Value"},
-                                                                           "_type": "Sequence"}}
+    features = {
+        "image": {"_type": "Image"},
+        "label": {"names": list(CLASSES), "_type": "ClassLabel"},
+        "score": {"dtype": "float64", "_type": "Value"},
+        "tags": {"feature": {"dtype": "int64", "_type": "Value"}, "_type": "Sequence"},
+    }
     meta = {b"huggingface": json.dumps({"info": {"features": features}}).encode()}
-    schema = pa.schema([("image", pa.struct([("bytes", pa.binary()), ("path", pa.string())])), ("label", pa.int64()),
-                        ("score", pa.float64()), ("tags", pa.list_(pa.int64()))], metadata=meta)
+    schema = pa.schema(
+        [
+            ("image", pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
+            ("label", pa.int64()),
+            ("score", pa.float64()),
+            ("tags", pa.list_(pa.int64())),
+        ],
+        metadata=meta,
+    )
     (root / "data").mkdir(parents=True)
     per = -(-len(samples) // files)
     for i in range(files):
-        part = samples[i * per:(i + 1) * per]
-        table = pa.table({
-            "image": [{"bytes": d, "path": f"{i}-{k}.jpg"} for k, (d, _, _) in enumerate(part)],
-            "label": [label for _, label, _ in part], "score": [f["score"] for _, _, f in part],
-            "tags": [f["tags"] for _, _, f in part],
-        }, schema=schema)
+        part = samples[i * per : (i + 1) * per]
+        table = pa.table(
+            {
+                "image": [{"bytes": d, "path": f"{i}-{k}.jpg"} for k, (d, _, _) in enumerate(part)],
+                "label": [label for _, label, _ in part],
+                "score": [f["score"] for _, _, f in part],
+                "tags": [f["tags"] for _, _, f in part],
+            },
+            schema=schema,
+        )
         pq.write_table(table, root / "data" / f"train-{i:05d}-of-{files:05d}.parquet", row_group_size=row_group_size)
     return root / "data"
 

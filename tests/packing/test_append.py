@@ -16,13 +16,28 @@ def test_append_adds_shards_under_a_live_reader(fmt, tmp_path):
     samples = make_samples(20)
     first, second = samples[:12], samples[12:]
     out = tmp_path / "out"
-    old = pack(write_image_folder(tmp_path / "a", first), out, format=fmt, samples_per_shard=4, workers=0,
-               progress=False, keep_bytes=True)
+    old = pack(
+        write_image_folder(tmp_path / "a", first),
+        out,
+        format=fmt,
+        samples_per_shard=4,
+        workers=0,
+        progress=False,
+        keep_bytes=True,
+    )
     reader = ShardDataset(out)
     before = [reader.read(i) for i in range(2)]  # opens shard 0 only
-    manifest = pack(write_csv(tmp_path / "b", second), out, format=fmt, append=True, samples_per_shard=4, workers=0,
-                    progress=False, keep_bytes=True)
-    assert manifest.num_samples == 20 and manifest.shards[:len(old.shards)] == old.shards
+    manifest = pack(
+        write_csv(tmp_path / "b", second),
+        out,
+        format=fmt,
+        append=True,
+        samples_per_shard=4,
+        workers=0,
+        progress=False,
+        keep_bytes=True,
+    )
+    assert manifest.num_samples == 20 and manifest.shards[: len(old.shards)] == old.shards
     assert verify(out).ok
     # the old reader keeps reading the shard it opened, consistently, and is told about the others
     assert [reader.read(i) for i in range(2)] == before and len(reader) == 12

@@ -28,9 +28,15 @@ def _base(sources, out, fmt):
     return pack(sources[0], out, format=fmt, **OPTS)
 
 
-@pytest.mark.parametrize("change,flag", [({"keep_bytes": True}, "--keep-bytes"),
-                                         ({"samples_per_shard": 5}, "--samples-per-shard"),
-                                         ({"max_side": 16}, "--max-side"), ({"shard_size": 1 << 20}, "--shard-size")])
+@pytest.mark.parametrize(
+    "change,flag",
+    [
+        ({"keep_bytes": True}, "--keep-bytes"),
+        ({"samples_per_shard": 5}, "--samples-per-shard"),
+        ({"max_side": 16}, "--max-side"),
+        ({"shard_size": 1 << 20}, "--shard-size"),
+    ],
+)
 def test_append_refuses_options_that_differ_from_the_pack(sources, tmp_path, change, flag):
     out = tmp_path / "out"
     _base(sources, out, "lmdb")
@@ -52,8 +58,9 @@ def test_an_append_killed_mid_way_resumes_or_reruns_byte_identical(sources, tmp_
     first_new = len(base.shards)
     suffix = "tfrecord" if fmt == "tfrecord" else "lmdb"
     for how in ("resume", "rerun"):
-        proc = start_pack(sources[1], out, "--format", fmt, "--append", "--samples-per-shard", "4", "--workers", "0",
-                          delay=0.01)
+        proc = start_pack(
+            sources[1], out, "--format", fmt, "--append", "--samples-per-shard", "4", "--workers", "0", delay=0.01
+        )
         wait_for(out / f"shard-{first_new + 3:05d}.{suffix}", proc)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
@@ -88,8 +95,9 @@ def _fresh(sources, tmp_path, fmt):
 def test_append_resume_of_another_source_is_refused_in_one_line(sources, tmp_path):
     out = tmp_path / "out"
     _base(sources, out, "lmdb")
-    proc = start_pack(sources[1], out, "--format", "lmdb", "--append", "--samples-per-shard", "4", "--workers", "0",
-                      delay=0.01)
+    proc = start_pack(
+        sources[1], out, "--format", "lmdb", "--append", "--samples-per-shard", "4", "--workers", "0", delay=0.01
+    )
     wait_for(out / "shard-00005.lmdb", proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)

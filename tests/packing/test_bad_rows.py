@@ -17,14 +17,14 @@ def write_bad_list(root):
     (root / "broken.jpg").write_bytes(b"\xff\xd8\xff not a jpeg")
     rows = [
         {"path": "0.jpg", "label": "ant"},
-        {"path": "missing.jpg", "label": "ant"},      # row 2: no such file
-        {"path": "1.jpg", "label": [1, 2]},            # row 3: a label of the wrong type
-        {"path": "broken.jpg", "label": "bee"},       # row 4: undecodable
-        {"label": "bee"},                              # row 5: no path
+        {"path": "missing.jpg", "label": "ant"},  # row 2: no such file
+        {"path": "1.jpg", "label": [1, 2]},  # row 3: a label of the wrong type
+        {"path": "broken.jpg", "label": "bee"},  # row 4: undecodable
+        {"label": "bee"},  # row 5: no path
         {"path": "2.jpg", "label": "bee"},
     ]
     lines = [json.dumps(r) for r in rows]
-    lines.insert(5, "{not json")                       # row 6: not a JSON object
+    lines.insert(5, "{not json")  # row 6: not a JSON object
     (root / "list.jsonl").write_text("\n".join(lines) + "\n")
     return root / "list.jsonl", samples
 
@@ -43,8 +43,9 @@ def test_bad_rows_are_skipped_and_listed_with_row_and_reason(tmp_path):
 
 def test_strict_exits_non_zero_naming_the_row(tmp_path, capsys):
     src, _ = write_bad_list(tmp_path / "src")
-    code = main(["pack", str(src), str(tmp_path / "out"), "--format", "lmdb", "--strict", "--workers", "0",
-                 "--no-progress"])
+    code = main(
+        ["pack", str(src), str(tmp_path / "out"), "--format", "lmdb", "--strict", "--workers", "0", "--no-progress"]
+    )
     assert code == 2
     assert "row" in capsys.readouterr().err
     assert not (tmp_path / "out" / "manifest.json").exists()

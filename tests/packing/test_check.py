@@ -3,11 +3,10 @@
 import numpy as np
 import pytest
 
-from fastdata.packing.check import verify
 from fastdata.formats.example import ImageRecord
 from fastdata.formats.manifest import Manifest
+from fastdata.packing.check import verify
 from fastdata.packing.writer import ShardWriter
-
 from tests.images import encode, natural_image
 
 
@@ -128,4 +127,6 @@ def test_a_damaged_manifest_is_damage_in_one_line(damaged, capsys):
     text = (damaged / "manifest.json").read_text()
     (damaged / "manifest.json").write_text(text.replace('"nbytes": ', '"nbytes": -', 1))
     code, out = verify_cli(capsys, damaged)
-    assert code == 1 and out.count("DAMAGED") == 1 and "DAMAGED manifest.json:" in out and "field shards[0].nbytes" in out
+    assert (
+        code == 1 and out.count("DAMAGED") == 1 and "DAMAGED manifest.json:" in out and "field shards[0].nbytes" in out
+    )

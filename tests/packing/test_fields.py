@@ -16,8 +16,15 @@ from fastdata.packing.packer import pack
 from tests.packing.sources_data import make_samples, write_csv, write_jsonl, write_webdataset
 
 FIELDS = ("score", "count", "caption", "tags", "boxes", "center", "extra")
-KINDS = {"score": ("float", []), "count": ("int", []), "caption": ("string", []), "tags": ("int_list", [-1]),
-         "boxes": ("float_array", [-1]), "center": ("float_array", [2]), "extra": ("json", [])}
+KINDS = {
+    "score": ("float", []),
+    "count": ("int", []),
+    "caption": ("string", []),
+    "tags": ("int_list", [-1]),
+    "boxes": ("float_array", [-1]),
+    "center": ("float_array", [2]),
+    "extra": ("json", []),
+}
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +37,9 @@ def packed(request, samples, tmp_path_factory):
     root = tmp_path_factory.mktemp("fields")
     src = write_jsonl(root / "src", samples)
     out = root / "out"
-    manifest = pack(src, out, format=request.param, fields=",".join(FIELDS), samples_per_shard=5, workers=0,
-                    progress=False)
+    manifest = pack(
+        src, out, format=request.param, fields=",".join(FIELDS), samples_per_shard=5, workers=0, progress=False
+    )
     return out, manifest
 
 
@@ -81,8 +89,16 @@ def test_a_field_the_pack_lacks_is_refused_naming_those_it_has(packed):
 def tfrecord_pack(samples, tmp_path_factory):
     root = tmp_path_factory.mktemp("tf-fields")
     out = root / "out"
-    manifest = pack(write_jsonl(root / "src", samples), out, format="tfrecord", fields=",".join(FIELDS),
-                    samples_per_shard=5, workers=0, progress=False, keep_bytes=True)
+    manifest = pack(
+        write_jsonl(root / "src", samples),
+        out,
+        format="tfrecord",
+        fields=",".join(FIELDS),
+        samples_per_shard=5,
+        workers=0,
+        progress=False,
+        keep_bytes=True,
+    )
     return out, manifest
 
 
@@ -121,24 +137,35 @@ def test_csv_fields_are_typed_from_their_text(samples, tmp_path):
     src = write_csv(tmp_path / "src", samples)
     out = tmp_path / "out"
     manifest = pack(src, out, format="lmdb", fields="caption,count", workers=0, progress=False)
-    assert manifest.options["field_types"] == {"caption": {"kind": "string", "shape": []},
-                                              "count": {"kind": "int", "shape": []}}
+    assert manifest.options["field_types"] == {
+        "caption": {"kind": "string", "shape": []},
+        "count": {"kind": "int", "shape": []},
+    }
     ds = ShardDataset(out, fields=["caption", "count"])
     assert [ds[i][2] for i in range(3)] == [{"caption": f["caption"], "count": f["count"]} for _, _, f in samples[:3]]
 
 
 def test_webdataset_json_keys_are_fields(samples, tmp_path):
     out = tmp_path / "out"
-    pack(write_webdataset(tmp_path / "wds", samples), out, format="tfrecord", fields="tags,extra", workers=0,
-         progress=False)
+    pack(
+        write_webdataset(tmp_path / "wds", samples),
+        out,
+        format="tfrecord",
+        fields="tags,extra",
+        workers=0,
+        progress=False,
+    )
     ds = ShardDataset(out, fields=["tags", "extra"])
     assert ds[5][2]["extra"] == samples[5][2]["extra"] and ds[5][2]["tags"].tolist() == samples[5][2]["tags"]
 
 
 def test_type_inference_joins_values():
     rows = [{"a": 1, "b": [1, 2], "c": [[0.5, 1], [2, 3]], "d": "x"}, {"a": 2.5, "b": [], "c": [], "d": None}]
-    assert infer_types("abcd", rows) == {"a": {"kind": "float", "shape": []}, "b": {"kind": "int_list", "shape": [-1]},
-                                         "c": {"kind": "float_array", "shape": [-1, 2]},
-                                         "d": {"kind": "json", "shape": []}}
+    assert infer_types("abcd", rows) == {
+        "a": {"kind": "float", "shape": []},
+        "b": {"kind": "int_list", "shape": [-1]},
+        "c": {"kind": "float_array", "shape": [-1, 2]},
+        "d": {"kind": "json", "shape": []},
+    }
     with pytest.raises(ValueError, match="reserved"):
         infer_types(["image/encoded"], rows)

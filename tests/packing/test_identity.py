@@ -52,9 +52,11 @@ def test_journal_manifest_ranges_and_parts_record_the_same_options(src, tmp_path
     assert part_header == record_header and part_header["classes"] == manifest.classes
 
 
-@pytest.mark.parametrize("extra", [{}, {"range_size": 4}, {"range_size": 4, "part": (0, 2)},
-                                   {"append": True, "allow_duplicates": True}],
-                         ids=["local", "ranges", "part", "append"])
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"range_size": 4}, {"range_size": 4, "part": (0, 2)}, {"append": True, "allow_duplicates": True}],
+    ids=["local", "ranges", "part", "append"],
+)
 def test_the_recorded_options_are_worked_out_once_per_pack(src, tmp_path, monkeypatch, extra):
     out = tmp_path / "out"
     if extra.get("append"):

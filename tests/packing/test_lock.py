@@ -10,7 +10,6 @@ from fastdata.packing.check import verify
 from fastdata.packing.journal import JOURNAL_NAME
 from fastdata.packing.packer import pack
 from fastdata.packing.scan import scan_image_folder
-
 from tests.packing.slow_pack import all_files, make_small_images, start_pack, wait_for
 
 

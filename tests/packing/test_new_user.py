@@ -76,8 +76,9 @@ def members(path: Path) -> list[tarfile.TarInfo]:
 
 def labelled_tar(path: Path, labels: list[str]) -> Path:
     images = jpegs(len(labels))
-    return write_tar(path, [m for k, label in enumerate(labels)
-                            for m in ((f"s{k}.jpg", images[k]), (f"s{k}.cls", label.encode()))])
+    return write_tar(
+        path, [m for k, label in enumerate(labels) for m in ((f"s{k}.jpg", images[k]), (f"s{k}.cls", label.encode()))]
+    )
 
 
 # -- item 2: labels that mix integers and names ---------------------------------------------------------------------
@@ -112,8 +113,9 @@ def test_webdataset_cls_mixing_integers_and_names_is_refused(capsys, tmp_path):
     code, _, err = run(capsys, "pack", tar, tmp_path / "out", "--format", "tfrecord", "--no-progress")
     one_line_error(code, err)
     assert "sample 3" in err and "'dog'" in err
-    assert run(capsys, "pack", tar, tmp_path / "out", "--format", "tfrecord", "--no-progress", "--labels",
-               "names")[0] == 0
+    assert (
+        run(capsys, "pack", tar, tmp_path / "out", "--format", "tfrecord", "--no-progress", "--labels", "names")[0] == 0
+    )
     assert Manifest.load(tmp_path / "out").classes == ["0", "1", "2", "dog"]
 
 
@@ -301,8 +303,19 @@ def test_an_interrupted_duplicate_append_is_finished_by_resume(tmp_path):
     opts = {"format": "lmdb", "samples_per_shard": 4, "workers": 0, "progress": False}
     pack(first, out, **opts)
     assert pack(second, out, append=True, **opts).num_samples == 32  # shards 3..7
-    proc = start_pack(second, out, "--format", "lmdb", "--append", "--allow-duplicates", "--samples-per-shard", "4",
-                      "--workers", "0", delay=0.2)
+    proc = start_pack(
+        second,
+        out,
+        "--format",
+        "lmdb",
+        "--append",
+        "--allow-duplicates",
+        "--samples-per-shard",
+        "4",
+        "--workers",
+        "0",
+        delay=0.2,
+    )
     try:
         wait_for(out / "shard-00009.lmdb", proc)
     finally:

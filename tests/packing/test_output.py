@@ -10,7 +10,6 @@ from fastdata.formats.manifest import Manifest
 from fastdata.packing.check import verify
 from fastdata.packing.journal import JOURNAL_NAME
 from fastdata.packing.packer import pack
-
 from tests.packing.slow_pack import all_files, make_small_images
 
 
@@ -20,8 +19,12 @@ def src(tmp_path_factory):
 
 
 def foreign_files(out):
-    files = {"notes.txt": b"my notes", "download.tmp": b"half a download", "shard-plan.tmp": b"not a shard",
-             "sub/shard-00000.lmdb": b"someone else's"}
+    files = {
+        "notes.txt": b"my notes",
+        "download.tmp": b"half a download",
+        "shard-plan.tmp": b"not a shard",
+        "sub/shard-00000.lmdb": b"someone else's",
+    }
     for rel, data in files.items():
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         (out / rel).write_bytes(data)
@@ -90,10 +93,15 @@ def interrupted_pack(src, out, monkeypatch, **options):
         ({"format": "tfrecord"}, "--format is 'tfrecord' \\(the pack used 'lmdb'\\)"),
         ({"samples_per_shard": 4}, "--samples-per-shard is 4 \\(the pack used 3\\)"),
         ({"shuffle_seed": 1}, "--shuffle-seed is 1 \\(the pack used not set\\)"),
-        ({"src": "more"}, "image files or class folders in SRC are not those the pack was made from \\(31 then, 32 now\\)"),
+        (
+            {"src": "more"},
+            "image files or class folders in SRC are not those the pack was made from \\(31 then, 32 now\\)",
+        ),
     ],
 )
-def test_resume_of_an_unfinished_pack_with_other_input_is_refused_naming_it(src, tmp_path, monkeypatch, change, message):
+def test_resume_of_an_unfinished_pack_with_other_input_is_refused_naming_it(
+    src, tmp_path, monkeypatch, change, message
+):
     out = tmp_path / "out"
     copy, more = tmp_path / "copy", tmp_path / "more"
     shutil.copytree(src, copy)
@@ -117,7 +125,10 @@ def test_resume_of_an_unfinished_pack_with_other_input_is_refused_naming_it(src,
     [
         ({"format": "tfrecord"}, "--format is 'tfrecord' \\(the pack used 'lmdb'\\)"),
         ({"max_side": 64}, "--max-side is 64 \\(the pack used not set\\)"),
-        ({"src": "other"}, "image files or class folders in SRC are not those the pack was made from \\(31 then, 4 now\\)"),
+        (
+            {"src": "other"},
+            "image files or class folders in SRC are not those the pack was made from \\(31 then, 4 now\\)",
+        ),
     ],
 )
 def test_resume_of_a_finished_pack_with_other_input_is_refused_naming_it(src, tmp_path, change, message):

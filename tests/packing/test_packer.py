@@ -12,12 +12,11 @@ import lmdb
 import numpy as np
 import pytest
 
+from fastdata.formats.manifest import Manifest
 from fastdata.formats.tfrecord_framing import build_index
 from fastdata.formats.tfrecord_index import read_index
 from fastdata.packing.journal import JOURNAL_NAME
-from fastdata.formats.manifest import Manifest
 from fastdata.packing.packer import BadImageError, image_format, pack
-
 from tests.images import make_image_folder, natural_image
 
 
@@ -39,8 +38,9 @@ def all_files(root: Path) -> dict[str, bytes]:
 def test_round_trip_bytes_and_labels(image_folder, tmp_path, fmt, keep_bytes):
     from fastdata.datasets.shard_dataset import ShardDataset
 
-    manifest = pack(image_folder.root, tmp_path, format=fmt, samples_per_shard=4, workers=2, progress=False,
-                    keep_bytes=keep_bytes)
+    manifest = pack(
+        image_folder.root, tmp_path, format=fmt, samples_per_shard=4, workers=2, progress=False, keep_bytes=keep_bytes
+    )
     assert manifest.num_samples == len(image_folder.good)
     assert manifest.classes == image_folder.classes
     assert [s.num_samples for s in manifest.shards] == [4, 4, 4, 1]
@@ -138,8 +138,7 @@ def test_max_side_reencodes(tmp_path):
     cv2.imwrite(str(src / "a" / "small.jpg"), rgb[:50, :40])
     from fastdata.datasets.shard_dataset import ShardDataset
 
-    pack(src, tmp_path / "out", format="tfrecord", max_side=128, quality=80, workers=0, progress=False,
-         keep_bytes=True)
+    pack(src, tmp_path / "out", format="tfrecord", max_side=128, quality=80, workers=0, progress=False, keep_bytes=True)
     ds = ShardDataset(tmp_path / "out")
     big, small = ds.read(0)[0], ds.read(1)[0]
     assert image_format(big) == "JPEG" and ds[0][0].shape == (128, 85, 3)
@@ -204,8 +203,22 @@ def many_images(tmp_path_factory):
 
 
 def _run_pack(src, out, fmt, *extra):
-    cmd = [sys.executable, "-c", SLOW_PACK, "pack", str(src), str(out), "--format", fmt,
-           "--samples-per-shard", "7", "--workers", "0", "--no-progress", *extra]
+    cmd = [
+        sys.executable,
+        "-c",
+        SLOW_PACK,
+        "pack",
+        str(src),
+        str(out),
+        "--format",
+        fmt,
+        "--samples-per-shard",
+        "7",
+        "--workers",
+        "0",
+        "--no-progress",
+        *extra,
+    ]
     from tests.packing.slow_pack import terminal_signals
 
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=terminal_signals)

@@ -62,8 +62,13 @@ def _cli(*args: str, slow: bool = False) -> subprocess.Popen:
     code = SLOW_CLI if slow else "import sys; from fastdata.cli import main; sys.exit(main(sys.argv[1:]))"
     from tests.packing.slow_pack import terminal_signals
 
-    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=terminal_signals)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=terminal_signals,
+    )
 
 
 @pytest.mark.slow
@@ -72,8 +77,10 @@ def test_parts_in_separate_processes_then_merge_byte_identical(src, reference, t
     out = tmp_path / "out"
     order = list(range(parts))
     random.Random(parts).shuffle(order)
-    procs = [_cli("pack", str(src), str(out), "--format", fmt, "--workers", "0", "--part", f"{i}/{parts}", *FLAGS)
-             for i in order]  # all at once, started in a shuffled order
+    procs = [
+        _cli("pack", str(src), str(out), "--format", fmt, "--workers", "0", "--part", f"{i}/{parts}", *FLAGS)
+        for i in order
+    ]  # all at once, started in a shuffled order
     for proc in procs:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
@@ -122,9 +129,8 @@ def test_merge_refuses_a_part_from_another_source(src, tmp_path):
 
 def test_two_tasks_cannot_write_one_range(src, tmp_path):
     """A range is written under its own lock: a second task of the same range is refused while the first runs."""
-    with OutputLock(tmp_path, ".range-00002.lock"):
-        with pytest.raises(OutputLockedError, match="range-00002"):
-            pack(src, tmp_path, format="tfrecord", workers=0, progress=False, part=(1, 3), **OPTS)
+    with OutputLock(tmp_path, ".range-00002.lock"), pytest.raises(OutputLockedError, match="range-00002"):
+        pack(src, tmp_path, format="tfrecord", workers=0, progress=False, part=(1, 3), **OPTS)
     assert not list(tmp_path.glob("shard-00002-*"))
 
 
@@ -182,9 +188,11 @@ def test_parts_of_any_source_merge_to_the_local_pack(kind, tmp_path):
     from tests.packing.sources_data import make_samples, write_csv, write_hf_parquet, write_webdataset
 
     samples = make_samples(count=20)
-    src = {"csv": lambda: str(write_csv(tmp_path / "csv", samples)),
-           "parquet": lambda: str(write_hf_parquet(tmp_path / "hf", samples)),
-           "webdataset": lambda: write_webdataset(tmp_path / "wds", samples)}[kind]()
+    src = {
+        "csv": lambda: str(write_csv(tmp_path / "csv", samples)),
+        "parquet": lambda: str(write_hf_parquet(tmp_path / "hf", samples)),
+        "webdataset": lambda: write_webdataset(tmp_path / "wds", samples),
+    }[kind]()
     extra = {"fields": ("caption", "count")} if kind == "csv" else {}
     opts = {"format": "lmdb", "samples_per_shard": 3, "range_size": 6, "workers": 0, "progress": False, **extra}
     local = pack(src, tmp_path / "local", **opts)

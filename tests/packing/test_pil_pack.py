@@ -94,7 +94,10 @@ def test_bombs_are_skipped_from_their_header_and_refused_by_readers_in_little_me
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     result = subprocess.run(
         [sys.executable, "-c", _BOMB_SCRIPT, str(src), str(tmp_path / "out"), str(tmp_path / "lenient")],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
@@ -132,8 +135,9 @@ def test_max_pixels_option(image_folder, tmp_path):
     assert "bee/a_rgb.png" not in reasons and "cat/c.bmp" not in reasons  # 70x50 and 29x31 pixels
     assert small.options["max_pixels"] == 5000
     for off in (0, None):
-        manifest = pack(image_folder.root, tmp_path / f"off{off}", format="lmdb", workers=0, progress=False,
-                        max_pixels=off)
+        manifest = pack(
+            image_folder.root, tmp_path / f"off{off}", format="lmdb", workers=0, progress=False, max_pixels=off
+        )
         assert manifest.options["max_pixels"] is None
         assert not any("pixels exceeds" in s.reason for s in manifest.skipped)
     assert verify(tmp_path / "small").ok
@@ -143,8 +147,18 @@ def test_max_pixels_option(image_folder, tmp_path):
 
 
 def test_cli_max_pixels(capsys, image_folder, tmp_path):
-    code = main(["pack", str(image_folder.root), str(tmp_path / "o"), "--format", "tfrecord", "--no-progress",
-                 "--max-pixels", "10000"])
+    code = main(
+        [
+            "pack",
+            str(image_folder.root),
+            str(tmp_path / "o"),
+            "--format",
+            "tfrecord",
+            "--no-progress",
+            "--max-pixels",
+            "10000",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0 and "cat/b_large.jpg: 410×300 = 123000 pixels exceeds the limit of 10000 (--max-pixels)" in out
 
@@ -162,8 +176,15 @@ def test_readers_apply_the_process_limit_before_decoding(packed):
 
 def test_lenient_jpeg_is_packed_and_codec_messages_are_recorded_not_printed(capfd, tmp_path):
     junk = odd_images.jpeg_with_junk(_jpeg(1), 0xC0)
-    src = _write(tmp_path / "src", {"a/junk.jpg": junk, "a/ok.jpg": _jpeg(2), "b/bad.tif": _corrupt_deflate_tiff(),
-                                    "b/ok.png": odd_images.apng_with_separate_default()})
+    src = _write(
+        tmp_path / "src",
+        {
+            "a/junk.jpg": junk,
+            "a/ok.jpg": _jpeg(2),
+            "b/bad.tif": _corrupt_deflate_tiff(),
+            "b/ok.png": odd_images.apng_with_separate_default(),
+        },
+    )
     capfd.readouterr()
     code = main(["pack", str(src), str(tmp_path / "out"), "--format", "lmdb", "--no-progress", "--workers", "2"])
     out, err = capfd.readouterr()
@@ -225,7 +246,8 @@ def test_warnings_survive_a_resume_once(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         pack(src, tmp_path / "out", format="tfrecord", samples_per_shard=1, workers=0, progress=False)
     monkeypatch.setattr(ShardWriter, "write", real_write)
-    resumed = pack(src, tmp_path / "out", format="tfrecord", samples_per_shard=1, workers=0, progress=False,
-                   resume=True)
+    resumed = pack(
+        src, tmp_path / "out", format="tfrecord", samples_per_shard=1, workers=0, progress=False, resume=True
+    )
     assert resumed.warnings == reference.warnings
     assert (tmp_path / "out" / "manifest.json").read_bytes() == (tmp_path / "reference" / "manifest.json").read_bytes()

@@ -9,7 +9,6 @@ import pytest
 
 from fastdata._util.cpus import available_cpus
 from fastdata.packing.packer import pack
-
 from tests.packing.slow_pack import make_small_images
 
 

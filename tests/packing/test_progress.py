@@ -22,8 +22,9 @@ def test_the_last_figure_is_all_bytes_written_over_all_time_spent(image_folder, 
 
     monkeypatch.setattr(pipeline, "_clock", clock)
     monkeypatch.setattr(pipeline, "_FIGURE_EVERY", 0.001)
-    manifest = pack(image_folder.root, tmp_path / "out", format="tfrecord", samples_per_shard=5, workers=0,
-                    progress=True)
+    manifest = pack(
+        image_folder.root, tmp_path / "out", format="tfrecord", samples_per_shard=5, workers=0, progress=True
+    )
     figures = re.findall(r"([0-9.]+) MB/s", capsys.readouterr().err)
     written = sum(shard.nbytes for shard in manifest.shards)  # a TFRecord shard is exactly its records' bytes
     assert len(figures) >= 2

@@ -19,8 +19,13 @@ def ray_cluster(s3_session):  # noqa: F811 - after the S3 environment is set, so
     import ray
 
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)  # workers import tests.*
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             runtime_env={"env_vars": {"PYTHONPATH": path}})
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        runtime_env={"env_vars": {"PYTHONPATH": path}},
+    )
     try:
         yield ray
     finally:
@@ -41,7 +46,7 @@ def files(root: Path) -> dict[str, bytes]:
 def objects(prefix: str) -> dict[str, bytes]:
     client = boto3.client("s3")
     listed = client.list_objects_v2(Bucket=BUCKET, Prefix=prefix + "/").get("Contents", [])
-    return {o["Key"][len(prefix) + 1:]: client.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read() for o in listed}
+    return {o["Key"][len(prefix) + 1 :]: client.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read() for o in listed}
 
 
 @pytest.mark.slow

@@ -14,7 +14,11 @@ def test_scan_matches_torchvision_imagefolder_order(image_folder):
     assert sorted(scan.paths) == sorted(expected)
     assert scan.paths.index("ant/zz_top.jpg") < scan.paths.index("ant/nested/deeper/c_444.jpeg")
     assert [p for p in scan.paths if p.startswith("ant/")] == [
-        "ant/a_baseline.jpg", "ant/b_progressive.JPG", "ant/d_gray.jpg", "ant/zz_top.jpg", "ant/nested/deeper/c_444.jpeg"
+        "ant/a_baseline.jpg",
+        "ant/b_progressive.JPG",
+        "ant/d_gray.jpg",
+        "ant/zz_top.jpg",
+        "ant/nested/deeper/c_444.jpeg",
     ]
     assert scan.labels == [scan.class_to_idx[p.split("/")[0]] for p in scan.paths]
     assert "ant/README.txt" not in scan.paths and "stray_file_at_top.jpg" not in scan.paths
@@ -22,7 +26,9 @@ def test_scan_matches_torchvision_imagefolder_order(image_folder):
 
 def test_extensions_case_insensitive():
     assert set(IMG_EXTENSIONS) == {".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"}
-    assert is_image_file("A.JPEG") and is_image_file("b.TiF") and not is_image_file("c.gif") and not is_image_file("jpg")
+    assert (
+        is_image_file("A.JPEG") and is_image_file("b.TiF") and not is_image_file("c.gif") and not is_image_file("jpg")
+    )
 
 
 def test_missing_root(tmp_path):

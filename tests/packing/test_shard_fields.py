@@ -71,9 +71,13 @@ def _third_party(path, samples, *, by_hand: bool, first: int = 0) -> None:
     """TFRecords as another tool writes them: the image features, and extra ones of every list kind."""
     with open(path, "wb") as f:
         for k, (data, label, fields) in enumerate(samples):
-            extra = {"image/object/bbox": ("float", fields["boxes"]), "ids": ("int64", fields["tags"]),
-                     "score": ("float", [fields["score"]]), "caption": ("bytes", [fields["caption"].encode()]),
-                     "year": ("int64", [2000 + first + k])}
+            extra = {
+                "image/object/bbox": ("float", fields["boxes"]),
+                "ids": ("int64", fields["tags"]),
+                "score": ("float", [fields["score"]]),
+                "caption": ("bytes", [fields["caption"].encode()]),
+                "year": ("int64", [2000 + first + k]),
+            }
             if by_hand:  # protobuf directly, feature by feature
                 example = Example()
                 feature = example.features.feature
@@ -100,8 +104,12 @@ def test_third_party_tfrecord_features_become_typed_fields(by_hand, fmt, tmp_pat
     names = ("ids", "score", "caption", "year")
     manifest = pack(str(tmp_path / "*.tfrecord"), tmp_path / "out", format=fmt, fields=names, **OPTS)
     types = manifest.options["field_types"]
-    assert types == {"ids": {"kind": "int_list", "shape": [-1]}, "score": {"kind": "float", "shape": []},
-                     "caption": {"kind": "string", "shape": []}, "year": {"kind": "int", "shape": []}}
+    assert types == {
+        "ids": {"kind": "int_list", "shape": [-1]},
+        "score": {"kind": "float", "shape": []},
+        "caption": {"kind": "string", "shape": []},
+        "year": {"kind": "int", "shape": []},
+    }
     ds = ShardDataset(tmp_path / "out", fields=names)
     assert len(ds) == 12
     for k, (data, label, fields) in enumerate(samples):
@@ -148,7 +156,7 @@ def test_inspect_shows_each_field_with_its_type(packed, capsys):
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("fields"))
     assert lines[start] == f"fields    {len(FIELDS)}"
-    table = {line.split()[0]: line.split(None, 3)[1:] for line in lines[start + 2:start + 2 + len(FIELDS)]}
+    table = {line.split()[0]: line.split(None, 3)[1:] for line in lines[start + 2 : start + 2 + len(FIELDS)]}
     types = Manifest.load(packed["lmdb"]).options["field_types"]
     assert sorted(table) == sorted(FIELDS)
     for name, (kind, shape, rest) in table.items():

@@ -10,7 +10,6 @@ import pytest
 from fastdata.formats.manifest import Manifest
 from fastdata.packing.journal import JOURNAL_NAME
 from fastdata.packing.packer import pack
-
 from tests.packing.slow_pack import PackZygote, all_files, make_small_images, start_pack, wait_for
 
 ARGS = ("--format", "lmdb", "--samples-per-shard", "20", "--workers", "2")
@@ -53,8 +52,9 @@ def assert_group_gone(pgid):
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return
-    ps = subprocess.run(["ps", "-o", "pid=,stat=,ppid=,etime=,wchan:20=,cmd=", "-g", str(pgid)],
-                        capture_output=True, text=True).stdout
+    ps = subprocess.run(
+        ["ps", "-o", "pid=,stat=,ppid=,etime=,wchan:20=,cmd=", "-g", str(pgid)], capture_output=True, text=True
+    ).stdout
     alive = [line for line in ps.splitlines() if line.split()[1:2] and not line.split()[1].startswith("Z")]
     assert not alive, "processes of the pack outlived it:\n" + "\n".join(alive)
 

@@ -12,7 +12,6 @@ from fastdata.cli import main
 from fastdata.formats.manifest import Manifest
 from fastdata.packing.packer import BadImageError, pack
 from fastdata.packing.scan import scan_image_folder
-
 from tests.images import make_image_folder
 
 

@@ -8,8 +8,16 @@ from fastdata.packing.packer import pack
 from fastdata.packing.sources import source_kind
 from fastdata.packing.sources.webdataset import expand_braces
 from tests.packing.sources_data import (
-    CLASSES, imagefolder_order, make_samples, read_back, shard_bytes, write_csv, write_hf_parquet, write_image_folder,
-    write_jsonl, write_webdataset,
+    CLASSES,
+    imagefolder_order,
+    make_samples,
+    read_back,
+    shard_bytes,
+    write_csv,
+    write_hf_parquet,
+    write_image_folder,
+    write_jsonl,
+    write_webdataset,
 )
 
 FORMATS = ("tfrecord", "lmdb")
@@ -79,8 +87,9 @@ def test_a_list_with_integer_labels_in_text_keeps_them(samples, tmp_path):
     (tmp_path / "a.jpg").write_bytes(samples[0][0])
     (tmp_path / "b.jpg").write_bytes(samples[1][0])
     (tmp_path / "list.csv").write_text("filename,y\na.jpg,4\nb.jpg,2\n")
-    manifest = pack(tmp_path / "list.csv", tmp_path / "out", format="tfrecord", label_column="y", workers=0,
-                    progress=False)
+    manifest = pack(
+        tmp_path / "list.csv", tmp_path / "out", format="tfrecord", label_column="y", workers=0, progress=False
+    )
     assert manifest.classes == ["0", "1", "2", "3", "4"]
     assert [label for _, label, _ in read_back(tmp_path / "out")[1]] == [4, 2]
 

@@ -12,7 +12,6 @@ import pytest
 from fastdata.cli import main
 from fastdata.packing.journal import JOURNAL_NAME
 from fastdata.packing.packer import pack
-
 from tests.packing.slow_pack import all_files, make_small_images
 
 OPTIONS = {"samples_per_shard": 6, "workers": 0, "progress": False}
@@ -101,11 +100,25 @@ def test_lmdb_error_with_free_space_is_not_called_a_full_disk(src, tmp_path, mon
 def test_cli_full_disk_exits_3_with_one_line(src, tmp_path, monkeypatch, capsys):
     fill_disk_after(monkeypatch, "tfrecord", records=10)
     out = tmp_path / "out"
-    code = main(["pack", str(src), str(out), "--format", "tfrecord", "--samples-per-shard", "6", "--workers", "0",
-                 "--no-progress"])
+    code = main(
+        [
+            "pack",
+            str(src),
+            str(out),
+            "--format",
+            "tfrecord",
+            "--samples-per-shard",
+            "6",
+            "--workers",
+            "0",
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 3
-    assert err.startswith(f"fastdata: error: no space left on the device that holds {str(out)!r}") and err.count("\n") == 1
+    assert (
+        err.startswith(f"fastdata: error: no space left on the device that holds {str(out)!r}") and err.count("\n") == 1
+    )
     assert "run the same command with --resume" in err and "Traceback" not in err
 
 

@@ -37,8 +37,14 @@ SCRIPT = textwrap.dedent("""
 @pytest.mark.slow
 def test_a_million_row_csv_packs_with_peak_rss_under_500_mb(tmp_path):
     root = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(ROWS), str(tmp_path)], cwd=root, capture_output=True,
-                          text=True, timeout=3600, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(ROWS), str(tmp_path)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     samples, classes, peak_mb = map(int, done.stdout.split())
     assert samples == ROWS and classes == 10

@@ -26,13 +26,15 @@ def _cjpeg(array: np.ndarray, *args: str) -> bytes:
     """A JPEG written by libjpeg-turbo's cjpeg (tools/setup.sh installs libjpeg-turbo-progs with the test extra)."""
     buf = io.BytesIO()
     Image.fromarray(array).save(buf, format="PPM")
-    return subprocess.run([shutil.which("cjpeg") or "cjpeg", *args], input=buf.getvalue(), capture_output=True,
-                          check=True).stdout
+    return subprocess.run(
+        [shutil.which("cjpeg") or "cjpeg", *args], input=buf.getvalue(), capture_output=True, check=True
+    ).stdout
 
 
 def _jpegtran(data: bytes, *args: str) -> bytes:
-    return subprocess.run([shutil.which("jpegtran") or "jpegtran", *args], input=data, capture_output=True,
-                          check=True).stdout
+    return subprocess.run(
+        [shutil.which("jpegtran") or "jpegtran", *args], input=data, capture_output=True, check=True
+    ).stdout
 
 
 def _ycck(array: np.ndarray) -> bytes:
@@ -88,8 +90,8 @@ def markers(data: bytes) -> list[tuple[int, bytes]]:
         while data[at] == 0xFF and data[at + 1] == 0xFF:
             at += 1
         assert data[at] == 0xFF, at
-        code, length = data[at + 1], struct.unpack(">H", data[at + 2:at + 4])[0]
-        found.append((code, data[at + 4:at + 2 + length]))
+        code, length = data[at + 1], struct.unpack(">H", data[at + 2 : at + 4])[0]
+        found.append((code, data[at + 4 : at + 2 + length]))
         at += 2 + length
         if code == 0xDA:
             return found
@@ -109,10 +111,17 @@ def layout(data: bytes) -> dict:
     else:
         per_row, rows = -(-width // (8 * hmax)), -(-height // (8 * vmax))
     dri = [struct.unpack(">H", p)[0] for c, p in segs if c == 0xDD]
-    body = data[sum(4 + len(p) for _, p in segs) + 2:]
+    body = data[sum(4 + len(p) for _, p in segs) + 2 :]
     rst = sum(body.count(bytes([0xFF, 0xD0 + k])) for k in range(8))
-    return {"frame": code, "interval": dri[-1] if dri else 0, "per_row": per_row, "mcus": per_row * rows,
-            "rst": rst, "scans": data.count(b"\xff\xda"), "codes": [c for c, _ in segs]}
+    return {
+        "frame": code,
+        "interval": dri[-1] if dri else 0,
+        "per_row": per_row,
+        "mcus": per_row * rows,
+        "rst": rst,
+        "scans": data.count(b"\xff\xda"),
+        "codes": [c for c, _ in segs],
+    }
 
 
 def expected_interval(original: bytes, got: dict) -> int:
@@ -200,8 +209,11 @@ def check_fit(original: bytes) -> bytes:
     np.testing.assert_array_equal(pil_rgb(fitted), pil_rgb(original))
     got, rule = layout(fitted), layout(transcode.transcode_jpeg(original, fit=False))
     assert got["per_row"] % got["interval"] == 0 and got["rst"] == got["mcus"] // got["interval"] - 1
-    assert got["interval"] == rule["interval"] if fitted == transcode.transcode_jpeg(original, fit=False) else (
-        got["interval"] > rule["interval"])
+    assert (
+        got["interval"] == rule["interval"]
+        if fitted == transcode.transcode_jpeg(original, fit=False)
+        else (got["interval"] > rule["interval"])
+    )
     return fitted
 
 
@@ -321,19 +333,25 @@ def test_resume_refuses_another_keep_bytes(source, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         pack(source, out, format="tfrecord", samples_per_shard=4, workers=0, progress=False, on_shard=stop_after_first)
     with pytest.raises(ValueError, match=r"--keep-bytes is True \(the pack used False\)"):
-        pack(source, out, format="tfrecord", samples_per_shard=4, workers=0, progress=False, resume=True,
-             keep_bytes=True)
+        pack(
+            source, out, format="tfrecord", samples_per_shard=4, workers=0, progress=False, resume=True, keep_bytes=True
+        )
     resumed = pack(source, out, format="tfrecord", samples_per_shard=4, workers=0, progress=False, resume=True)
     whole = pack(source, tmp_path / "whole", format="tfrecord", samples_per_shard=4, workers=0, progress=False)
     assert resumed.to_dict() == whole.to_dict() and _recoded(out) == _recoded(tmp_path / "whole")
     with pytest.raises(ValueError, match="--keep-bytes"):  # the finished pack refuses too
-        pack(source, out, format="tfrecord", samples_per_shard=4, workers=0, progress=False, resume=True,
-             keep_bytes=True)
+        pack(
+            source, out, format="tfrecord", samples_per_shard=4, workers=0, progress=False, resume=True, keep_bytes=True
+        )
 
 
 def test_manifest_transcoded_ranges_are_checked(tmp_path):
-    base = {"version": 1, "format": "tfrecord", "classes": ["a"],
-            "shards": [{"path": "s", "num_samples": 5, "nbytes": 100, "crc32c": "00000000"}]}
+    base = {
+        "version": 1,
+        "format": "tfrecord",
+        "classes": ["a"],
+        "shards": [{"path": "s", "num_samples": 5, "nbytes": 100, "crc32c": "00000000"}],
+    }
     assert Manifest.from_dict({**base, "transcoded": [[0, 2], [3, 5]]}).transcoded == [[0, 2], [3, 5]]
     assert Manifest.from_dict(base).transcoded is None
     for bad in ([[0, 6]], [[2, 2]], [[3, 5], [0, 1]], [[0]], [["0", 1]], "all"):
@@ -360,10 +378,18 @@ def test_repack_round_trip(source, tmp_path, old_fmt, new_fmt):
     from fastdata.packing.repack import repack
 
     old = tmp_path / "old"
-    kept = pack(source, old, format=old_fmt, samples_per_shard=4, workers=0, progress=False, keep_bytes=True,
-                shuffle_seed=2)
-    pack(source, tmp_path / "direct", format=new_fmt or old_fmt, samples_per_shard=4, workers=0,
-         progress=False, shuffle_seed=2)
+    kept = pack(
+        source, old, format=old_fmt, samples_per_shard=4, workers=0, progress=False, keep_bytes=True, shuffle_seed=2
+    )
+    pack(
+        source,
+        tmp_path / "direct",
+        format=new_fmt or old_fmt,
+        samples_per_shard=4,
+        workers=0,
+        progress=False,
+        shuffle_seed=2,
+    )
     before = {p.name: p.read_bytes() for p in old.iterdir()}
     manifest = repack(old, tmp_path / "new", format=new_fmt, workers=2, progress=False)
     assert {p.name: p.read_bytes() for p in old.iterdir()} == before  # OLD untouched
@@ -458,11 +484,30 @@ def test_damaged_jpegs_give_none_or_the_same_pixels():
 def test_cli_keep_bytes(source, tmp_path, capsys):
     from fastdata.cli import main
 
-    assert main(["pack", str(source), str(tmp_path / "k"), "--format", "lmdb", "--keep-bytes", "--no-progress",
-                 "--workers", "0"]) == 0
+    assert (
+        main(
+            [
+                "pack",
+                str(source),
+                str(tmp_path / "k"),
+                "--format",
+                "lmdb",
+                "--keep-bytes",
+                "--no-progress",
+                "--workers",
+                "0",
+            ]
+        )
+        == 0
+    )
     assert main(["pack", str(source), str(tmp_path / "t"), "--format", "lmdb", "--no-progress", "--workers", "0"]) == 0
-    assert Manifest.load(tmp_path / "k").options["keep_bytes"] is True and Manifest.load(tmp_path / "k").transcoded_count == 0
-    assert Manifest.load(tmp_path / "t").options["keep_bytes"] is False and Manifest.load(tmp_path / "t").transcoded_count
+    assert (
+        Manifest.load(tmp_path / "k").options["keep_bytes"] is True
+        and Manifest.load(tmp_path / "k").transcoded_count == 0
+    )
+    assert (
+        Manifest.load(tmp_path / "t").options["keep_bytes"] is False and Manifest.load(tmp_path / "t").transcoded_count
+    )
     assert main(["pack", str(source), str(tmp_path / "k"), "--format", "lmdb", "--no-progress", "--resume"]) == 2
     assert "--keep-bytes is False (the pack used True)" in capsys.readouterr().err
 
@@ -481,8 +526,9 @@ def test_generated_sets_keep_their_pixels_and_packs_are_no_larger(tmp_path, prof
     import make_imagenet_like
 
     src = tmp_path / "src"
-    make_imagenet_like.generate(src, num_images=count, num_classes=2, seed=16, workers=1, progress=False,
-                                profile=profile, gray_fraction=0.2)
+    make_imagenet_like.generate(
+        src, num_images=count, num_classes=2, seed=16, workers=1, progress=False, profile=profile, gray_fraction=0.2
+    )
     files = sorted(p for p in src.rglob("*") if p.is_file())
     jpegs = [p.read_bytes() for p in files if p.read_bytes()[:2] == b"\xff\xd8"]
     assert len(jpegs) >= count * 3 // 4
@@ -534,8 +580,16 @@ def test_append_adds_its_transcoded_records_after_the_old(source, tmp_path):
     first = pack(source, out, format="tfrecord", samples_per_shard=3, workers=0, progress=False)
     shutil.copytree(out, tmp_path / "first")
     n = first.num_samples
-    both = pack(source, out, format="tfrecord", samples_per_shard=3, workers=0, progress=False, append=True,
-                allow_duplicates=True)  # the same source again, on purpose
+    both = pack(
+        source,
+        out,
+        format="tfrecord",
+        samples_per_shard=3,
+        workers=0,
+        progress=False,
+        append=True,
+        allow_duplicates=True,
+    )  # the same source again, on purpose
     ranges = _recoded(tmp_path / "first")
     assert first.transcoded_count and both.num_samples == 2 * n and both.transcoded_count == 2 * first.transcoded_count
     assert _recoded(out) == ranges + [[a + n, b + n] for a, b in ranges] and verify(out).ok

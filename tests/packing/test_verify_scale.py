@@ -30,8 +30,14 @@ def damaged(packed, tmp_path) -> Path:
     from fastdata.packing.packer import pack
 
     root = tmp_path / "ds"
-    pack(packed[1].root, root, format=json.loads((packed[0] / "manifest.json").read_text())["format"],
-         samples_per_shard=2, workers=0, progress=False)
+    pack(
+        packed[1].root,
+        root,
+        format=json.loads((packed[0] / "manifest.json").read_text())["format"],
+        samples_per_shard=2,
+        workers=0,
+        progress=False,
+    )
     manifest = json.loads((root / "manifest.json").read_text())
     shards = manifest["shards"]
     assert len(shards) >= 6
@@ -99,8 +105,9 @@ def test_inspect_json_is_one_object_for_scripts(packed, capsys):
     data = json.loads(out)
     assert out.count("\n") == 1 and data["format"] == "lmdb" and data["num_samples"] == len(info.good)
     assert [c["name"] for c in data["classes"]] == info.classes
-    assert [c["count"] for c in data["classes"]] == [sum(label == i for _, label in info.good)
-                                                    for i in range(len(info.classes))]
+    assert [c["count"] for c in data["classes"]] == [
+        sum(label == i for _, label in info.good) for i in range(len(info.classes))
+    ]
     assert sum(s["num_samples"] for s in data["shards"]) == len(info.good) and data["nbytes"] > 0
     assert data["transcoded"] == sum(s["transcoded"] for s in data["shards"]) > 0
     assert {s["path"] for s in data["skipped"]} == set(info.bad) and data["options"]["format"] == "lmdb"
@@ -137,8 +144,14 @@ def test_a_sparse_pack_declaring_fifty_million_samples_is_refused_in_one_line(tm
     out = declared._sparse_pack(tmp_path, fmt)
     repo = Path(__file__).resolve().parents[2]
     for command in ("verify", "inspect"):
-        done = subprocess.run([sys.executable, "-c", CHECK, str(out), command], capture_output=True, text=True,
-                              timeout=300, cwd=repo, env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"})
+        done = subprocess.run(
+            [sys.executable, "-c", CHECK, str(out), command],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=repo,
+            env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"},
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         verdict, peak_mb = done.stdout.splitlines()
         assert verdict.startswith("shard-00000.") and "too few for the 50000000 records" in verdict, verdict

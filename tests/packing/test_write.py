@@ -31,12 +31,24 @@ def images() -> list[bytes]:
 @pytest.mark.parametrize("fmt", ["tfrecord", "lmdb"])
 @pytest.mark.parametrize("transcode", [True, False])
 def test_a_written_pack_reads_back_exactly_and_verifies(tmp_path, images, fmt, transcode):
-    samples = [(data, ["cat", "dog", "eel"][i % 3], {"score": i / 4, "box": [i, i + 1, i + 2, i + 3], "tag": f"t{i}"})
-               for i, data in enumerate(images)]
-    manifest = fastdata.write(iter(samples), tmp_path, format=fmt, classes=["cat", "dog", "eel"], samples_per_shard=5,
-                              transcode=transcode, fields={"score": "float", "box": {"kind": "int_list", "shape": [4]},
-                                                           "tag": "string"}, progress=False, workers=2)
-    assert manifest == Manifest.load(tmp_path) and len(manifest.shards) == 3 and manifest.classes == ["cat", "dog", "eel"]
+    samples = [
+        (data, ["cat", "dog", "eel"][i % 3], {"score": i / 4, "box": [i, i + 1, i + 2, i + 3], "tag": f"t{i}"})
+        for i, data in enumerate(images)
+    ]
+    manifest = fastdata.write(
+        iter(samples),
+        tmp_path,
+        format=fmt,
+        classes=["cat", "dog", "eel"],
+        samples_per_shard=5,
+        transcode=transcode,
+        fields={"score": "float", "box": {"kind": "int_list", "shape": [4]}, "tag": "string"},
+        progress=False,
+        workers=2,
+    )
+    assert (
+        manifest == Manifest.load(tmp_path) and len(manifest.shards) == 3 and manifest.classes == ["cat", "dog", "eel"]
+    )
     assert verify(tmp_path).ok
     jpegs = sum(data[:2] == b"\xff\xd8" for data in images)
     assert manifest.transcoded_count == (jpegs if transcode else 0)
@@ -55,9 +67,16 @@ def test_a_written_pack_reads_back_exactly_and_verifies(tmp_path, images, fmt, t
 
 
 def test_integer_labels_without_classes_and_types_from_the_first_sample(tmp_path, images):
-    manifest = fastdata.write(((data, 2 * (i % 2), {"n": i}) for i, data in enumerate(images)), tmp_path,
-                              format="lmdb", progress=False, workers=0)
-    assert manifest.classes == ["0", "1", "2"] and manifest.options["field_types"] == {"n": {"kind": "int", "shape": []}}
+    manifest = fastdata.write(
+        ((data, 2 * (i % 2), {"n": i}) for i, data in enumerate(images)),
+        tmp_path,
+        format="lmdb",
+        progress=False,
+        workers=0,
+    )
+    assert manifest.classes == ["0", "1", "2"] and manifest.options["field_types"] == {
+        "n": {"kind": "int", "shape": []}
+    }
     assert ShardDataset(tmp_path, fields=["n"]).read_fields(5) == {"n": 5} and verify(tmp_path).ok
 
 
@@ -94,8 +113,15 @@ def test_an_exception_midway_leaves_no_pack(tmp_path, images, where, monkeypatch
         samples, error = [(d, 0) for d in images] * 2 + [(pixels(images[0]), 0)], TypeError
     published = []
     with pytest.raises(error, match="broke|sample 24"):
-        fastdata.write(samples, tmp_path, classes=["a", "b"], samples_per_shard=4, progress=False, workers=0,
-                       on_shard=published.append)
+        fastdata.write(
+            samples,
+            tmp_path,
+            classes=["a", "b"],
+            samples_per_shard=4,
+            progress=False,
+            workers=0,
+            on_shard=published.append,
+        )
     assert len(published) >= 5 and [p.name for p in tmp_path.iterdir() if p.name != ".fastdata.lock"] == []
 
 

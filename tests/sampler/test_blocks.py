@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from fastdata.sampler.blocks import DEFAULT_BLOCK_SHARDS
 from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.sampler import DistributedSampler
+from fastdata.sampler.blocks import DEFAULT_BLOCK_SHARDS
 
 SHARDS = [5, 0, 9, 1, 7, 3, 12, 2, 6, 4, 8]  # uneven, with an empty shard: 57 samples
 N = sum(SHARDS)
@@ -32,8 +32,10 @@ def global_passes(world, **kwargs):
     streams = [list(s) for s in samplers]
     per_pass = samplers[0].num_samples
     assert all(len(s) == len(samplers[0]) == samplers[0].ratio * per_pass for s in streams)
-    return [[streams[j % world][p * per_pass + j // world] for j in range(per_pass * world)]
-            for p in range(samplers[0].ratio)]
+    return [
+        [streams[j % world][p * per_pass + j // world] for j in range(per_pass * world)]
+        for p in range(samplers[0].ratio)
+    ]
 
 
 BLOCK_ORDERS = ["blocks", "index-blocks"]
@@ -118,8 +120,15 @@ def test_shard_dataset_layout_is_read_from_shard_offsets(packed):
     with pytest.raises(ValueError):
         offsets[0] = 1  # read-only
     sampler = DistributedSampler(dataset, num_replicas=2, rank=1, shuffle="blocks", block_shards=2, seed=3)
-    explicit = DistributedSampler(range(len(dataset)), num_replicas=2, rank=1, shuffle="blocks", block_shards=2,
-                                  seed=3, shard_sizes=np.diff(offsets).tolist())
+    explicit = DistributedSampler(
+        range(len(dataset)),
+        num_replicas=2,
+        rank=1,
+        shuffle="blocks",
+        block_shards=2,
+        seed=3,
+        shard_sizes=np.diff(offsets).tolist(),
+    )
     assert list(sampler) == list(explicit)
     assert sampler.state_dict() == explicit.state_dict()
 
@@ -143,7 +152,11 @@ def test_class_ordered_pack_is_warned_about(caplog):
 @pytest.mark.parametrize(
     "kwargs,exc,match",
     [
-        (dict(shuffle="block"), ValueError, "shuffle must be True, False, 'blocks', 'index' or 'index-blocks', got 'block'"),
+        (
+            dict(shuffle="block"),
+            ValueError,
+            "shuffle must be True, False, 'blocks', 'index' or 'index-blocks', got 'block'",
+        ),
         (dict(shuffle="blocks"), ValueError, "shard_sizes="),  # range() has no shard_offsets
         (dict(shuffle="blocks", shard_sizes=[3, 3]), ValueError, "covers 6 samples but the dataset has 10"),
         (dict(shuffle="blocks", shard_sizes=[12, -2]), ValueError, "shard_sizes must be counts >= 0"),
@@ -195,12 +208,15 @@ def test_mid_pass_resume_on_the_same_world(world, rank, ratio, drop_last, shuffl
         assert list(resumed) == full, cut
 
 
-@pytest.mark.parametrize("change,match", [
-    (dict(block_shards=4), "block_shards=3 but this sampler has block_shards=4"),
-    (dict(sizes=SHARDS[::-1]), "shard_layout="),
-    (dict(shuffle=True), "shuffle='blocks' but this sampler has shuffle=True"),
-    (dict(shuffle="index-blocks"), "shuffle='blocks' but this sampler has shuffle='index-blocks'"),
-])
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        (dict(block_shards=4), "block_shards=3 but this sampler has block_shards=4"),
+        (dict(sizes=SHARDS[::-1]), "shard_layout="),
+        (dict(shuffle=True), "shuffle='blocks' but this sampler has shuffle=True"),
+        (dict(shuffle="index-blocks"), "shuffle='blocks' but this sampler has shuffle='index-blocks'"),
+    ],
+)
 def test_load_refuses_another_block_setup(change, match):
     state = blocks(2, 0, block_shards=3).state_dict()
     kw = dict(block_shards=3)

@@ -201,14 +201,28 @@ def test_state_dict_is_complete_and_cheap():
     sampler = ours(10**7, 2, 1, ratio=100, seed=3)  # building or saving state generates nothing
     state = sampler.state_dict()
     assert state == {
-        "epoch": 0, "seed": 3, "ratio": 100, "num_replicas": 2, "shuffle": True,
-        "drop_last": False, "start_index": 0, "dataset_length": 10**7,
+        "epoch": 0,
+        "seed": 3,
+        "ratio": 100,
+        "num_replicas": 2,
+        "shuffle": True,
+        "drop_last": False,
+        "start_index": 0,
+        "dataset_length": 10**7,
     }
 
 
-@pytest.mark.parametrize("field,value", [
-    ("num_replicas", 3), ("ratio", 5), ("seed", 1), ("shuffle", False), ("drop_last", True), ("dataset_length", 99),
-])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("num_replicas", 3),
+        ("ratio", 5),
+        ("seed", 1),
+        ("shuffle", False),
+        ("drop_last", True),
+        ("dataset_length", 99),
+    ],
+)
 def test_load_refuses_mismatched_state(field, value):
     state = ours(100, 2, 0, ratio=4).state_dict()
     state[field] = value
@@ -263,7 +277,11 @@ def test_dataloader_with_spawned_workers():
     sampler = DistributedSampler(data, num_replicas=2, rank=1, seed=6, ratio=2)
     sampler.set_epoch(1)
     loader = DataLoader(
-        data, batch_size=4, sampler=sampler, num_workers=1, multiprocessing_context="spawn",
+        data,
+        batch_size=4,
+        sampler=sampler,
+        num_workers=1,
+        multiprocessing_context="spawn",
         persistent_workers=False,
     )
     got = torch.cat([batch[0] for batch in loader]).tolist()

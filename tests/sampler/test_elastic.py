@@ -10,10 +10,10 @@ import pytest
 import torch
 from torch.utils.data import Dataset
 
-from fastdata.sampler.elastic import adapt_loader_state
 from fastdata.loader.collate import fast_collate
 from fastdata.loader.dataloader import DataLoaderX
 from fastdata.sampler import DistributedSampler
+from fastdata.sampler.elastic import adapt_loader_state
 
 SHARDS = [5, 0, 9, 1, 7, 3, 12, 2, 6, 4, 8]  # 57 samples: no world size here divides a pass
 N = sum(SHARDS)
@@ -21,8 +21,9 @@ GLOBAL_BATCH = 12  # 4 ranks x 3, 3 ranks x 4, 2 ranks x 6, 6 ranks x 2
 
 
 def make(world, rank, shuffle, **kwargs):
-    return DistributedSampler(range(N), num_replicas=world, rank=rank, shuffle=shuffle, seed=7, shard_sizes=SHARDS,
-                              block_shards=3, **kwargs)
+    return DistributedSampler(
+        range(N), num_replicas=world, rank=rank, shuffle=shuffle, seed=7, shard_sizes=SHARDS, block_shards=3, **kwargs
+    )
 
 
 def whole_order(shuffle, virtual_pass, epoch=1, **kwargs):
@@ -157,8 +158,10 @@ def test_load_state_dict_refuses_another_world_and_says_how():
         make(2, 0, "blocks").load_state_dict(state)
 
 
-@pytest.mark.parametrize("field,value", [("seed", 1), ("ratio", 2), ("shuffle", True), ("drop_last", True),
-                                         ("dataset_length", 56), ("block_shards", 4)])
+@pytest.mark.parametrize(
+    "field,value",
+    [("seed", 1), ("ratio", 2), ("shuffle", True), ("drop_last", True), ("dataset_length", 56), ("block_shards", 4)],
+)
 def test_adapt_refuses_other_settings(field, value):
     state = make(4, 0, "blocks").state_dict()
     state[field] = value
@@ -195,14 +198,30 @@ class Numbers(Dataset):
         return np.full((1, 1, 1), i, np.uint8), i
 
 
-def loader(world, rank, num_workers=0, *, ratio=2, drop_last=False, collate_fn=fast_collate, shuffle="blocks",
-           **kwargs):
+def loader(
+    world, rank, num_workers=0, *, ratio=2, drop_last=False, collate_fn=fast_collate, shuffle="blocks", **kwargs
+):
     """A DataLoaderX over ``Numbers`` with a DistributedSampler (``shuffle="blocks"`` unless told); global batch GLOBAL_BATCH."""
     data = Numbers()
-    sampler = DistributedSampler(data, num_replicas=world, rank=rank, shuffle=shuffle, seed=3, ratio=ratio,
-                                 drop_last=drop_last, shard_sizes=SHARDS, block_shards=2)
-    return DataLoaderX(data, batch_size=GLOBAL_BATCH // world, sampler=sampler, num_workers=num_workers,
-                       collate_fn=collate_fn, **kwargs)
+    sampler = DistributedSampler(
+        data,
+        num_replicas=world,
+        rank=rank,
+        shuffle=shuffle,
+        seed=3,
+        ratio=ratio,
+        drop_last=drop_last,
+        shard_sizes=SHARDS,
+        block_shards=2,
+    )
+    return DataLoaderX(
+        data,
+        batch_size=GLOBAL_BATCH // world,
+        sampler=sampler,
+        num_workers=num_workers,
+        collate_fn=collate_fn,
+        **kwargs,
+    )
 
 
 def labels(it, limit=None):
@@ -218,8 +237,10 @@ def checkpoint_after(l, steps):
     return seen, state
 
 
-@pytest.mark.parametrize("new_world,num_workers,shuffle", [(2, 0, "blocks"), (3, 0, "blocks"), (3, 2, "blocks"),
-                                                            (3, 0, "index"), (2, 2, "index"), (3, 0, "index-blocks")])
+@pytest.mark.parametrize(
+    "new_world,num_workers,shuffle",
+    [(2, 0, "blocks"), (3, 0, "blocks"), (3, 2, "blocks"), (3, 0, "index"), (2, 2, "index"), (3, 0, "index-blocks")],
+)
 def test_dataloaderx_state_from_4_ranks_resumes_on_another_world(new_world, num_workers, shuffle):
     steps = 7  # of the 4-rank run's 10 batches of 3 per rank: 84 positions, 24 into virtual pass 1 (60 a pass)
     old_batches, states = [], []
@@ -294,8 +315,9 @@ def test_adapt_loader_state_argument_checks():
         adapt_loader_state(state, DataLoaderX(Numbers(), batch_size=4))
     with pytest.raises(ValueError, match="global batch of 10 .* not a multiple of the 4 ranks"):
         data = Numbers()
-        sampler = DistributedSampler(data, num_replicas=2, rank=0, shuffle="blocks", seed=3, ratio=2,
-                                     shard_sizes=SHARDS, block_shards=2)
+        sampler = DistributedSampler(
+            data, num_replicas=2, rank=0, shuffle="blocks", seed=3, ratio=2, shard_sizes=SHARDS, block_shards=2
+        )
         adapt_loader_state(state, DataLoaderX(data, batch_size=5, sampler=sampler))
     with pytest.raises(ValueError, match="DataLoaderX.state_dict"):
         adapt_loader_state({"sampler": None}, loader(2, 0))
@@ -351,8 +373,7 @@ def test_checkpoint_of_two_gloo_ranks_resumes_on_another_world(fourteen_samples,
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.start_processes(_gloo_rank, args=(str(fourteen_samples), port, str(out)), nprocs=GLOO_WORLD,
-                       start_method="fork")
+    mp.start_processes(_gloo_rank, args=(str(fourteen_samples), port, str(out)), nprocs=GLOO_WORLD, start_method="fork")
     gathered = torch.load(out, weights_only=False)
     state = gathered[0]["state"]
     assert gathered[1]["state"] == state and state["sampler"]["shuffle"] == "blocks"
@@ -363,10 +384,12 @@ def test_checkpoint_of_two_gloo_ranks_resumes_on_another_world(fourteen_samples,
     assert interleaved == order[:20]  # the 2 ranks read the 1-rank global order (14 a pass: no padding)
     rest = []
     for rank in range(new_world):
-        sampler = DistributedSampler(dataset, num_replicas=new_world, rank=rank, shuffle="blocks", block_shards=2,
-                                     seed=1, ratio=2)
-        loader = DataLoaderX(dataset, batch_size=4 // new_world, sampler=sampler,
-                             collate_fn=lambda b: [label for _, label in b])
+        sampler = DistributedSampler(
+            dataset, num_replicas=new_world, rank=rank, shuffle="blocks", block_shards=2, seed=1, ratio=2
+        )
+        loader = DataLoaderX(
+            dataset, batch_size=4 // new_world, sampler=sampler, collate_fn=lambda b: [label for _, label in b]
+        )
         loader.load_state_dict(adapt_loader_state(state, loader))
         rest.append(list(itertools.chain(*loader)))
     resumed = [rest[j % new_world][j // new_world] for j in range(sum(map(len, rest)))]

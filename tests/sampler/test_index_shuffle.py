@@ -61,7 +61,7 @@ def test_order_differs_per_epoch_per_virtual_pass_and_per_seed_and_is_reproducib
         sampler.set_epoch(epoch)
         out = np.array(list(sampler))
         for p in range(3):
-            one = out[p * n:(p + 1) * n]
+            one = out[p * n : (p + 1) * n]
             assert np.array_equal(np.sort(one), np.arange(n))
             passes[epoch, p] = tuple(one)
     assert len(set(passes.values())) == 6  # every virtual pass its own key
@@ -69,7 +69,7 @@ def test_order_differs_per_epoch_per_virtual_pass_and_per_seed_and_is_reproducib
     assert tuple(stream(n, seed=-1)) not in {tuple(stream(n, seed=s)) for s in (0, 1)}  # negative seeds are keys too
     again = DistributedSampler(Sized(n), num_replicas=1, rank=0, shuffle="index", seed=0, ratio=3)
     again.set_epoch(1)
-    assert tuple(list(again)[n:2 * n]) == passes[1, 1]
+    assert tuple(list(again)[n : 2 * n]) == passes[1, 1]
 
 
 def test_statistical_quality_of_a_million():
@@ -109,8 +109,10 @@ def test_iter_and_a_resume_deep_into_a_billion_samples_need_constant_memory(shuf
 
 
 @pytest.mark.parametrize("shuffle", ["index", "index-blocks"])
-@pytest.mark.parametrize("n,world,rank,ratio,drop_last", [(10, 1, 0, 3, False), (101, 3, 2, 4, False),
-                                                          (101, 4, 1, 2, True), (7, 5, 4, 3, False)])
+@pytest.mark.parametrize(
+    "n,world,rank,ratio,drop_last",
+    [(10, 1, 0, 3, False), (101, 3, 2, 4, False), (101, 4, 1, 2, True), (7, 5, 4, 3, False)],
+)
 def test_mid_pass_resume_equals_uninterrupted_stream(shuffle, n, world, rank, ratio, drop_last):
     kw = dict(num_replicas=world, rank=rank, shuffle=shuffle, ratio=ratio, drop_last=drop_last, seed=11)
     if shuffle == "index-blocks":
@@ -181,7 +183,7 @@ def test_argument_checks_and_settings_that_must_match():
 def test_index_blocks_with_only_empty_shards_but_one():
     sampler = DistributedSampler(range(3), shuffle="index-blocks", shard_sizes=[0, 0, 3, 0, 0], block_shards=2, ratio=4)
     out = list(sampler)
-    assert [sorted(out[p * 3:(p + 1) * 3]) for p in range(4)] == [[0, 1, 2]] * 4
+    assert [sorted(out[p * 3 : (p + 1) * 3]) for p in range(4)] == [[0, 1, 2]] * 4
 
 
 def test_the_bijection_at_every_domain_size():
@@ -195,5 +197,7 @@ def test_the_bijection_at_every_domain_size():
     n = np.array([5, 1000, 5, 1000])
     per_value = np.stack([round_keys(0, i) for i in range(4)], axis=1)
     together = permute(np.array([4, 999, 4, 999]), n, per_value)
-    alone = [int(permute(np.array([p]), int(s), round_keys(0, i))[0]) for i, (p, s) in enumerate(zip([4, 999, 4, 999], n))]
+    alone = [
+        int(permute(np.array([p]), int(s), round_keys(0, i))[0]) for i, (p, s) in enumerate(zip([4, 999, 4, 999], n))
+    ]
     assert together.tolist() == alone

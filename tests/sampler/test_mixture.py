@@ -37,7 +37,7 @@ def test_proportions_exact_every_pass():
     order = list(sampler)
     assert len(order) == 4 * 48
     for p in range(4):
-        counts = Counter(source_of(ds, i) for i in order[p * 48:(p + 1) * 48])
+        counts = Counter(source_of(ds, i) for i in order[p * 48 : (p + 1) * 48])
         assert [counts[k] for k in range(3)] == ds.pass_counts
     # a source smaller than its share is read through whole permutations: source 0 (10 samples, 24 per
     # pass) gives every sample 2 or 3 times per pass and, over 5 passes (120 = 12 rounds), exactly 12 times each
@@ -54,11 +54,12 @@ def test_repeat_mode_covers_a_half_source_every_two_passes():
     sampler = MixedSampler(ds, num_replicas=1, rank=0, seed=0, ratio=2)
     order = list(sampler)
     n = ds.samples_per_pass
-    first, second = ([ds[i] for i in order[p * n:(p + 1) * n] if source_of(ds, i) == 1] for p in range(2))
+    first, second = ([ds[i] for i in order[p * n : (p + 1) * n] if source_of(ds, i) == 1] for p in range(2))
     assert len(first) == len(second) == 4
     assert len(set(first) | set(second)) == 7  # 8 draws from the stream: one permutation (7) + 1 of the next
-    assert Counter(ds[i] for p in range(2) for i in order[p * n:(p + 1) * n] if source_of(ds, i) == 2) == \
-        Counter({(2, i): 2 for i in range(23)})
+    assert Counter(ds[i] for p in range(2) for i in order[p * n : (p + 1) * n] if source_of(ds, i) == 2) == Counter(
+        {(2, i): 2 for i in range(23)}
+    )
 
 
 def _source_reads(ds, sampler, source, passes):
@@ -72,8 +73,18 @@ def _source_reads(ds, sampler, source, passes):
 
 
 # (source length, samples per pass): up- and down-weighted, just above and below once, several times, tiny
-COVERAGE_CASES = [(1000, 1400), (1000, 2600), (1000, 1001), (1000, 999), (1000, 700), (1000, 300), (1000, 2000),
-                  (7, 3), (7, 11), (10, 24)]
+COVERAGE_CASES = [
+    (1000, 1400),
+    (1000, 2600),
+    (1000, 1001),
+    (1000, 999),
+    (1000, 700),
+    (1000, 300),
+    (1000, 2000),
+    (7, 3),
+    (7, 11),
+    (10, 24),
+]
 
 
 @pytest.mark.parametrize("length,count", COVERAGE_CASES)
@@ -99,9 +110,9 @@ def test_the_stream_is_whole_permutations_across_passes(length, count):
     passes = 12
     stream = sampler.source_stream(0, 0, passes * count)
     for cycle in range(len(stream) // length):
-        assert sorted(stream[cycle * length:(cycle + 1) * length].tolist()) == list(range(length))
+        assert sorted(stream[cycle * length : (cycle + 1) * length].tolist()) == list(range(length))
     for v, reads in enumerate(_source_reads(ds, sampler, 0, passes)):
-        assert reads == Counter(stream[v * count:(v + 1) * count].tolist())
+        assert reads == Counter(stream[v * count : (v + 1) * count].tolist())
 
 
 def test_a_fresh_sampler_computes_the_same_cycles_as_one_that_ran_through():
@@ -130,13 +141,13 @@ def test_cycles_are_the_definition_computed_from_the_first(length, count):
         begin = k * length
         start = begin // count * count
         if start != begin and start % length and start + count < begin + length:
-            perm = _lead_with_unread(perm, cycles[start // length][start % length:], start + count - begin)
+            perm = _lead_with_unread(perm, cycles[start // length][start % length :], start + count - begin)
         cycles.append(perm)
     stream = np.concatenate(cycles)
     for v in (39, 0, 17, 18, 5):
         fresh = MixedSampler(ds, num_replicas=1, rank=0, seed=2)
-        assert (fresh.source_stream(0, v * count, (v + 1) * count) == stream[v * count:(v + 1) * count]).all()
-    assert (sampler.source_stream(0, 0, 40 * count) == stream[:40 * count]).all()
+        assert (fresh.source_stream(0, v * count, (v + 1) * count) == stream[v * count : (v + 1) * count]).all()
+    assert (sampler.source_stream(0, 0, 40 * count) == stream[: 40 * count]).all()
 
 
 def test_storage_order_without_shuffle_reads_on_in_order():
@@ -189,7 +200,7 @@ def test_resume_on_another_world_size(old_world, new_world):
     left = Counter(i for part in rest for i in part)
     assert done + left == Counter(whole)  # every remaining sample of the pass exactly once
     interleaved = [rest[r][j] for j in range(len(rest[0])) for r in range(new_world)]
-    assert interleaved == whole[len(took[0]) * old_world:]  # in the uninterrupted order
+    assert interleaved == whole[len(took[0]) * old_world :]  # in the uninterrupted order
 
 
 def test_loader_resume_on_another_world_size():
@@ -273,8 +284,13 @@ def test_mixed_batches_follow_the_loader_resolution(two_packs):
     from fastdata.transforms import RandomResizedCrop
 
     ds = MixedDataset([(ShardDataset(r, transform=RandomResizedCrop(16)), 1.0) for r in two_packs])
-    loader = DataLoaderX(ds, batch_size=4, sampler=MixedSampler(ds, num_replicas=1, rank=0, seed=1),
-                         collate_fn=fast_collate, pin_memory=False)
+    loader = DataLoaderX(
+        ds,
+        batch_size=4,
+        sampler=MixedSampler(ds, num_replicas=1, rank=0, seed=1),
+        collate_fn=fast_collate,
+        pin_memory=False,
+    )
     loader.set_resolution((24, 20))
     images, labels = next(iter(loader))
     assert tuple(images.shape) == (4, 3, 24, 20) and labels.shape == (4,)

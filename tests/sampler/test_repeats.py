@@ -54,7 +54,7 @@ def test_copies_go_to_different_ranks_and_the_pass_length_is_unchanged(shuffle, 
     assert [len(s) for s in streams] == [len(s) for s in samplers] == [len(p) for p in plain]
     per_pass = samplers[0].num_samples
     for p in range(ratio):
-        passes = [stream[p * per_pass:(p + 1) * per_pass] for stream in streams]
+        passes = [stream[p * per_pass : (p + 1) * per_pass] for stream in streams]
         for one in passes:  # never twice on one rank in a pass
             assert len(set(one)) == len(one)
         copies = Counter(i for one in passes for i in one)
@@ -63,7 +63,7 @@ def test_copies_go_to_different_ranks_and_the_pass_length_is_unchanged(shuffle, 
         total = per_pass * world  # positions in a pass, as without repeats
         assert total // k <= len(copies) <= math.ceil(total / k) + 1
     if ratio > 1 and shuffle is not False:
-        assert streams[0][:per_pass] != streams[0][per_pass:2 * per_pass]
+        assert streams[0][:per_pass] != streams[0][per_pass : 2 * per_pass]
 
 
 @pytest.mark.parametrize("shuffle", [True, "index"])

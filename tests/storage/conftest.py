@@ -92,7 +92,7 @@ class RemotePack:
 
 def whole_gets(proxy: LoopbackServer, remote: RemotePack) -> list[int]:
     """Whole-object (not ranged) GETs of each shard file of ``remote``, by shard number."""
-    prefix = "/" + remote.url[len("s3://"):]
+    prefix = "/" + remote.url[len("s3://") :]
     gets = proxy.gets(f"{prefix}/shard-", ranged=False)
     return [gets.get(f"{prefix}/shard-{i:05d}.{remote.format}", 0) for i in range(remote.num_shards)]
 

@@ -68,7 +68,7 @@ class _Counting(http.server.BaseHTTPRequestHandler):
         declared = [v for k, v in headers if k.lower() == "content-length"]
         send_len = int(declared[0]) if head and declared else len(body)
         if fault is not None and fault.kind == "corrupt" and body:
-            body = body[: len(body) // 2] + bytes([body[len(body) // 2] ^ 0xFF]) + body[len(body) // 2 + 1:]
+            body = body[: len(body) // 2] + bytes([body[len(body) // 2] ^ 0xFF]) + body[len(body) // 2 + 1 :]
         if fault is not None and fault.kind == "short":
             body = body[: len(body) // 2]
             send_len = len(body)
@@ -136,10 +136,10 @@ class RangeFileHandler(_Counting):
         data = path.read_bytes()
         spec = self.headers.get("Range")
         if spec and not self.server.ignore_range and spec.startswith("bytes="):
-            first, _, last = spec[len("bytes="):].partition("-")
+            first, _, last = spec[len("bytes=") :].partition("-")
             start, end = int(first), min(int(last) if last else len(data) - 1, len(data) - 1)
             headers = [("Content-Range", f"bytes {start}-{end}/{len(data)}"), ("Accept-Ranges", "bytes")]
-            self._send(206, headers, data[start:end + 1], head=head)
+            self._send(206, headers, data[start : end + 1], head=head)
         else:
             self._send(200, [("Accept-Ranges", "none" if self.server.ignore_range else "bytes")], data, head=head)
 
@@ -211,8 +211,13 @@ def _quiet_disconnects(handle_error):
 
 def aws_env(endpoint: str) -> dict[str, str]:
     """The environment that points boto3 at ``endpoint`` with dummy credentials."""
-    return {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ENDPOINT_URL": endpoint, "AWS_EC2_METADATA_DISABLED": "true"}
+    return {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
 
 
 def apply_env(env: dict[str, str]) -> None:

@@ -48,6 +48,7 @@ def test_lmdb_shards_from_a_url_open_through_their_uploaded_sidecars(s3, many_im
 
     def walk(*args, **kwargs):
         raise AssertionError("an LMDB shard's B-tree was walked")
+
     monkeypatch.setattr(lmdb_pages._Walker, "run", walk)
     remote = ShardDataset(url, cache_dir=tmp_path / "cache", max_open_shards=1)  # nearly every read re-opens
     order = np.random.default_rng(0).permutation(len(remote)).tolist()
@@ -87,14 +88,26 @@ def _as_list(batch):
     return batch
 
 
-@pytest.mark.parametrize(("context", "remote_pack"), [  # spawn runs once, on LMDB (per-process environments)
-    ("fork", "tfrecord"), ("fork", "lmdb"), pytest.param("spawn", "lmdb", marks=pytest.mark.slow)],
-    indirect=["remote_pack"])
+@pytest.mark.parametrize(
+    ("context", "remote_pack"),
+    [  # spawn runs once, on LMDB (per-process environments)
+        ("fork", "tfrecord"),
+        ("fork", "lmdb"),
+        pytest.param("spawn", "lmdb", marks=pytest.mark.slow),
+    ],
+    indirect=["remote_pack"],
+)
 def test_workers_read_identical_bytes_with_fork_and_spawn(context, s3, remote_pack, tmp_path):
     remote = ShardDataset(remote_pack.url, cache_dir=tmp_path / "cache", transform=_shape)
     reference = ShardDataset(remote_pack.local, transform=_shape)
-    loader = DataLoaderX(remote, batch_size=8, num_workers=2, multiprocessing_context=context,
-                         collate_fn=_as_list, persistent_workers=False)
+    loader = DataLoaderX(
+        remote,
+        batch_size=8,
+        num_workers=2,
+        multiprocessing_context=context,
+        collate_fn=_as_list,
+        persistent_workers=False,
+    )
     got = [sample for batch in loader for sample in batch]
     assert got == [reference[i] for i in range(len(reference))]
     assert max(whole_gets(s3.proxy, remote_pack)) == 1  # no shard downloaded twice (some may be served by ranges)
@@ -120,7 +133,6 @@ def test_local_dataset_keeps_plan_a_no_op(remote_pack):
     local = ShardDataset(remote_pack.local)
     order = [3, 1, 2]
     assert local.plan(order) is order and not local.remote
-
 
 
 def test_upload_of_a_local_pack_then_read(s3, remote_pack, tmp_path):

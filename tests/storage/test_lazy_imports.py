@@ -18,4 +18,4 @@ def test_local_datasets_load_no_cloud_sdk(packed):
 
 def test_a_url_loads_only_its_own_client():
     loaded = _loaded_after("from fastdata.storage import get_store; get_store('s3://b/x').client()")
-    assert "boto3" in loaded and not {"s3fs", "gcsfs", "obstore", "fsspec"} & {m.split('.')[0] for m in loaded}
+    assert "boto3" in loaded and not {"s3fs", "gcsfs", "obstore", "fsspec"} & {m.split(".")[0] for m in loaded}

@@ -32,8 +32,9 @@ def _rank_main(rank: int, url: str, endpoints: list[str], cache_root: str, port:
 
         dataset = ShardDataset(url, transform=Crc(), cache_dir=os.path.join(cache_root, f"node{node}"))
         sampler = DistributedSampler(dataset, shuffle=True, seed=7)
-        loader = DataLoaderX(dataset, batch_size=4, sampler=sampler, num_workers=2, collate_fn=_collate,
-                             multiprocessing_context="fork")
+        loader = DataLoaderX(
+            dataset, batch_size=4, sampler=sampler, num_workers=2, collate_fn=_collate, multiprocessing_context="fork"
+        )
         crcs = [crc for batch in loader for crc, _ in batch]
         dataset.close()
         gathered = [None] * WORLD

@@ -71,9 +71,12 @@ def test_downloads_follow_the_loaders_order_with_bounded_concurrency(s3, remote_
     s3.proxy.faults.append(Fault("/shard-", "slow", times=10**6, delay=0.05, ranged=False))
     remote = ShardDataset(remote_pack.url, transform=Crc(), cache_dir=tmp_path / "cache", prefetch=2)
     order = ShardBlockOrder(remote._starts, blocks=True, seed=5)
-    expected_shards = list(dict.fromkeys(
-        int(np.searchsorted(remote._starts, i, side="right")) - 1 for i in ShardBlockOrder(remote._starts, blocks=True,
-                                                                                            seed=5)))
+    expected_shards = list(
+        dict.fromkeys(
+            int(np.searchsorted(remote._starts, i, side="right")) - 1
+            for i in ShardBlockOrder(remote._starts, blocks=True, seed=5)
+        )
+    )
     loader = DataLoaderX(remote, batch_size=4, sampler=order, num_workers=0, collate_fn=_collate)
     reference = ShardDataset(remote_pack.local, transform=Crc())
     got = [crc for batch in loader for crc, _ in batch]
@@ -104,7 +107,7 @@ def test_record_is_served_by_a_ranged_get_while_its_shard_downloads(s3, remote_p
     assert time.monotonic() - begin < 2.0  # did not wait for the whole shard
     assert download.is_alive()
     download.join()
-    path = "/" + remote_pack.url[len("s3://"):] + "/shard-00000.tfrecord"
+    path = "/" + remote_pack.url[len("s3://") :] + "/shard-00000.tfrecord"
     assert s3.proxy.gets(path, ranged=True) == {path: 1}
     assert remote.read(2) == reference.read(2) and s3.proxy.gets(path, ranged=True) == {path: 1}  # now local
 
@@ -151,8 +154,15 @@ def test_a_finished_pass_plans_nothing_more(s3, remote_pack, tmp_path, monkeypat
     the next pass starts, and no shard is downloaded for them (seen as a second download of a shard in a pass)."""
     monkeypatch.setenv(trace.ENV, str(tmp_path / "trace.log"))
     remote = ShardDataset(remote_pack.url, transform=Crc(), cache_dir=tmp_path / "cache", prefetch=1)
-    loader = DataLoaderX(remote, batch_size=4, sampler=ShardBlockOrder(remote._starts, blocks=True, seed=1),
-                         num_workers=2, prefetch_factor=1, collate_fn=_collate, multiprocessing_context="fork")
+    loader = DataLoaderX(
+        remote,
+        batch_size=4,
+        sampler=ShardBlockOrder(remote._starts, blocks=True, seed=1),
+        num_workers=2,
+        prefetch_factor=1,
+        collate_fn=_collate,
+        multiprocessing_context="fork",
+    )
     try:
         assert sum(len(batch) for batch in loader) == len(remote)
         cache = remote._remote.cache

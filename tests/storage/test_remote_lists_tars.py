@@ -13,8 +13,12 @@ from fastdata.packing.packer import pack
 from tests.packing.sources_data import CLASSES, make_samples, write_csv, write_webdataset
 
 OPTS = dict(format="lmdb", samples_per_shard=4, workers=0, progress=False, keep_bytes=True)
-FIELDS = {"csv": ("caption", "count"), "jsonl": ("score", "tags", "boxes"), "parquet": ("score", "tags"),
-          "tar": ("caption", "tags")}
+FIELDS = {
+    "csv": ("caption", "count"),
+    "jsonl": ("score", "tags", "boxes"),
+    "parquet": ("score", "tags"),
+    "tar": ("caption", "tags"),
+}
 
 
 def _write_all(www: Path) -> dict[str, str]:
@@ -32,13 +36,17 @@ def _write_all(www: Path) -> dict[str, str]:
     (www / "p" / "img").mkdir(parents=True)
     for k, (data, _, _) in enumerate(samples):
         (www / "p" / "img" / f"{k:03d}.jpg").write_bytes(data)
-    table = pa.table({"path": [f"img/{k:03d}.jpg" for k in range(len(samples))],
-                      "label": [label for _, label, _ in samples], "score": [f["score"] for _, _, f in samples],
-                      "tags": [f["tags"] for _, _, f in samples]})
+    table = pa.table(
+        {
+            "path": [f"img/{k:03d}.jpg" for k in range(len(samples))],
+            "label": [label for _, label, _ in samples],
+            "score": [f["score"] for _, _, f in samples],
+            "tags": [f["tags"] for _, _, f in samples],
+        }
+    )
     pq.write_table(table, www / "p" / "list.parquet", row_group_size=4)
     pattern = write_webdataset(www / "w", samples, shards=3)
-    return {"csv": "c/list.csv", "jsonl": "j/list.jsonl", "parquet": "p/list.parquet",
-            "tar": "w/" + Path(pattern).name}
+    return {"csv": "c/list.csv", "jsonl": "j/list.jsonl", "parquet": "p/list.parquet", "tar": "w/" + Path(pattern).name}
 
 
 def _same_pack(local: Path, remote: Path, fields: tuple[str, ...]) -> None:

@@ -55,19 +55,29 @@ READER = textwrap.dedent("""
 def test_tensorflow_parses_every_field_by_name(tmp_path):
     samples = make_samples(12)
     out = tmp_path / "out"
-    manifest = pack(write_jsonl(tmp_path / "src", samples), out, format="tfrecord",
-                    fields="score,count,caption,tags,boxes,center,extra", samples_per_shard=5, workers=0, progress=False)
+    manifest = pack(
+        write_jsonl(tmp_path / "src", samples),
+        out,
+        format="tfrecord",
+        fields="score,count,caption,tags,boxes,center,extra",
+        samples_per_shard=5,
+        workers=0,
+        progress=False,
+    )
     assert len(manifest.shards) == 3  # records are read across shard boundaries, in manifest order
     paths = [str(out / s.path) for s in manifest.shards]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-c", READER, json.dumps(paths)], capture_output=True, text=True, env=env,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", READER, json.dumps(paths)], capture_output=True, text=True, env=env, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     rows = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(rows) == len(samples)
     for row, (data, label, fields) in zip(rows, samples):
         assert row["label"] == label
-        assert row["count"] == fields["count"] and row["caption"] == fields["caption"] and row["extra"] == fields["extra"]
+        assert (
+            row["count"] == fields["count"] and row["caption"] == fields["caption"] and row["extra"] == fields["extra"]
+        )
         assert row["tags"] == fields["tags"]
         np.testing.assert_array_equal(np.float32(row["score"]), np.float32(fields["score"]))
         np.testing.assert_array_equal(np.float32(row["boxes"]), np.float32(fields["boxes"]))

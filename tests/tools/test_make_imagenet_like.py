@@ -77,8 +77,9 @@ def test_class_names_are_deterministic_and_distinct():
 @pytest.mark.parametrize("png, gray", [(0.5, 0.25), (1.0, 0.0), (0.0, 1.0)])
 def test_png_and_gray_fractions(tmp_path, png, gray):
     n = 40
-    stats = gen.generate(tmp_path / "d", num_images=n, num_classes=4, workers=2,
-                         png_fraction=png, gray_fraction=gray, progress=False)
+    stats = gen.generate(
+        tmp_path / "d", num_images=n, num_classes=4, workers=2, png_fraction=png, gray_fraction=gray, progress=False
+    )
     files = [p for p in (tmp_path / "d").rglob("*") if p.is_file()]
     pngs = [p for p in files if p.suffix == ".png"]
     grays = [p for p in files if cv2.imread(str(p), cv2.IMREAD_UNCHANGED).ndim == 2]
@@ -143,14 +144,17 @@ def test_cli_writes_and_prints_one_stats_line(tmp_path, capsys):
     assert len([p for p in out.rglob("*") if p.is_file()]) == 6
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(num_images=0, num_classes=1), "num_images"),
-    (dict(num_images=3, num_classes=5), "num_classes"),
-    (dict(num_images=3, num_classes=1, workers=0), "workers"),
-    (dict(num_images=3, num_classes=1, png_fraction=1.5), "png_fraction"),
-    (dict(num_images=3, num_classes=1, gray_fraction=-0.1), "gray_fraction"),
-    (dict(num_images=3, num_classes=1, seed=-1), "seed"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(num_images=0, num_classes=1), "num_images"),
+        (dict(num_images=3, num_classes=5), "num_classes"),
+        (dict(num_images=3, num_classes=1, workers=0), "workers"),
+        (dict(num_images=3, num_classes=1, png_fraction=1.5), "png_fraction"),
+        (dict(num_images=3, num_classes=1, gray_fraction=-0.1), "gray_fraction"),
+        (dict(num_images=3, num_classes=1, seed=-1), "seed"),
+    ],
+)
 def test_bad_arguments_are_rejected(tmp_path, kwargs, match):
     with pytest.raises(ValueError, match=match):
         gen.generate(tmp_path / "d", progress=False, **kwargs)

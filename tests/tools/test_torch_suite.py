@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 import torch_dataloader_suite as suite  # noqa: E402
 
-FAKE_SUITE = '''
+FAKE_SUITE = """
 import os
 import unittest
 
@@ -42,12 +42,17 @@ class TestDataLoader(unittest.TestCase):
 
     def test_reads_the_exact_type(self):
         self.assertIs(type(DataLoader(TensorDataset(torch.arange(4)))), torch.utils.data.dataloader.DataLoader)
-'''
+"""
 
 
 def test_runner_compares_the_two_loaders(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(suite, "EXCLUDED", {
-        "TestDataLoader::test_default_persistent_workers": "DataLoaderX defaults persistent_workers to num_workers > 0"})
+    monkeypatch.setattr(
+        suite,
+        "EXCLUDED",
+        {
+            "TestDataLoader::test_default_persistent_workers": "DataLoaderX defaults persistent_workers to num_workers > 0"
+        },
+    )
     test_file = tmp_path / "test_dataloader.py"
     test_file.write_text(FAKE_SUITE)
     code = suite.main([str(test_file), "--out", str(tmp_path / "reports")])
@@ -63,6 +68,7 @@ def test_runner_compares_the_two_loaders(tmp_path, capsys, monkeypatch):
 TORCH_SUITE = os.environ.get("FASTDATA_TORCH_SUITE")
 
 if TORCH_SUITE:
+
     @pytest.mark.slow
     def test_pytorchs_own_dataloader_tests_pass_under_dataloaderx(tmp_path, capsys):
         """PyTorch's test_dataloader.py (``FASTDATA_TORCH_SUITE``), run with torch's DataLoader and with DataLoaderX:

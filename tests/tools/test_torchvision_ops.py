@@ -19,17 +19,26 @@ def _plain_env() -> dict[str, str]:
 
 def test_torchvision_and_lightning_import_in_a_plain_python(tmp_path):
     # what a user's Lightning script does first, in the environment tools/setup.sh leaves (test extra)
-    done = subprocess.run([sys.executable, "-c", "import torchvision, lightning; print(torchvision.__version__)"],
-                          cwd=tmp_path, env=_plain_env(), capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", "import torchvision, lightning; print(torchvision.__version__)"],
+        cwd=tmp_path,
+        env=_plain_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_the_installed_hook_declares_the_schemas_on_import_only(tmp_path):
     site_dir = tmp_path / "site"
-    subprocess.run([sys.executable, str(TOOLS / "torchvision_ops.py"), str(site_dir)], check=True,
-                   capture_output=True, timeout=120)
-    assert sorted(p.name for p in site_dir.iterdir()) == ["_fastdata_torchvision_ops.py",
-                                                          "fastdata_torchvision_ops.pth"]
+    subprocess.run(
+        [sys.executable, str(TOOLS / "torchvision_ops.py"), str(site_dir)], check=True, capture_output=True, timeout=120
+    )
+    assert sorted(p.name for p in site_dir.iterdir()) == [
+        "_fastdata_torchvision_ops.py",
+        "fastdata_torchvision_ops.pth",
+    ]
     # -S: only this folder's .pth files run (site-packages is on the path for torch, its .pth files are not read)
     code = f"""
 import site, sys
@@ -48,11 +57,13 @@ assert hasattr(torch.ops.torchvision, "nms")
 assert not any(type(f).__name__ == "_Hook" for f in sys.meta_path), "the hook removes itself"
 """
     env = {**_plain_env(), "PYTHONPATH": sysconfig.get_paths()["purelib"]}
-    done = subprocess.run([sys.executable, "-S", "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
-    subprocess.run([sys.executable, str(TOOLS / "torchvision_ops.py"), "--uninstall", str(site_dir)], check=True,
-                   timeout=120)
+    subprocess.run(
+        [sys.executable, str(TOOLS / "torchvision_ops.py"), "--uninstall", str(site_dir)], check=True, timeout=120
+    )
     assert list(site_dir.iterdir()) == []
 
 

@@ -13,12 +13,12 @@ import json
 import sys
 from pathlib import Path
 
-import tests.torchvision_shim  # noqa: F401 - before lightning/accelerate import torchvision (see the module)
 import torch
 import torch.nn.functional as F
 from accelerate import Accelerator
 
 import fastdata
+import tests.torchvision_shim  # noqa: F401 - before lightning/accelerate import torchvision (see the module)
 from fastdata import gpu_transforms as T
 from fastdata.transforms import RandomResizedCrop
 from tests.trainers.common import CROP, EPOCHS, digest, tiny_model, write_seen
@@ -31,15 +31,18 @@ def main(pack: str, out: str, mode: str, stop_at: int = 0) -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     model, optimizer = accelerator.prepare(model, optimizer)  # the model and optimizer only, not the loader
     dataset = fastdata.ShardDataset(pack, transform=RandomResizedCrop(CROP))
-    sampler = fastdata.DistributedSampler(dataset, num_replicas=accelerator.num_processes,
-                                          rank=accelerator.process_index, seed=3)
-    loader = fastdata.DataLoaderX(dataset, batch_size=2, sampler=sampler, num_workers=1,
-                                  collate_fn=fastdata.fast_collate)
+    sampler = fastdata.DistributedSampler(
+        dataset, num_replicas=accelerator.num_processes, rank=accelerator.process_index, seed=3
+    )
+    loader = fastdata.DataLoaderX(
+        dataset, batch_size=2, sampler=sampler, num_workers=1, collate_fn=fastdata.fast_collate
+    )
     # The flip's generator goes into save_state() with the loader's state. Accelerate saves a registered object from
     # the main process only and loads that on every rank, so every rank seeds it alike (as all loader states are).
     flip = T.RandomHorizontalFlip(generator=torch.Generator().manual_seed(5))
-    batches = fastdata.DataPrefetcher(loader, device=accelerator.device,
-                                      transform=T.Compose([flip, T.Normalize(T.IMAGENET_MEAN, T.IMAGENET_STD)]))
+    batches = fastdata.DataPrefetcher(
+        loader, device=accelerator.device, transform=T.Compose([flip, T.Normalize(T.IMAGENET_MEAN, T.IMAGENET_STD)])
+    )
     accelerator.register_for_checkpointing(batches)
     progress = {"epoch": 0, "step": 0}
     if mode == "resume":

@@ -13,7 +13,6 @@ import json
 import sys
 from pathlib import Path
 
-import tests.torchvision_shim  # noqa: F401 - before lightning imports torchvision (see the module)
 import lightning as L
 import torch
 import torch.nn.functional as F
@@ -21,6 +20,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from torch.utils.data import Dataset
 
 import fastdata
+import tests.torchvision_shim  # noqa: F401 - before lightning imports torchvision (see the module)
 from tests.trainers.common import EPOCHS
 
 SAMPLES, BATCH, CKPT_EVERY = 24, 4, 4
@@ -63,8 +63,16 @@ def main(out: str, mode: str, checkpoint: str = "") -> None:
     out = Path(out)
     L.seed_everything(0)
     every = ModelCheckpoint(dirpath=out / "ckpt", every_n_train_steps=CKPT_EVERY, save_top_k=-1, filename="{step}")
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_epochs=EPOCHS, callbacks=[every], default_root_dir=out,
-                        logger=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_epochs=EPOCHS,
+        callbacks=[every],
+        default_root_dir=out,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     trainer.fit(Tiny(out, mode), ckpt_path=str(out / checkpoint) if checkpoint else None)
 
 

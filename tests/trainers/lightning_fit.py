@@ -10,13 +10,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import tests.torchvision_shim  # noqa: F401 - before lightning/accelerate import torchvision (see the module)
 import lightning as L
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 import fastdata
+import tests.torchvision_shim  # noqa: F401 - before lightning/accelerate import torchvision (see the module)
 from fastdata.transforms import RandomResizedCrop
 from tests.trainers.common import CROP, EPOCHS, digest, tiny_model, write_seen
 
@@ -29,8 +29,9 @@ class Tiny(L.LightningModule):
     def train_dataloader(self) -> fastdata.DataLoaderX:
         dataset = fastdata.ShardDataset(self.pack, transform=RandomResizedCrop(CROP))
         sampler = fastdata.DistributedSampler(dataset, seed=3)  # rank and world from the process group
-        return fastdata.DataLoaderX(dataset, batch_size=2, sampler=sampler, num_workers=1,
-                                    collate_fn=fastdata.fast_collate)
+        return fastdata.DataLoaderX(
+            dataset, batch_size=2, sampler=sampler, num_workers=1, collate_fn=fastdata.fast_collate
+        )
 
     def on_train_epoch_start(self) -> None:
         self.trainer.train_dataloader.sampler.set_epoch(self.current_epoch)
@@ -49,11 +50,24 @@ class Tiny(L.LightningModule):
 
 def main(pack: str, out: str, mode: str, every: int = 0) -> None:
     out = Path(out)
-    callbacks = [ModelCheckpoint(dirpath=out / "ckpt", every_n_train_steps=every, save_top_k=-1,
-                                 filename="{step}")] if every else []
-    trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=EPOCHS, use_distributed_sampler=False,
-                        logger=False, enable_progress_bar=False, enable_model_summary=False, callbacks=callbacks,
-                        enable_checkpointing=bool(every), num_sanity_val_steps=0)
+    callbacks = (
+        [ModelCheckpoint(dirpath=out / "ckpt", every_n_train_steps=every, save_top_k=-1, filename="{step}")]
+        if every
+        else []
+    )
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=2,
+        strategy="ddp",
+        max_epochs=EPOCHS,
+        use_distributed_sampler=False,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=callbacks,
+        enable_checkpointing=bool(every),
+        num_sanity_val_steps=0,
+    )
     trainer.fit(Tiny(pack, out, mode), ckpt_path=str(out / "resume.ckpt") if mode == "resume" else None)
 
 

@@ -20,8 +20,16 @@ STEPS_PER_EPOCH = 24 // 2 // 2  # 24 samples, 2 ranks, batches of 2
 def test_recipe_on_two_processes_resumes_mid_pass_with_the_same_batches(tmp_path):
     pack, out = make_pack(tmp_path), tmp_path / "out"
     out.mkdir()
-    script = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-              "tests/trainers/accelerate_recipe.py", str(pack), str(out)]
+    script = [
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "tests/trainers/accelerate_recipe.py",
+        str(pack),
+        str(out),
+    ]
     stop_at = 4  # in the first pass, so the resumed run crosses into the second
     run(script + ["full"])
     run(script + ["first", str(stop_at)])

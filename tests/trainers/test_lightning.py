@@ -42,7 +42,7 @@ def test_default_trainer_with_shuffle_and_no_generator_resumes_mid_epoch(tmp_pat
     script = ["tests/trainers/lightning_default.py", str(tmp_path)]
     run(script + ["full"])  # checkpoints after steps 4 (mid first epoch), 8 (mid second) and 12
     full = json.loads((tmp_path / "full.json").read_text())
-    assert len(full) == 12 and all(sorted(sum(full[e * 6:(e + 1) * 6], [])) == list(range(24)) for e in (0, 1))
+    assert len(full) == 12 and all(sorted(sum(full[e * 6 : (e + 1) * 6], [])) == list(range(24)) for e in (0, 1))
     assert full[:6] != full[6:]  # each epoch its own order
     saved = torch.load(tmp_path / "ckpt" / "step=4.ckpt", map_location="cpu", weights_only=False)
     [loader_state] = saved["loops"]["fit_loop"]["state_dict"]["combined_loader"]

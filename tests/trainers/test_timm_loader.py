@@ -26,8 +26,17 @@ MEAN, STD = (0.5, 0.4, 0.3), (0.2, 0.25, 0.3)
 
 def _dataset_kwargs(is_training: bool) -> dict:
     """What train.py passes to create_dataset besides name, root and split (train.py's defaults)."""
-    kwargs = dict(is_training=is_training, class_map="", download=False, batch_size=8, input_img_mode="RGB",
-                  input_key=None, target_key=None, num_samples=None, trust_remote_code=False)
+    kwargs = dict(
+        is_training=is_training,
+        class_map="",
+        download=False,
+        batch_size=8,
+        input_img_mode="RGB",
+        input_key=None,
+        target_key=None,
+        num_samples=None,
+        trust_remote_code=False,
+    )
     if is_training:
         kwargs.update(seed=42, repeats=0)
     return kwargs
@@ -35,19 +44,56 @@ def _dataset_kwargs(is_training: bool) -> dict:
 
 def _loader_kwargs(is_training: bool, num_workers: int = 2) -> dict:
     """What train.py passes to create_loader (its defaults; reprob raised so random erasing runs too)."""
-    common = dict(mean=MEAN, std=STD, pin_memory=False, img_dtype=torch.float32, device=torch.device("cpu"),
-                  distributed=False, use_prefetcher=True, input_size=(3, CROP, CROP))
+    common = dict(
+        mean=MEAN,
+        std=STD,
+        pin_memory=False,
+        img_dtype=torch.float32,
+        device=torch.device("cpu"),
+        distributed=False,
+        use_prefetcher=True,
+        input_size=(3, CROP, CROP),
+    )
     if not is_training:
-        return dict(common, batch_size=8, is_training=False, interpolation="bilinear", num_workers=num_workers,
-                    crop_pct=0.875)
-    return dict(common, batch_size=8, is_training=True, no_aug=False, re_prob=0.25, re_mode="pixel", re_count=1,
-                re_split=False, train_crop_mode=None, scale=None, ratio=None, hflip=0.5, vflip=0.0, color_jitter=0.4,
-                color_jitter_prob=None, grayscale_prob=None, gaussian_blur_prob=None, auto_augment=None,
-                num_aug_repeats=0, num_aug_splits=0, interpolation="random", num_workers=num_workers,
-                worker_seeding="all", input_size_choices=None, batch_size_choices=None, batch_choice_weights=None,
-                batch_choice_seed=42, batch_choice_schedule="constant", batch_schedule_epochs=None,
-                batch_schedule_spread=0.65, batch_schedule_random_mix=0.1, num_batches=None, collate_fn=None,
-                use_multi_epochs_loader=False)
+        return dict(
+            common, batch_size=8, is_training=False, interpolation="bilinear", num_workers=num_workers, crop_pct=0.875
+        )
+    return dict(
+        common,
+        batch_size=8,
+        is_training=True,
+        no_aug=False,
+        re_prob=0.25,
+        re_mode="pixel",
+        re_count=1,
+        re_split=False,
+        train_crop_mode=None,
+        scale=None,
+        ratio=None,
+        hflip=0.5,
+        vflip=0.0,
+        color_jitter=0.4,
+        color_jitter_prob=None,
+        grayscale_prob=None,
+        gaussian_blur_prob=None,
+        auto_augment=None,
+        num_aug_repeats=0,
+        num_aug_splits=0,
+        interpolation="random",
+        num_workers=num_workers,
+        worker_seeding="all",
+        input_size_choices=None,
+        batch_size_choices=None,
+        batch_choice_weights=None,
+        batch_choice_seed=42,
+        batch_choice_schedule="constant",
+        batch_schedule_epochs=None,
+        batch_schedule_spread=0.65,
+        batch_schedule_random_mix=0.1,
+        num_batches=None,
+        collate_fn=None,
+        use_multi_epochs_loader=False,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +102,9 @@ def pack(tmp_path_factory) -> Path:
 
 
 def test_train_py_calls_give_batches_a_model_trains_on(pack):
-    loader = create_loader(create_dataset("", root=pack, split="train", **_dataset_kwargs(True)),
-                           **_loader_kwargs(True))
+    loader = create_loader(
+        create_dataset("", root=pack, split="train", **_dataset_kwargs(True)), **_loader_kwargs(True)
+    )
     assert len(loader) == 24 // 8 and loader.mixup_enabled is False  # train.py drops the last partial batch
     assert loader.dataset is loader.loader.dataset and loader.batch_sampler.batch_size == 8
     model = tiny_model()
@@ -77,8 +124,10 @@ def test_train_py_calls_give_batches_a_model_trains_on(pack):
 
 def test_the_same_seed_gives_the_same_batches(pack):
     def first_pass():
-        loader = create_loader(create_dataset("", root=pack, split="train", **_dataset_kwargs(True)),
-                               **dict(_loader_kwargs(True, num_workers=0), re_prob=0.0))
+        loader = create_loader(
+            create_dataset("", root=pack, split="train", **_dataset_kwargs(True)),
+            **dict(_loader_kwargs(True, num_workers=0), re_prob=0.0),
+        )
         torch.manual_seed(0)  # the device transforms draw from torch's default generator, as timm's do
         return [(images.clone(), labels.clone()) for images, labels in loader]
 
@@ -87,24 +136,33 @@ def test_the_same_seed_gives_the_same_batches(pack):
 
 
 def test_evaluation_is_a_normalized_center_crop(pack):
-    loader = create_loader(create_dataset("", root=pack, split="validation", **_dataset_kwargs(False)),
-                           **_loader_kwargs(False, num_workers=0))
+    loader = create_loader(
+        create_dataset("", root=pack, split="validation", **_dataset_kwargs(False)),
+        **_loader_kwargs(False, num_workers=0),
+    )
     reference = ShardDataset(pack, transform=ResizeCenterCrop(int(CROP / 0.875), CROP))
     images, labels = next(iter(loader))
     for i in range(len(labels)):
         pixels, label = reference[i]
-        want = (torch.as_tensor(pixels).permute(2, 0, 1).float() / 255 - torch.tensor(MEAN)[:, None, None]) \
-            / torch.tensor(STD)[:, None, None]
+        want = (
+            torch.as_tensor(pixels).permute(2, 0, 1).float() / 255 - torch.tensor(MEAN)[:, None, None]
+        ) / torch.tensor(STD)[:, None, None]
         assert label == labels[i] and torch.allclose(images[i], want, atol=1e-5)
 
 
-@pytest.mark.parametrize("change, flag", [
-    (dict(auto_augment="augmix-m5-w4-d2"), "--aa"), (dict(auto_augment="v0"), "--aa"),
-    (dict(auto_augment="3a", augment_at="device"), "augment_at='decode'"),
-    (dict(auto_augment="rand-m9", interpolation="lanczos"), "--train-interpolation"),
-    (dict(augment_at="gpu"), "augment_at"), (dict(num_aug_splits=3), "--aug-splits"),
-    (dict(collate_fn=lambda batch: batch), "--mixup"), (dict(input_size_choices=[(3, 8, 8)]), "--train-img-sizes"),
-])
+@pytest.mark.parametrize(
+    "change, flag",
+    [
+        (dict(auto_augment="augmix-m5-w4-d2"), "--aa"),
+        (dict(auto_augment="v0"), "--aa"),
+        (dict(auto_augment="3a", augment_at="device"), "augment_at='decode'"),
+        (dict(auto_augment="rand-m9", interpolation="lanczos"), "--train-interpolation"),
+        (dict(augment_at="gpu"), "augment_at"),
+        (dict(num_aug_splits=3), "--aug-splits"),
+        (dict(collate_fn=lambda batch: batch), "--mixup"),
+        (dict(input_size_choices=[(3, 8, 8)]), "--train-img-sizes"),
+    ],
+)
 def test_a_recipe_fastdata_does_not_reproduce_is_refused(pack, change, flag):
     dataset = create_dataset("", root=pack, split="train", **_dataset_kwargs(True))
     with pytest.raises(ValueError, match=flag):
@@ -122,8 +180,12 @@ def test_auto_augment_runs_in_the_workers_without_a_cuda_device(pack):
     loader = create_loader(dataset, **dict(_loader_kwargs(True), auto_augment="rand-m9-mstd0.5-inc1"))
     transform = loader.dataset.transform
     assert isinstance(transform, T.DecodeCompose)
-    assert [type(t) for t in transform.transforms] == [T.RandomResizedCrop, T.RandomHorizontalFlip,
-                                                       T.TimmRandAugment, T.RandomErasing]
+    assert [type(t) for t in transform.transforms] == [
+        T.RandomResizedCrop,
+        T.RandomHorizontalFlip,
+        T.TimmRandAugment,
+        T.RandomErasing,
+    ]
     policy, erasing = transform.transforms[2], transform.transforms[3]
     assert (policy.magnitude, policy.magnitude_std, policy.increasing, policy.interpolation) == (9, 0.5, True, "random")
     assert policy.fill == tuple(round(255 * m) for m in MEAN) and policy.hparams["translate_const"] == int(CROP * 0.45)
@@ -147,17 +209,29 @@ def test_augment_at_picks_where_the_recipe_runs(pack):
     from fastdata import transforms as T
 
     dataset = create_dataset("", root=pack, split="train", **_dataset_kwargs(True))
-    device = create_loader(dataset, **dict(_loader_kwargs(True), auto_augment="rand-m9-mstd0.5-inc1",
-                                           augment_at="device"))
+    device = create_loader(
+        dataset, **dict(_loader_kwargs(True), auto_augment="rand-m9-mstd0.5-inc1", augment_at="device")
+    )
     assert isinstance(device.dataset.transform, T.RandomResizedCrop)
-    assert [type(t) for t in device.prefetcher.transform.transforms] == [G.RandomHorizontalFlip, G.TimmRandAugment,
-                                                                          G.Normalize, G.RandomErasing]
+    assert [type(t) for t in device.prefetcher.transform.transforms] == [
+        G.RandomHorizontalFlip,
+        G.TimmRandAugment,
+        G.Normalize,
+        G.RandomErasing,
+    ]
     three = create_loader(dataset, **dict(_loader_kwargs(True), auto_augment="3a"))  # jitter kept, as timm
-    assert [type(t) for t in three.dataset.transform.augments] == [T.RandomHorizontalFlip, T.ThreeAugment,
-                                                                    T.ColorJitter, T.RandomErasing]
+    assert [type(t) for t in three.dataset.transform.augments] == [
+        T.RandomHorizontalFlip,
+        T.ThreeAugment,
+        T.ColorJitter,
+        T.RandomErasing,
+    ]
     plain = create_loader(dataset, **dict(_loader_kwargs(True), augment_at="decode"))
-    assert [type(t) for t in plain.dataset.transform.augments] == [T.RandomHorizontalFlip, T.ColorJitter,
-                                                                    T.RandomErasing]
+    assert [type(t) for t in plain.dataset.transform.augments] == [
+        T.RandomHorizontalFlip,
+        T.ColorJitter,
+        T.RandomErasing,
+    ]
 
 
 def test_create_dataset_says_what_is_wrong(pack, tmp_path):
@@ -171,11 +245,15 @@ def test_create_dataset_says_what_is_wrong(pack, tmp_path):
 
 def test_timms_own_defaults_are_accepted(pack):
     """Every argument of the installed timm's create_loader, at its default, is accepted (no refusal)."""
-    import tests.torchvision_shim  # noqa: F401 - timm imports torchvision
     from timm.data import create_loader as timm_create_loader
 
-    defaults = {name: p.default for name, p in inspect.signature(timm_create_loader).parameters.items()
-                if p.default is not inspect.Parameter.empty}
+    import tests.torchvision_shim  # noqa: F401 - timm imports torchvision
+
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(timm_create_loader).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
     defaults.update(device=torch.device("cpu"), num_workers=0)
     loader = create_loader(create_dataset("", root=pack, split="train"), input_size=CROP, batch_size=4, **defaults)
     images, _ = next(iter(loader))
@@ -187,8 +265,10 @@ def test_the_tool_adds_the_import_after_timms(tmp_path):
     tool = importlib.util.module_from_spec(spec)
     sys.modules["timm_train"] = tool
     spec.loader.exec_module(tool)
-    source = ("import torch\nfrom timm.data import create_dataset, create_loader, \\\n    Mixup\n"
-              "from timm.models import create_model\n\ndef main():\n    return create_loader\n")
+    source = (
+        "import torch\nfrom timm.data import create_dataset, create_loader, \\\n    Mixup\n"
+        "from timm.models import create_model\n\ndef main():\n    return create_loader\n"
+    )
     patched = tool.patch(source)
     lines = patched.splitlines()
     assert lines[3] == tool.IMPORT_LINE and lines[4] == "from timm.models import create_model"

@@ -65,10 +65,14 @@ def test_bicubic_rotate_and_shear_are_pils_within_one_level(size):
             counts = check_against_pil(ours, ref, rotation(degrees, w, h), fill)
             off, total = off + counts[0], total + counts[1]
         for factor in (-0.3, -0.13, 0.05, 0.21, 0.3, 1.7):
-            for op, coeffs in ((geometry.shear_x, (1, factor, 0, 0, 1, 0)), (geometry.shear_y, (1, 0, 0, factor, 1, 0))):
+            for op, coeffs in (
+                (geometry.shear_x, (1, factor, 0, 0, 1, 0)),
+                (geometry.shear_y, (1, 0, 0, factor, 1, 0)),
+            ):
                 ours = op(image, factor, "bicubic", fill)
-                ref = np.asarray(pil_image.transform((w, h), Image.AFFINE, coeffs, resample=Image.BICUBIC,
-                                                     fillcolor=fill))
+                ref = np.asarray(
+                    pil_image.transform((w, h), Image.AFFINE, coeffs, resample=Image.BICUBIC, fillcolor=fill)
+                )
                 counts = check_against_pil(ours, ref, coeffs, fill)
                 off, total = off + counts[0], total + counts[1]
     if h * w >= 256:  # PIL's kernel, not a near one: float32 rounding flips a few truncations only
@@ -79,8 +83,11 @@ def test_a_strided_view_warps_as_its_copy():
     image = IMAGES[0]
     view = image[::2, ::-1]  # neither C-contiguous nor positive strides
     coeffs = (1, 0.27, 0, 0, 1, 0)
-    ref = np.asarray(Image.fromarray(np.ascontiguousarray(view)).transform(
-        view.shape[1::-1], Image.AFFINE, coeffs, resample=Image.BICUBIC))
+    ref = np.asarray(
+        Image.fromarray(np.ascontiguousarray(view)).transform(
+            view.shape[1::-1], Image.AFFINE, coeffs, resample=Image.BICUBIC
+        )
+    )
     ours = geometry.shear_x(view, 0.27, "bicubic", (0, 0, 0))
     assert np.array_equal(ours, geometry.shear_x(np.ascontiguousarray(view), 0.27, "bicubic", (0, 0, 0)))
     check_against_pil(ours, ref, coeffs, (0, 0, 0))
@@ -91,8 +98,14 @@ def test_without_the_extension_bicubic_falls_back_to_opencvs_cubic(hide, monkeyp
     """The documented fallback: OpenCV's cubic (a = -0.75) against PIL's (a = -1), a few levels at edges."""
     shear = geometry.shear_x(IMAGES[0], 0.27, "bicubic", (9, 8, 7))  # the extension's: not OpenCV's
     matrix = np.array([[1.0, 0.27, 0.5 * 0.27], [0.0, 1.0, 0.0]])
-    opencv = cv2.warpAffine(IMAGES[0], matrix, IMAGES[0].shape[1::-1], flags=cv2.INTER_CUBIC | cv2.WARP_INVERSE_MAP,
-                            borderMode=cv2.BORDER_CONSTANT, borderValue=(9, 8, 7, 0))
+    opencv = cv2.warpAffine(
+        IMAGES[0],
+        matrix,
+        IMAGES[0].shape[1::-1],
+        flags=cv2.INTER_CUBIC | cv2.WARP_INVERSE_MAP,
+        borderMode=cv2.BORDER_CONSTANT,
+        borderValue=(9, 8, 7, 0),
+    )
     assert not np.array_equal(shear, opencv)
     if hide == "attribute":
         monkeypatch.setattr(geometry, "_affine", None)
@@ -104,8 +117,14 @@ def test_without_the_extension_bicubic_falls_back_to_opencvs_cubic(hide, monkeyp
             ours = geometry.affine(image, coeffs, "bicubic", (9, 8, 7))
             a, b, c, d, e, f = coeffs
             matrix = np.array([[a, b, c + 0.5 * (a + b - 1.0)], [d, e, f + 0.5 * (d + e - 1.0)]])
-            opencv = cv2.warpAffine(image, matrix, (w, h), flags=cv2.INTER_CUBIC | cv2.WARP_INVERSE_MAP,
-                                    borderMode=cv2.BORDER_CONSTANT, borderValue=(9, 8, 7, 0))
+            opencv = cv2.warpAffine(
+                image,
+                matrix,
+                (w, h),
+                flags=cv2.INTER_CUBIC | cv2.WARP_INVERSE_MAP,
+                borderMode=cv2.BORDER_CONSTANT,
+                borderValue=(9, 8, 7, 0),
+            )
             assert np.array_equal(ours, opencv)
             ref = np.asarray(Image.fromarray(image).transform((w, h), Image.AFFINE, coeffs, resample=Image.BICUBIC))
             x, y = sample_points(coeffs, h, w)
@@ -117,14 +136,24 @@ def test_without_the_extension_bicubic_falls_back_to_opencvs_cubic(hide, monkeyp
 # Maps whose rows take each path of the kernel: rotations (4 x 4 taps), shears along x (every row's fraction down is
 # 0: the taps of one input row), along y (no fraction across: one column), scales and mirrors of one axis (one row or
 # column, its columns not consecutive), and maps mixing everything.
-MAPS = [("rotate 29.5", None), ("rotate -131", None), ("shear_x 0.3", (1, 0.3, 0, 0, 1, 0)),
-        ("shear_x -1.7", (1, -1.7, 0.4, 0, 1, 0)), ("shear_y 0.21", (1, 0, 0, 0.21, 1, 0)),
-        ("shear_y -0.3", (1, 0, 0, -0.3, 1, 2.0)), ("scale x", (1.37, 0.2, -3.1, 0, 1, 0)),
-        ("mirror x", (-0.8, 0, 40.2, 0, 1, -1)), ("scale y", (1, 0, 2, 0.1, 0.63, 1.7)),
-        ("mirror y", (1, 0, -1, -0.05, -1.2, 50.5)), ("any", (0.9, -0.35, 7.3, 0.41, 1.1, -6.2))]
+MAPS = [
+    ("rotate 29.5", None),
+    ("rotate -131", None),
+    ("shear_x 0.3", (1, 0.3, 0, 0, 1, 0)),
+    ("shear_x -1.7", (1, -1.7, 0.4, 0, 1, 0)),
+    ("shear_y 0.21", (1, 0, 0, 0.21, 1, 0)),
+    ("shear_y -0.3", (1, 0, 0, -0.3, 1, 2.0)),
+    ("scale x", (1.37, 0.2, -3.1, 0, 1, 0)),
+    ("mirror x", (-0.8, 0, 40.2, 0, 1, -1)),
+    ("scale y", (1, 0, 2, 0.1, 0.63, 1.7)),
+    ("mirror y", (1, 0, -1, -0.05, -1.2, 50.5)),
+    ("any", (0.9, -0.35, 7.3, 0.41, 1.1, -6.2)),
+]
 
 
-@pytest.mark.parametrize("size", SIZES + [(9, 224), (224, 7)], ids=[f"{h}x{w}" for h, w in SIZES + [(9, 224), (224, 7)]])
+@pytest.mark.parametrize(
+    "size", SIZES + [(9, 224), (224, 7)], ids=[f"{h}x{w}" for h, w in SIZES + [(9, 224), (224, 7)]]
+)
 def test_every_kernel_is_pils_and_they_write_the_same_bytes(size):
     """Each kernel this CPU runs (``_affine.KERNELS``: the one-pixel baseline, AVX2's two pixels per vector,
     AVX-512's four) against PIL on maps that take each of the kernel's paths, and against each other byte for byte."""
@@ -134,8 +163,7 @@ def test_every_kernel_is_pils_and_they_write_the_same_bytes(size):
         pil_image = Image.fromarray(image)
         for name, coeffs in MAPS:
             coeffs = coeffs or rotation(float(name.split()[1]), w, h)
-            ref = np.asarray(pil_image.transform((w, h), Image.AFFINE, coeffs, resample=Image.BICUBIC,
-                                                 fillcolor=fill))
+            ref = np.asarray(pil_image.transform((w, h), Image.AFFINE, coeffs, resample=Image.BICUBIC, fillcolor=fill))
             outs = []
             for kernel in _affine.KERNELS:
                 out = np.full_like(image, 7)
@@ -158,36 +186,42 @@ GOOD = np.zeros((4, 5, 3), np.uint8)
 COEFFS = (1.0, 0.2, 0.0, 0.0, 1.0, 0.0)
 
 
-@pytest.mark.parametrize("image, out, coeffs, fill, error, match", [
-    (GOOD[:, ::2], np.zeros((4, 3, 3), np.uint8), COEFFS, (0, 0, 0), ValueError, "C-contiguous"),
-    (GOOD.astype(np.float32), GOOD.copy(), COEFFS, (0, 0, 0), TypeError, "uint8"),
-    (GOOD.astype(np.int8), GOOD.copy(), COEFFS, (0, 0, 0), TypeError, "uint8"),
-    (GOOD[..., 0], GOOD.copy(), COEFFS, (0, 0, 0), ValueError, r"\(H, W, 3\)"),
-    (np.zeros((4, 5, 4), np.uint8), GOOD.copy(), COEFFS, (0, 0, 0), ValueError, r"\(H, W, 3\)"),
-    (GOOD.tolist(), GOOD.copy(), COEFFS, (0, 0, 0), TypeError, "numpy array"),
-    (GOOD, np.zeros((5, 4, 3), np.uint8), COEFFS, (0, 0, 0), ValueError, "out must have the image's shape"),
-    (GOOD, np.zeros((4, 10, 3), np.uint8)[:, ::2], COEFFS, (0, 0, 0), ValueError, "C-contiguous"),
-    (GOOD, GOOD.astype(np.float64), COEFFS, (0, 0, 0), TypeError, "uint8"),
-    (GOOD, np.frombuffer(bytes(60), np.uint8).reshape(4, 5, 3), COEFFS, (0, 0, 0), ValueError, "writable"),
-    (GOOD, GOOD, COEFFS, (0, 0, 0), ValueError, "overlap"),
-    (GOOD, GOOD.copy(), (1.0, float("nan"), 0, 0, 1, 0), (0, 0, 0), ValueError, "finite"),
-    (GOOD, GOOD.copy(), (1.0, 0, float("inf"), 0, 1, 0), (0, 0, 0), ValueError, "finite"),
-    (GOOD, GOOD.copy(), COEFFS, (0, 256, 0), ValueError, "0..255"),
-    (GOOD, GOOD.copy(), COEFFS, (-1, 0, 0), ValueError, "0..255"),
-    (GOOD, GOOD.copy(), COEFFS[:5], (0, 0, 0), TypeError, "length 6"),
-    (GOOD, GOOD.copy(), COEFFS, (0, 0), TypeError, "length 3"),
-])
+@pytest.mark.parametrize(
+    "image, out, coeffs, fill, error, match",
+    [
+        (GOOD[:, ::2], np.zeros((4, 3, 3), np.uint8), COEFFS, (0, 0, 0), ValueError, "C-contiguous"),
+        (GOOD.astype(np.float32), GOOD.copy(), COEFFS, (0, 0, 0), TypeError, "uint8"),
+        (GOOD.astype(np.int8), GOOD.copy(), COEFFS, (0, 0, 0), TypeError, "uint8"),
+        (GOOD[..., 0], GOOD.copy(), COEFFS, (0, 0, 0), ValueError, r"\(H, W, 3\)"),
+        (np.zeros((4, 5, 4), np.uint8), GOOD.copy(), COEFFS, (0, 0, 0), ValueError, r"\(H, W, 3\)"),
+        (GOOD.tolist(), GOOD.copy(), COEFFS, (0, 0, 0), TypeError, "numpy array"),
+        (GOOD, np.zeros((5, 4, 3), np.uint8), COEFFS, (0, 0, 0), ValueError, "out must have the image's shape"),
+        (GOOD, np.zeros((4, 10, 3), np.uint8)[:, ::2], COEFFS, (0, 0, 0), ValueError, "C-contiguous"),
+        (GOOD, GOOD.astype(np.float64), COEFFS, (0, 0, 0), TypeError, "uint8"),
+        (GOOD, np.frombuffer(bytes(60), np.uint8).reshape(4, 5, 3), COEFFS, (0, 0, 0), ValueError, "writable"),
+        (GOOD, GOOD, COEFFS, (0, 0, 0), ValueError, "overlap"),
+        (GOOD, GOOD.copy(), (1.0, float("nan"), 0, 0, 1, 0), (0, 0, 0), ValueError, "finite"),
+        (GOOD, GOOD.copy(), (1.0, 0, float("inf"), 0, 1, 0), (0, 0, 0), ValueError, "finite"),
+        (GOOD, GOOD.copy(), COEFFS, (0, 256, 0), ValueError, "0..255"),
+        (GOOD, GOOD.copy(), COEFFS, (-1, 0, 0), ValueError, "0..255"),
+        (GOOD, GOOD.copy(), COEFFS[:5], (0, 0, 0), TypeError, "length 6"),
+        (GOOD, GOOD.copy(), COEFFS, (0, 0), TypeError, "length 3"),
+    ],
+)
 def test_the_c_entry_point_refuses_bad_input_in_one_line(image, out, coeffs, fill, error, match):
     with pytest.raises(error, match=match) as info:
         _affine.bicubic(image, out, coeffs, fill)
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("kernel, error, match", [
-    ("avx1024", ValueError, r"kernel must be one of _affine.KERNELS \(baseline.*\), got 'avx1024'"),
-    ("", ValueError, "kernel must be one of"),
-    (2, TypeError, "must be str or None"),
-])
+@pytest.mark.parametrize(
+    "kernel, error, match",
+    [
+        ("avx1024", ValueError, r"kernel must be one of _affine.KERNELS \(baseline.*\), got 'avx1024'"),
+        ("", ValueError, "kernel must be one of"),
+        (2, TypeError, "must be str or None"),
+    ],
+)
 def test_an_unknown_kernel_is_refused_in_one_line(kernel, error, match):
     with pytest.raises(error, match=match) as info:
         _affine.bicubic(GOOD, GOOD.copy(), COEFFS, (0, 0, 0), kernel=kernel)

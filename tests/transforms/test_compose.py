@@ -17,17 +17,32 @@ from fastdata.loader.collate import fast_collate
 from fastdata.loader.dataloader import DataLoaderX
 from fastdata.sampler.seeding import SampleIndex, sample_generator
 from fastdata.transforms import (
-    ColorJitter, Decode, DecodeCompose, ImageAugment, RandAugment, RandomErasing, RandomHorizontalFlip,
-    RandomResizedCrop, ResizeCenterCrop, ThreeAugment, TrivialAugmentWide,
+    ColorJitter,
+    Decode,
+    DecodeCompose,
+    ImageAugment,
+    RandAugment,
+    RandomErasing,
+    RandomHorizontalFlip,
+    RandomResizedCrop,
+    ResizeCenterCrop,
+    ThreeAugment,
+    TrivialAugmentWide,
 )
 from fastdata.transforms.resolution import SizedBatch, transform_for
 from tests.loader.test_augmentation import batches, same
 
 
 def recipe(size: int = 24, decoder: str = "auto") -> DecodeCompose:
-    return DecodeCompose([RandomResizedCrop(size, scale=(0.05, 1.0), decoder=decoder), RandomHorizontalFlip(),
-                          RandAugment.from_config("rand-m9-mstd0.5-inc1"), ColorJitter(0.3, 0.3, 0.3),
-                          RandomErasing(0.5, mode="pixel")])
+    return DecodeCompose(
+        [
+            RandomResizedCrop(size, scale=(0.05, 1.0), decoder=decoder),
+            RandomHorizontalFlip(),
+            RandAugment.from_config("rand-m9-mstd0.5-inc1"),
+            ColorJitter(0.3, 0.3, 0.3),
+            RandomErasing(0.5, mode="pixel"),
+        ]
+    )
 
 
 def keyed(indices, pass_key: int = 11) -> list[SampleIndex]:
@@ -70,17 +85,26 @@ def test_batch_and_per_sample_paths_give_the_same_pixels(packed, decoder, decode
 def test_the_augmentations_change_the_crop(packed):
     root, _ = packed
     plain = ShardDataset(root, transform=RandomResizedCrop(24, scale=(0.05, 1.0)))
-    augmented = ShardDataset(root, transform=DecodeCompose([RandomResizedCrop(24, scale=(0.05, 1.0)),
-                                                            TrivialAugmentWide(), RandomErasing(1.0)]))
+    augmented = ShardDataset(
+        root,
+        transform=DecodeCompose([RandomResizedCrop(24, scale=(0.05, 1.0)), TrivialAugmentWide(), RandomErasing(1.0)]),
+    )
     indices = keyed(range(len(plain)))
     assert sum(not np.array_equal(plain[i][0], augmented[i][0]) for i in indices) >= len(indices) // 2
 
 
 def loader(root, num_workers: int, *, seed: int = 0, persistent: bool = False) -> DataLoaderX:
     dataset = ShardDataset(root, transform=recipe())
-    return DataLoaderX(dataset, batch_size=4, shuffle=True, num_workers=num_workers, collate_fn=fast_collate,
-                       pin_memory=False, generator=torch.Generator().manual_seed(seed),
-                       persistent_workers=persistent and num_workers > 0)
+    return DataLoaderX(
+        dataset,
+        batch_size=4,
+        shuffle=True,
+        num_workers=num_workers,
+        collate_fn=fast_collate,
+        pin_memory=False,
+        generator=torch.Generator().manual_seed(seed),
+        persistent_workers=persistent and num_workers > 0,
+    )
 
 
 @pytest.mark.parametrize("packed", ["lmdb"], indirect=True)
@@ -155,12 +179,15 @@ def test_center_crop_then_a_custom_augmentation(packed):
     assert np.array_equal(batch[1][0], 255 - plain[3][0]) and np.array_equal(dataset[3][0], 255 - plain[3][0])
 
 
-@pytest.mark.parametrize("items, error, match", [
-    ([], ValueError, "crop first"),
-    ([RandAugment()], TypeError, "decode-time transform"),
-    ([Decode()], ValueError, "fixed output size"),
-    ([RandomResizedCrop(8), lambda image: image], TypeError, "transform 1"),
-])
+@pytest.mark.parametrize(
+    "items, error, match",
+    [
+        ([], ValueError, "crop first"),
+        ([RandAugment()], TypeError, "decode-time transform"),
+        ([Decode()], ValueError, "fixed output size"),
+        ([RandomResizedCrop(8), lambda image: image], TypeError, "transform 1"),
+    ],
+)
 def test_bad_compositions_say_what_is_wrong(items, error, match):
     with pytest.raises(error, match=match):
         DecodeCompose(items)

@@ -12,11 +12,11 @@ import pytest
 import torch
 from PIL import Image
 
-from tests.images import encode, encode_cmyk, natural_image
 from fastdata._util.optional import has_turbojpeg
 from fastdata.decode import SIMD_SCALES, TURBOJPEG_SCALES, Decoder, OpenCVDecoder, TurboJpegDecoder, scaled_size
 from fastdata.decode.scaling import scaled_box as _scaled_box
 from fastdata.transforms import Decode, DecodeTransform, RandomResizedCrop, ResizeCenterCrop
+from tests.images import encode, encode_cmyk, natural_image
 
 needs_turbojpeg = pytest.mark.skipif(not has_turbojpeg(), reason="libturbojpeg is not installed")
 DECODER_PARAMS = [pytest.param("turbojpeg", marks=needs_turbojpeg), "opencv"]
@@ -92,7 +92,7 @@ def test_get_params_stays_in_bounds_and_limits():
     areas, ratios = [], []
     for _ in range(3000):
         top, left, h, w = RandomResizedCrop.get_params(height, width, scale, ratio)
-        assert 0 <= top and 0 <= left and 1 <= h and 1 <= w
+        assert top >= 0 and left >= 0 and h >= 1 and w >= 1
         assert top + h <= height and left + w <= width
         areas.append(h * w / (height * width))
         ratios.append(w / h)
@@ -194,8 +194,7 @@ def test_scaled_box_covers_the_crop_and_stays_in_bounds():
 @pytest.mark.parametrize("decoder", DECODER_PARAMS)
 def test_full_image_crop_equals_a_plain_resize(decoder):
     height, width = 900, 1200
-    transform = RandomResizedCrop((120, 160), scale=(1.0, 1.0), ratio=(width / height, width / height),
-                                  decoder=decoder)
+    transform = RandomResizedCrop((120, 160), scale=(1.0, 1.0), ratio=(width / height, width / height), decoder=decoder)
     assert RandomResizedCrop.get_params(height, width, transform.scale, transform.ratio) == (0, 0, height, width)
     out = transform(BIG_JPEG)
     ref = np.asarray(_pil(BIG_JPEG).resize((160, 120), Image.BILINEAR))
@@ -284,8 +283,11 @@ def test_size_forms():
 
 @pytest.mark.parametrize("decoder", ["auto", "opencv", OpenCVDecoder()])
 def test_transforms_pickle(decoder):
-    for transform in [Decode(decoder=decoder), RandomResizedCrop((32, 48), decoder=decoder),
-                      ResizeCenterCrop(64, 56, decoder=decoder)]:
+    for transform in [
+        Decode(decoder=decoder),
+        RandomResizedCrop((32, 48), decoder=decoder),
+        ResizeCenterCrop(64, 56, decoder=decoder),
+    ]:
         torch.manual_seed(3)
         expected = transform(JPEG)  # resolves the decoder
         blob = pickle.dumps(transform)
@@ -315,8 +317,9 @@ def test_antialias_picks_the_opencv_interpolation(antialias, interpolation):
     expected = resized[16:240, 62:286]
     out = ResizeCenterCrop(256, 224, antialias=antialias, decoder="opencv")(JPEG)
     np.testing.assert_array_equal(out, expected)
-    transform = RandomResizedCrop(100, scale=(1, 1), ratio=(410 / 300, 410 / 300), antialias=antialias,
-                                  decoder="opencv")
+    transform = RandomResizedCrop(
+        100, scale=(1, 1), ratio=(410 / 300, 410 / 300), antialias=antialias, decoder="opencv"
+    )
     expected = cv2.resize(OpenCVDecoder().decode(JPEG, scale=(1, 2)), (100, 100), interpolation=interpolation)
     np.testing.assert_array_equal(transform(JPEG), expected)
 
@@ -327,14 +330,20 @@ def test_auto_antialias_uses_area_only_for_large_shrinks(monkeypatch):
 
     used = []
     real = cv2.resize
-    monkeypatch.setattr(cv2, "resize", lambda img, dsize, dst, interpolation:
-                        (used.append(interpolation), real(img, dsize, dst=dst, interpolation=interpolation))[1])
+    monkeypatch.setattr(
+        cv2,
+        "resize",
+        lambda img, dsize, dst, interpolation: (
+            used.append(interpolation),
+            real(img, dsize, dst=dst, interpolation=interpolation),
+        )[1],
+    )
     image = np.zeros((300, 300, 3), np.uint8)
-    resize_into(image, np.empty((200, 200, 3), np.uint8), None)   # 1.5x
-    resize_into(image, np.empty((150, 150, 3), np.uint8), None)   # 2x
+    resize_into(image, np.empty((200, 200, 3), np.uint8), None)  # 1.5x
+    resize_into(image, np.empty((150, 150, 3), np.uint8), None)  # 2x
     resize_into(image, np.empty((200, 200, 3), np.uint8), True)
     resize_into(image, np.empty((150, 150, 3), np.uint8), False)
-    resize_into(image, np.empty((400, 400, 3), np.uint8), None)   # enlarging
+    resize_into(image, np.empty((400, 400, 3), np.uint8), None)  # enlarging
     assert used == [cv2.INTER_LINEAR, cv2.INTER_AREA, cv2.INTER_AREA, cv2.INTER_LINEAR, cv2.INTER_LINEAR]
 
 
@@ -401,5 +410,7 @@ def test_get_params_draws_what_torchvision_draws():
         got = RandomResizedCrop.get_params(*shape, scale, ratio)
         if expected is not None:
             assert got == expected, (seed, shape)
-        assert torch.rand(1).item() == (torch.manual_seed(seed), _torchvision_get_params(*shape, scale, ratio),
-                                        torch.rand(1).item())[2]  # the RNG advanced the same way
+        assert (
+            torch.rand(1).item()
+            == (torch.manual_seed(seed), _torchvision_get_params(*shape, scale, ratio), torch.rand(1).item())[2]
+        )  # the RNG advanced the same way

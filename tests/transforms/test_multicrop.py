@@ -9,8 +9,8 @@ import torch
 from fastdata import DataLoaderX, DataPrefetcher, ShardDataset, fast_collate
 from fastdata.decode import get_decoder, native
 from fastdata.decode.scaling import choose_scale, resize_into, scaled_box
-from fastdata.transforms.multicrop import MultiCrop
 from fastdata.transforms import RandomResizedCrop
+from fastdata.transforms.multicrop import MultiCrop
 from tests.images import encode, natural_image
 
 GLOBAL, LOCAL = RandomResizedCrop(224, scale=(0.4, 1.0)), RandomResizedCrop(96, scale=(0.05, 0.4))

@@ -17,11 +17,23 @@ from scipy import stats
 from torchvision.transforms import v2
 
 from fastdata.transforms import (
-    AutoAugment, ColorJitter, RandAugment, RandomErasing, RandomHorizontalFlip, ThreeAugment, TimmRandAugment,
+    AutoAugment,
+    ColorJitter,
+    RandAugment,
+    RandomErasing,
+    RandomHorizontalFlip,
+    ThreeAugment,
+    TimmRandAugment,
     TrivialAugmentWide,
 )
 from fastdata.transforms.policy_tables import (
-    GEOMETRIC, TIMM_OPS, TV_AUTOAUGMENT, TV_RANDAUGMENT, TV_TRIVIAL_WIDE, apply_op, tv_arg,
+    GEOMETRIC,
+    TIMM_OPS,
+    TV_AUTOAUGMENT,
+    TV_RANDAUGMENT,
+    TV_TRIVIAL_WIDE,
+    apply_op,
+    tv_arg,
 )
 from tests.transforms.test_uint8_ops import IMAGES, diff, interior, rotation, ties
 
@@ -31,8 +43,12 @@ FILL = (124, 116, 104)
 
 def coefficients(op: str, arg: float, height: int, width: int) -> tuple:
     """PIL's affine coefficients of a geometric op (for the interior and tie masks)."""
-    return {"shear_x": (1, arg, 0, 0, 1, 0), "shear_y": (1, 0, 0, arg, 1, 0), "translate_x": (1, 0, arg, 0, 1, 0),
-            "translate_y": (1, 0, 0, 0, 1, arg)}.get(op) or rotation(arg, width, height)
+    return {
+        "shear_x": (1, arg, 0, 0, 1, 0),
+        "shear_y": (1, 0, 0, arg, 1, 0),
+        "translate_x": (1, 0, arg, 0, 1, 0),
+        "translate_y": (1, 0, 0, 0, 1, arg),
+    }.get(op) or rotation(arg, width, height)
 
 
 def agree(ours: np.ndarray, ref: np.ndarray, op: str, arg: float, interpolation: str) -> bool:
@@ -48,23 +64,31 @@ def agree(ours: np.ndarray, ref: np.ndarray, op: str, arg: float, interpolation:
 
 # ------------------------------------------------------------------------- each entry and magnitude, same crop
 
+
 @pytest.mark.parametrize("interpolation", ["nearest", "bilinear"])
 @pytest.mark.parametrize("space", ["randaugment", "trivialaugmentwide", "autoaugment"])
 def test_torchvision_entries_match_torchvisions_op_at_every_magnitude(space, interpolation):
-    table, reference, bins = {"randaugment": (TV_RANDAUGMENT, v2.RandAugment, 31),
-                              "trivialaugmentwide": (TV_TRIVIAL_WIDE, v2.TrivialAugmentWide, 31),
-                              "autoaugment": (TV_AUTOAUGMENT, v2.AutoAugment, 10)}[space]
+    table, reference, bins = {
+        "randaugment": (TV_RANDAUGMENT, v2.RandAugment, 31),
+        "trivialaugmentwide": (TV_TRIVIAL_WIDE, v2.TrivialAugmentWide, 31),
+        "autoaugment": (TV_AUTOAUGMENT, v2.AutoAugment, 10),
+    }[space]
     ref = reference(interpolation=interpolation, fill=list(FILL))
     for name, (op, magnitudes, signed) in table.items():
         for k, image in enumerate(IMAGES[:3]):  # every bin on one crop, the first, middle and last on two more
             h, w = image.shape[:2]
             values = [0.0] if magnitudes is None else magnitudes(bins, h, w)
             for magnitude in sorted(set(values if k == 0 else (values[0], values[len(values) // 2], values[-1]))):
-                for sign in ((1, -1) if signed else (1,)):
+                for sign in (1, -1) if signed else (1,):
                     m = sign * float(magnitude)
                     tensor = torch.from_numpy(image).permute(2, 0, 1).contiguous()
-                    expected = ref._apply_image_or_video_transform(tensor, name, m, interpolation=interpolation,
-                                                                   fill=ref._fill).permute(1, 2, 0).numpy()
+                    expected = (
+                        ref._apply_image_or_video_transform(
+                            tensor, name, m, interpolation=interpolation, fill=ref._fill
+                        )
+                        .permute(1, 2, 0)
+                        .numpy()
+                    )
                     arg = tv_arg(op, m)
                     ours = apply_op(image.copy(), op, arg, flavour="tv", interpolation=interpolation, fill=FILL)
                     assert agree(ours, expected, op, arg, interpolation), (name, m)
@@ -77,8 +101,12 @@ def timm_level(name: str, magnitude: float, negate: bool, monkeypatch) -> tuple:
     return () if level is None else level(magnitude, {"translate_const": 100, "translate_pct": 0.45})
 
 
-TIMM_CASES = [(name, resample) for name in sorted(TIMM_OPS) if name != "GaussianBlurRand"
-              for resample in (("nearest", "bilinear", "bicubic") if TIMM_OPS[name][0] in GEOMETRIC else ("bilinear",))]
+TIMM_CASES = [
+    (name, resample)
+    for name in sorted(TIMM_OPS)
+    if name != "GaussianBlurRand"
+    for resample in (("nearest", "bilinear", "bicubic") if TIMM_OPS[name][0] in GEOMETRIC else ("bilinear",))
+]
 
 
 @pytest.mark.parametrize("name, resample", TIMM_CASES)
@@ -94,16 +122,19 @@ def test_timm_ops_match_timms_pil_op_at_every_magnitude(name, resample, monkeypa
                 h, w = image.shape[:2]
                 ours_arg = arg * (w if name == "TranslateXRel" else h if name == "TranslateYRel" else 1)
                 if op == "posterize" and ours_arg <= 0:  # Pillow >= 10 refuses 0 bits; older Pillow (and we) give black
-                    assert not apply_op(image.copy(), op, ours_arg, flavour="pil", interpolation=resample,
-                                        fill=FILL).any()
+                    assert not apply_op(
+                        image.copy(), op, ours_arg, flavour="pil", interpolation=resample, fill=FILL
+                    ).any()
                     continue
-                expected = np.asarray(timm_aa.NAME_TO_OP[name](Image.fromarray(image), *args, fillcolor=FILL,
-                                                               resample=pil_resample))
+                expected = np.asarray(
+                    timm_aa.NAME_TO_OP[name](Image.fromarray(image), *args, fillcolor=FILL, resample=pil_resample)
+                )
                 ours = apply_op(image.copy(), op, ours_arg, flavour="pil", interpolation=resample, fill=FILL)
                 assert agree(ours, expected, op, ours_arg, resample), (name, magnitude, negate)
 
 
 # ---------------------------------------------------------------------------------------- draw distributions
+
 
 def same_distribution(a: list, b: list) -> bool:
     """Two samples of a categorical variable: chi-square test of homogeneity."""
@@ -141,12 +172,16 @@ def record_ours(policy, n: int, height: int = 12, width: int = 16) -> list[list[
     return [[(name, round(m, 4)) for name, m in policy.draw(rng, height, width)] for _ in range(n)]
 
 
-@pytest.mark.parametrize("make", [
-    lambda: (RandAugment(2, 9), v2.RandAugment(2, 9)),
-    lambda: (RandAugment(3, 30, num_magnitude_bins=31), v2.RandAugment(3, 30)),
-    lambda: (TrivialAugmentWide(), v2.TrivialAugmentWide()),
-    lambda: (AutoAugment(), v2.AutoAugment()),
-], ids=["ra-2-9", "ra-3-30", "trivial", "auto"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: (RandAugment(2, 9), v2.RandAugment(2, 9)),
+        lambda: (RandAugment(3, 30, num_magnitude_bins=31), v2.RandAugment(3, 30)),
+        lambda: (TrivialAugmentWide(), v2.TrivialAugmentWide()),
+        lambda: (AutoAugment(), v2.AutoAugment()),
+    ],
+    ids=["ra-2-9", "ra-3-30", "trivial", "auto"],
+)
 def test_torchvision_policies_draw_what_torchvision_draws(make):
     ours, theirs = make()
     n = 6000
@@ -160,8 +195,10 @@ def record_timm(config: str, n: int, size=(16, 12)) -> list[list[tuple[str, floa
     """(op, argument, interpolation) lists timm's own RandAugment draws, image by image (ops recorded, not run)."""
     drawn: list[list[tuple]] = []
 
-    effective = {"Desaturate": lambda a: min(1.0, max(0.0, 1.0 - a)),  # what timm's op does with its argument
-                 "GaussianBlurRand": lambda a: random.uniform(0.1, 2.0 * a)}
+    effective = {
+        "Desaturate": lambda a: min(1.0, max(0.0, 1.0 - a)),  # what timm's op does with its argument
+        "GaussianBlurRand": lambda a: random.uniform(0.1, 2.0 * a),
+    }
 
     def recorder(name):
         op = TIMM_OPS[name][0]
@@ -172,6 +209,7 @@ def record_timm(config: str, n: int, size=(16, 12)) -> list[list[tuple[str, floa
             arg = effective.get(name, float)(float(args[0])) if args else 0.0
             drawn[-1].append((op, arg, interpolation))
             return img
+
         return fn
 
     ops = {name: recorder(name) for name in timm_aa.NAME_TO_OP}
@@ -188,13 +226,17 @@ def record_timm(config: str, n: int, size=(16, 12)) -> list[list[tuple[str, floa
         drawn.append([])
         policy(image)
     for ops_ in drawn:  # timm's TranslateXRel/YRel record the fraction: ours records pixels
-        ops_[:] = [(op, arg * (size[0] if op == "translate_x" else size[1]) if op.startswith("translate") else arg,
-                    interp) for op, arg, interp in ops_]
+        ops_[:] = [
+            (op, arg * (size[0] if op == "translate_x" else size[1]) if op.startswith("translate") else arg, interp)
+            for op, arg, interp in ops_
+        ]
     return drawn
 
 
-@pytest.mark.parametrize("config", ["rand-m9-mstd0.5-inc1", "rand-m7-n3-mstd101", "rand-m10-p0.8-mmax15",
-                                    "rand-m9-n3-tweights", "rand-m9-n2-t3a"])
+@pytest.mark.parametrize(
+    "config",
+    ["rand-m9-mstd0.5-inc1", "rand-m7-n3-mstd101", "rand-m10-p0.8-mmax15", "rand-m9-n3-tweights", "rand-m9-n2-t3a"],
+)
 def test_timm_rand_augment_draws_what_timm_draws(config):
     n = 6000
     ours = TimmRandAugment.from_config(config)
@@ -203,20 +245,28 @@ def test_timm_rand_augment_draws_what_timm_draws(config):
     b = record_timm(config, n)
     assert same_distribution([len(x) for x in a], [len(x) for x in b])  # applied ops per image (the p coin)
     assert same_distribution([e[0] for x in a for e in x], [e[0] for x in b for e in x])  # which op
-    assert same_distribution([(e[0], e[2]) for x in a for e in x if e[0] in GEOMETRIC],
-                             [(e[0], e[2]) for x in b for e in x if e[0] in GEOMETRIC])  # random interpolation
+    assert same_distribution(
+        [(e[0], e[2]) for x in a for e in x if e[0] in GEOMETRIC],
+        [(e[0], e[2]) for x in b for e in x if e[0] in GEOMETRIC],
+    )  # random interpolation
     for op in {e[0] for x in b for e in x}:  # each op's argument (magnitude noise, clip, sign coin, level map)
         arg_a = [e[1] for x in a for e in x if e[0] == op]
         arg_b = [e[1] for x in b for e in x if e[0] == op]
         discrete = op in ("posterize", "solarize", "solarize_add") or len(set(arg_b)) < 10
-        assert (same_distribution(arg_a, arg_b) if discrete else same_continuous(arg_a, arg_b)), op
+        assert same_distribution(arg_a, arg_b) if discrete else same_continuous(arg_a, arg_b), op
 
 
 def test_timm_config_sections_and_errors():
     ra = RandAugment.from_config("rand-m9-mstd0.5-inc1-n3-p0.7-mmax12")
     assert isinstance(ra, TimmRandAugment)
-    assert (ra.num_ops, ra.magnitude, ra.magnitude_std, ra.increasing, ra.prob, ra.magnitude_max) == \
-        (3, 9.0, 0.5, True, 0.7, 12.0)
+    assert (ra.num_ops, ra.magnitude, ra.magnitude_std, ra.increasing, ra.prob, ra.magnitude_max) == (
+        3,
+        9.0,
+        0.5,
+        True,
+        0.7,
+        12.0,
+    )
     assert "PosterizeIncreasing" in ra.op_names and "Posterize" not in ra.op_names
     assert RandAugment.from_config("rand-m7-mstd101").magnitude_std == math.inf
     assert RandAugment.from_config("rand-m9-tweights").weights is not None
@@ -287,18 +337,28 @@ def test_color_jitter_draws_torchvisions_order_and_factors():
     import fastdata.transforms.augment as augment_module
 
     real = augment_module.colour
-    fake = type("Fake", (), {name: staticmethod(lambda img, f, *a, _n=name: calls.append((_n, f)) or img)
-                             for name in ("brightness", "contrast", "saturation", "hue")})
+    fake = type(
+        "Fake",
+        (),
+        {
+            name: staticmethod(lambda img, f, *a, _n=name: calls.append((_n, f)) or img)
+            for name in ("brightness", "contrast", "saturation", "hue")
+        },
+    )
     augment_module.colour = fake
     try:
         for _ in range(3000):
             ours.apply(image, rng)
     finally:
         augment_module.colour = real
-    orders = [tuple(c[0] for c in calls[k:k + 4]) for k in range(0, len(calls), 4)]
+    orders = [tuple(c[0] for c in calls[k : k + 4]) for k in range(0, len(calls), 4)]
     assert stats.chisquare(list(collections.Counter(orders).values())).pvalue > ALPHA and len(set(orders)) == 24
-    for name, (low, high) in (("brightness", (0.6, 1.4)), ("contrast", (0.7, 1.3)), ("saturation", (0.8, 1.2)),
-                              ("hue", (-0.1, 0.1))):
+    for name, (low, high) in (
+        ("brightness", (0.6, 1.4)),
+        ("contrast", (0.7, 1.3)),
+        ("saturation", (0.8, 1.2)),
+        ("hue", (-0.1, 0.1)),
+    ):
         values = [f for n_, f in calls if n_ == name]
         assert stats.kstest(values, stats.uniform(low, high - low).cdf).pvalue > ALPHA
 
@@ -324,15 +384,24 @@ def test_flip_probability():
     assert stats.binomtest(flips, 4000, 0.3).pvalue > ALPHA
 
 
-@pytest.mark.parametrize("make, error", [
-    (lambda: RandAugment(2, 31), "magnitude"), (lambda: RandAugment(-1), "num_ops"),
-    (lambda: RandAugment(interpolation="bicubic"), "interpolation"), (lambda: RandAugment(fill=(1, 2)), "fill"),
-    (lambda: AutoAugment("cifar10"), "policy"), (lambda: TrivialAugmentWide(1), "num_magnitude_bins"),
-    (lambda: ColorJitter(hue=0.7), "hue"), (lambda: ColorJitter(-0.1), "brightness"),
-    (lambda: RandomErasing(1.5), "probability"), (lambda: RandomErasing(mode="noise"), "mode"),
-    (lambda: RandomHorizontalFlip(2), "p"), (lambda: ThreeAugment(blur_radius=(2, 1)), "blur_radius"),
-    (lambda: TimmRandAugment(transforms=["Nope"]), "op names"),
-])
+@pytest.mark.parametrize(
+    "make, error",
+    [
+        (lambda: RandAugment(2, 31), "magnitude"),
+        (lambda: RandAugment(-1), "num_ops"),
+        (lambda: RandAugment(interpolation="bicubic"), "interpolation"),
+        (lambda: RandAugment(fill=(1, 2)), "fill"),
+        (lambda: AutoAugment("cifar10"), "policy"),
+        (lambda: TrivialAugmentWide(1), "num_magnitude_bins"),
+        (lambda: ColorJitter(hue=0.7), "hue"),
+        (lambda: ColorJitter(-0.1), "brightness"),
+        (lambda: RandomErasing(1.5), "probability"),
+        (lambda: RandomErasing(mode="noise"), "mode"),
+        (lambda: RandomHorizontalFlip(2), "p"),
+        (lambda: ThreeAugment(blur_radius=(2, 1)), "blur_radius"),
+        (lambda: TimmRandAugment(transforms=["Nope"]), "op names"),
+    ],
+)
 def test_bad_arguments_raise_value_error_naming_them(make, error):
     with pytest.raises(ValueError, match=error):
         make()
@@ -341,8 +410,16 @@ def test_bad_arguments_raise_value_error_naming_them(make, error):
 def test_policies_called_on_an_image_keep_the_input_and_check_it():
     image = IMAGES[0]
     before = image.copy()
-    for policy in (RandAugment(), TrivialAugmentWide(), AutoAugment(), ThreeAugment(), RandomErasing(1.0),
-                   ColorJitter(0.4, 0.4, 0.4), RandomHorizontalFlip(1.0), RandAugment.from_config("rand-m9")):
+    for policy in (
+        RandAugment(),
+        TrivialAugmentWide(),
+        AutoAugment(),
+        ThreeAugment(),
+        RandomErasing(1.0),
+        ColorJitter(0.4, 0.4, 0.4),
+        RandomHorizontalFlip(1.0),
+        RandAugment.from_config("rand-m9"),
+    ):
         out = policy(image, rng=np.random.default_rng(0))
         assert out.shape == image.shape and out.dtype == np.uint8
         assert np.array_equal(image, before)

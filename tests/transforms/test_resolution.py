@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from fastdata import DataLoaderX, DistributedSampler, ShardDataset, fast_collate
-from fastdata.transforms.resolution import SizedBatch, ramp, transform_at, transform_for
 from fastdata.transforms import DecodeTransform, RandomResizedCrop, ResizeCenterCrop
+from fastdata.transforms.resolution import SizedBatch, ramp, transform_at, transform_for
 from tests.packs import make_distinct_folder, pack_quietly
 
 SCHEDULE = [16, 24, (20, 28)]
@@ -29,8 +29,15 @@ def root(tmp_path_factory):
 def loader_at(root, size, workers=2, transform=RandomResizedCrop):
     dataset = ShardDataset(root, transform=transform(size) if transform is RandomResizedCrop else transform)
     sampler = DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=True, seed=3)
-    return DataLoaderX(dataset, batch_size=BATCH, sampler=sampler, num_workers=workers, collate_fn=fast_collate,
-                       persistent_workers=workers > 0, pin_memory=False)
+    return DataLoaderX(
+        dataset,
+        batch_size=BATCH,
+        sampler=sampler,
+        num_workers=workers,
+        collate_fn=fast_collate,
+        persistent_workers=workers > 0,
+        pin_memory=False,
+    )
 
 
 def one_pass(loader, epoch):

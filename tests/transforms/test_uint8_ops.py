@@ -54,19 +54,24 @@ FACTORS = [0.0, 0.1, 0.37, 0.55, 1.0, 1.23, 1.45, 1.9, 1.99]
 
 # ------------------------------------------------------------------------------------------ lookup tables: exact
 
+
 @pytest.mark.parametrize("factor", FACTORS)
 def test_brightness_is_exactly_pil_and_torchvision(factor):
     for image in IMAGES:
-        assert np.array_equal(colour.brightness(image.copy(), factor, "pil"),
-                              pil(lambda im: ImageEnhance.Brightness(im).enhance(factor), image))
+        assert np.array_equal(
+            colour.brightness(image.copy(), factor, "pil"),
+            pil(lambda im: ImageEnhance.Brightness(im).enhance(factor), image),
+        )
         assert np.array_equal(colour.brightness(image.copy(), factor, "tv"), tv(F.adjust_brightness, image, factor))
 
 
 @pytest.mark.parametrize("factor", FACTORS)
 def test_contrast_is_pil_exactly_and_torchvision_within_one_level(factor):
     for image in IMAGES:
-        assert np.array_equal(colour.contrast(image.copy(), factor, "pil"),
-                              pil(lambda im: ImageEnhance.Contrast(im).enhance(factor), image))
+        assert np.array_equal(
+            colour.contrast(image.copy(), factor, "pil"),
+            pil(lambda im: ImageEnhance.Contrast(im).enhance(factor), image),
+        )
         assert diff(colour.contrast(image.copy(), factor, "tv"), tv(F.adjust_contrast, image, factor)).max() <= 1
 
 
@@ -95,22 +100,45 @@ def test_solarize_add_is_timms():
 
     for add in (0, 33, 110, 128):
         for image in IMAGES:
-            assert np.array_equal(colour.apply_lut(image.copy(), colour.solarize_add_lut(add)),
-                                  pil(timm_aa.solarize_add, image, add))
+            assert np.array_equal(
+                colour.apply_lut(image.copy(), colour.solarize_add_lut(add)), pil(timm_aa.solarize_add, image, add)
+            )
 
 
 EVERY_VALUE = np.arange(256 * 3, dtype=np.int64).reshape(16, 16, 3).astype(np.uint8)  # each value in each channel
 
 
-@pytest.mark.parametrize("op, table, args", [
-    *[(colour.posterize, colour.posterize_lut, (bits,)) for bits in (-3, 0, 1, 2, 3, 4, 7, 8, 9, 4.0)],
-    *[(colour.solarize, colour.solarize_lut, (t,)) for t in (-5, 0, 0.5, 1, 77, 127.5, 128, 178.5, 254.9, 255, 256,
-                                                             1e9, float("inf"), float("-inf"), float("nan"),
-                                                             np.float32(229.5))],
-    *[(colour.solarize_add, colour.solarize_add_lut, (add,)) for add in (-20, 0, 1, 33, 99.0, 110, 128, 255, 300)],
-    *[(colour.solarize_add, colour.solarize_add_lut, (40, t)) for t in (-1, 0, 1, 64, 200.5, 255, 256, 1000)],
-    (lambda image: colour.invert(image), colour.invert_lut, ()),
-], ids=str)
+@pytest.mark.parametrize(
+    "op, table, args",
+    [
+        *[(colour.posterize, colour.posterize_lut, (bits,)) for bits in (-3, 0, 1, 2, 3, 4, 7, 8, 9, 4.0)],
+        *[
+            (colour.solarize, colour.solarize_lut, (t,))
+            for t in (
+                -5,
+                0,
+                0.5,
+                1,
+                77,
+                127.5,
+                128,
+                178.5,
+                254.9,
+                255,
+                256,
+                1e9,
+                float("inf"),
+                float("-inf"),
+                float("nan"),
+                np.float32(229.5),
+            )
+        ],
+        *[(colour.solarize_add, colour.solarize_add_lut, (add,)) for add in (-20, 0, 1, 33, 99.0, 110, 128, 255, 300)],
+        *[(colour.solarize_add, colour.solarize_add_lut, (40, t)) for t in (-1, 0, 1, 64, 200.5, 255, 256, 1000)],
+        (lambda image: colour.invert(image), colour.invert_lut, ()),
+    ],
+    ids=str,
+)
 def test_the_bitwise_point_ops_are_their_tables(op, table, args):
     """posterize, solarize, solarize-add and invert (what the policies run) give their lookup table's bytes, in
     place, for every value in every channel and every argument, edge cases included."""
@@ -131,14 +159,25 @@ def test_autocontrast_and_equalize_are_exact():
 
 # --------------------------------------------------------------------------------- blends: within one level
 
+
 @pytest.mark.parametrize("factor", FACTORS)
 def test_saturation_and_sharpness_within_one_level(factor):
     for image in IMAGES:
-        assert diff(colour.saturation(image.copy(), factor, "pil"),
-                    pil(lambda im: ImageEnhance.Color(im).enhance(factor), image)).max() <= 1
+        assert (
+            diff(
+                colour.saturation(image.copy(), factor, "pil"),
+                pil(lambda im: ImageEnhance.Color(im).enhance(factor), image),
+            ).max()
+            <= 1
+        )
         assert diff(colour.saturation(image.copy(), factor, "tv"), tv(F.adjust_saturation, image, factor)).max() <= 1
-        assert diff(colour.sharpness(image.copy(), factor, "pil"),
-                    pil(lambda im: ImageEnhance.Sharpness(im).enhance(factor), image)).max() <= 1
+        assert (
+            diff(
+                colour.sharpness(image.copy(), factor, "pil"),
+                pil(lambda im: ImageEnhance.Sharpness(im).enhance(factor), image),
+            ).max()
+            <= 1
+        )
         assert diff(colour.sharpness(image.copy(), factor, "tv"), tv(F.adjust_sharpness, image, factor)).max() <= 1
 
 
@@ -148,8 +187,12 @@ def test_sharpness_smooths_exactly_as_pils_smooth_filter(size):
     centre, divided by 13 and rounded), on photos, noise, and the extremes."""
     h, w = size
     rng = np.random.default_rng(h * w)
-    images = [rng.integers(0, 256, (h, w, 3), np.uint8), np.full((h, w, 3), 255, np.uint8),
-              np.zeros((h, w, 3), np.uint8), (rng.integers(0, 2, (h, w, 3)) * 255).astype(np.uint8)]
+    images = [
+        rng.integers(0, 256, (h, w, 3), np.uint8),
+        np.full((h, w, 3), 255, np.uint8),
+        np.zeros((h, w, 3), np.uint8),
+        (rng.integers(0, 2, (h, w, 3)) * 255).astype(np.uint8),
+    ]
     if h >= 16:
         images.append(natural_image(rng, h, w))
     for image in images:
@@ -166,16 +209,23 @@ def test_grayscale_is_pils_l_within_one_level():
 @pytest.mark.parametrize("radius", [0.1, 0.3, 0.5, 0.77, 1.0, 1.37, 2.0])
 def test_gaussian_blur_is_pils_box_blur(radius):
     """PIL's 24-bit fixed point decides near-ties that float32 cannot: a few pixels in 10,000 are 2 levels off."""
-    d = np.concatenate([diff(colour.gaussian_blur(image.copy(), radius),
-                             pil(lambda im: im.filter(ImageFilter.GaussianBlur(radius)), image)).ravel()
-                        for image in IMAGES])
+    d = np.concatenate(
+        [
+            diff(
+                colour.gaussian_blur(image.copy(), radius),
+                pil(lambda im: im.filter(ImageFilter.GaussianBlur(radius)), image),
+            ).ravel()
+            for image in IMAGES
+        ]
+    )
     assert d.max() <= 2 and np.mean(d > 1) < 1e-3 and np.mean(d == 0) > 0.85
 
 
 @pytest.mark.parametrize("factor", [-0.5, -0.21, 0.0, 0.05, 0.33, 0.5])
 def test_hue_is_torchvisions_pil_hue_within_one_level_but_a_few_pixels(factor):
-    d = np.concatenate([diff(colour.hue(image.copy(), factor), pil(F1.adjust_hue, image, factor)).ravel()
-                        for image in IMAGES])
+    d = np.concatenate(
+        [diff(colour.hue(image.copy(), factor), pil(F1.adjust_hue, image, factor)).ravel() for image in IMAGES]
+    )
     assert np.mean(d > 1) < 5e-3 and d.max() <= 6 and np.mean(d == 0) > 0.99
 
 
@@ -185,6 +235,7 @@ def test_hue_rejects_factors_outside_half():
 
 
 # ------------------------------------------------------------------------------------------------- geometry
+
 
 def rotation(degrees: float, width: int, height: int) -> tuple:
     angle = -math.radians(degrees)
@@ -213,11 +264,16 @@ def ties(coeffs: tuple, height: int, width: int, tolerance: float = 2e-3) -> np.
 
 
 GEOMETRIC = {  # name -> PIL coefficients for an image of (height, width)
-    "shear_x 0.27": lambda h, w: (1, 0.27, 0, 0, 1, 0), "shear_x -0.09": lambda h, w: (1, -0.09, 0, 0, 1, 0),
-    "shear_y -0.2": lambda h, w: (1, 0, 0, -0.2, 1, 0), "shear_y 0.3": lambda h, w: (1, 0, 0, 0.3, 1, 0),
-    "translate_x 17.3": lambda h, w: (1, 0, 17.3, 0, 1, 0), "translate_x -40": lambda h, w: (1, 0, -40, 0, 1, 0),
-    "translate_y -9.6": lambda h, w: (1, 0, 0, 0, 1, -9.6), "translate_y 0.4": lambda h, w: (1, 0, 0, 0, 1, 0.4),
-    "rotate 23": lambda h, w: rotation(23.0, w, h), "rotate -135": lambda h, w: rotation(-135.0, w, h),
+    "shear_x 0.27": lambda h, w: (1, 0.27, 0, 0, 1, 0),
+    "shear_x -0.09": lambda h, w: (1, -0.09, 0, 0, 1, 0),
+    "shear_y -0.2": lambda h, w: (1, 0, 0, -0.2, 1, 0),
+    "shear_y 0.3": lambda h, w: (1, 0, 0, 0.3, 1, 0),
+    "translate_x 17.3": lambda h, w: (1, 0, 17.3, 0, 1, 0),
+    "translate_x -40": lambda h, w: (1, 0, -40, 0, 1, 0),
+    "translate_y -9.6": lambda h, w: (1, 0, 0, 0, 1, -9.6),
+    "translate_y 0.4": lambda h, w: (1, 0, 0, 0, 1, 0.4),
+    "rotate 23": lambda h, w: rotation(23.0, w, h),
+    "rotate -135": lambda h, w: rotation(-135.0, w, h),
 }
 RESAMPLE = {"nearest": Image.NEAREST, "bilinear": Image.BILINEAR, "bicubic": Image.BICUBIC}
 
@@ -230,8 +286,10 @@ def test_warps_match_pil_inside_the_image(name, interpolation):
         h, w = image.shape[:2]
         coeffs = GEOMETRIC[name](h, w)
         ours = geometry.affine(image, coeffs, interpolation, fill)
-        ref = pil(lambda im: im.transform((w, h), Image.AFFINE, coeffs, resample=RESAMPLE[interpolation],
-                                          fillcolor=fill), image)
+        ref = pil(
+            lambda im: im.transform((w, h), Image.AFFINE, coeffs, resample=RESAMPLE[interpolation], fillcolor=fill),
+            image,
+        )
         d = diff(ours, ref).max(axis=2)
         inside = interior(coeffs, h, w) & (~ties(coeffs, h, w) if interpolation == "nearest" else True)
         assert d[inside].max() <= 1, (name, interpolation)
@@ -261,8 +319,12 @@ def test_shear_matches_torchvision(shear, interpolation):
         for axis, coeffs in ((0, (1, shear, 0, 0, 1, 0)), (1, (1, 0, 0, shear, 1, 0))):
             ours = (geometry.shear_x if axis == 0 else geometry.shear_y)(image, shear, interpolation, (0, 0, 0))
             angles = [math.degrees(math.atan(shear)), 0.0][:: 1 if axis == 0 else -1]
-            ref = tv(lambda t: F.affine(t, angle=0.0, translate=[0, 0], scale=1.0, shear=angles, interpolation=mode,
-                                        center=[0, 0]), image)
+            ref = tv(
+                lambda t: F.affine(
+                    t, angle=0.0, translate=[0, 0], scale=1.0, shear=angles, interpolation=mode, center=[0, 0]
+                ),
+                image,
+            )
             inside = interior(coeffs, h, w) & (~ties(coeffs, h, w) if interpolation == "nearest" else True)
             assert diff(ours, ref).max(axis=2)[inside].max() <= 1
 
@@ -274,8 +336,9 @@ def test_rotate_matches_torchvision(degrees, interpolation):
         h, w = image.shape[:2]
         coeffs = rotation(degrees, w, h)
         ours = geometry.rotate(image, degrees, interpolation, (7, 8, 9))
-        ref = tv(lambda t: F.rotate(t, degrees, interpolation=F.InterpolationMode(interpolation), fill=[7, 8, 9]),
-                 image)
+        ref = tv(
+            lambda t: F.rotate(t, degrees, interpolation=F.InterpolationMode(interpolation), fill=[7, 8, 9]), image
+        )
         inside = interior(coeffs, h, w) & (~ties(coeffs, h, w) if interpolation == "nearest" else True)
         assert diff(ours, ref).max(axis=2)[inside].max() <= 1
 
@@ -285,11 +348,22 @@ def test_whole_pixel_translation_matches_torchvision_exactly(pixels):
     """torchvision's ``translate=[t, 0]`` moves the content by ``t``: fastdata's ``translate(-t)``."""
     for image in IMAGES:
         for axis in (0, 1):
-            ours = geometry.translate(image, -pixels if axis == 0 else 0.0, 0.0 if axis == 0 else -pixels,
-                                      "nearest", (1, 2, 3))
+            ours = geometry.translate(
+                image, -pixels if axis == 0 else 0.0, 0.0 if axis == 0 else -pixels, "nearest", (1, 2, 3)
+            )
             moved = [pixels, 0] if axis == 0 else [0, pixels]
-            ref = tv(lambda t: F.affine(t, angle=0.0, translate=moved, scale=1.0, shear=[0.0, 0.0],
-                                        interpolation=F.InterpolationMode.NEAREST, fill=[1, 2, 3]), image)
+            ref = tv(
+                lambda t: F.affine(
+                    t,
+                    angle=0.0,
+                    translate=moved,
+                    scale=1.0,
+                    shear=[0.0, 0.0],
+                    interpolation=F.InterpolationMode.NEAREST,
+                    fill=[1, 2, 3],
+                ),
+                image,
+            )
             assert np.array_equal(ours, ref)
 
 

@@ -23,8 +23,13 @@ __all__ = ["PEERS", "load_peer", "unavailable"]
 
 #: Peer name -> its module in this package.
 PEERS: dict[str, str] = {
-    "ffcv": "ffcv", "dali-files": "dali", "spdl": "spdl", "streaming": "streaming", "litdata": "litdata",
-    "webdataset": "webdataset", "torchcodec": "torchcodec",
+    "ffcv": "ffcv",
+    "dali-files": "dali",
+    "spdl": "spdl",
+    "streaming": "streaming",
+    "litdata": "litdata",
+    "webdataset": "webdataset",
+    "torchcodec": "torchcodec",
 }
 
 

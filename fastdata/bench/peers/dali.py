@@ -8,8 +8,9 @@ antialiased), ``fn.crop_mirror_normalize`` to uint8 CHW with a 50% flip; ``num_t
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import torch
 
@@ -35,16 +36,27 @@ class DaliFiles:
         @pipeline_def(batch_size=batch_size, num_threads=max(1, workers), device_id=None, seed=0)
         def pipe():
             encoded, label = fn.readers.file(file_list=str(file_list), random_shuffle=True, name=_READER)
-            images = fn.decoders.image_random_crop(encoded, device="cpu", output_type=types.RGB,
-                                                   random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3],
-                                                   num_attempts=10)
+            images = fn.decoders.image_random_crop(
+                encoded,
+                device="cpu",
+                output_type=types.RGB,
+                random_area=[0.08, 1.0],
+                random_aspect_ratio=[3 / 4, 4 / 3],
+                num_attempts=10,
+            )
             images = fn.resize(images, size=[size, size], interp_type=types.INTERP_LINEAR, antialias=True)
-            images = fn.crop_mirror_normalize(images, dtype=types.UINT8, output_layout="CHW",
-                                              mirror=fn.random.coin_flip(probability=0.5))
+            images = fn.crop_mirror_normalize(
+                images, dtype=types.UINT8, output_layout="CHW", mirror=fn.random.coin_flip(probability=0.5)
+            )
             return images, label
 
-        self._iterator = DALIGenericIterator(pipe(), ["images", "labels"], reader_name=_READER,
-                                             last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True)
+        self._iterator = DALIGenericIterator(
+            pipe(),
+            ["images", "labels"],
+            reader_name=_READER,
+            last_batch_policy=LastBatchPolicy.PARTIAL,
+            auto_reset=True,
+        )
 
     def __len__(self) -> int:
         return len(self._iterator)

@@ -7,14 +7,16 @@ quality 90, full resolution). Per image, in ``workers`` threads (numba-compiled)
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import torch
 
 LIBRARY = "ffcv"
-INSTALL = ("apt-get install libopencv-dev libturbojpeg0-dev pkg-config; pip install ffcv numba "
-           "terminaltables fastprogress")
+INSTALL = (
+    "apt-get install libopencv-dev libturbojpeg0-dev pkg-config; pip install ffcv numba terminaltables fastprogress"
+)
 _FILE = "data.beton"
 
 
@@ -48,8 +50,11 @@ def convert(images: Sequence[str], labels: Sequence[int], out_dir: Path) -> dict
 
     from fastdata.bench.measure import usable_cores
 
-    writer = DatasetWriter(str(out_dir / _FILE), {"image": RGBImageField(write_mode="jpg", jpeg_quality=90),
-                                                   "label": IntField()}, num_workers=usable_cores())
+    writer = DatasetWriter(
+        str(out_dir / _FILE),
+        {"image": RGBImageField(write_mode="jpg", jpeg_quality=90), "label": IntField()},
+        num_workers=usable_cores(),
+    )
     writer.from_indexed_dataset(_Images(images, labels))
     return {"note": "one .beton, images re-encoded as JPEG (quality 90) by FFCV's writer"}
 
@@ -63,11 +68,24 @@ class FfcvLoader:
         from ffcv.loader import Loader, OrderOption
         from ffcv.transforms import RandomHorizontalFlip, Squeeze, ToTensor, ToTorchImage
 
-        self.loader = Loader(str(path), batch_size=batch_size, num_workers=max(1, workers),
-                             order=OrderOption.RANDOM, drop_last=False, os_cache=True, seed=0, pipelines={
-                                 "image": [RandomResizedCropRGBImageDecoder((size, size)), RandomHorizontalFlip(),
-                                           ToTensor(), ToTorchImage(channels_last=True)],
-                                 "label": [IntDecoder(), ToTensor(), Squeeze()]})
+        self.loader = Loader(
+            str(path),
+            batch_size=batch_size,
+            num_workers=max(1, workers),
+            order=OrderOption.RANDOM,
+            drop_last=False,
+            os_cache=True,
+            seed=0,
+            pipelines={
+                "image": [
+                    RandomResizedCropRGBImageDecoder((size, size)),
+                    RandomHorizontalFlip(),
+                    ToTensor(),
+                    ToTorchImage(channels_last=True),
+                ],
+                "label": [IntDecoder(), ToTensor(), Squeeze()],
+            },
+        )
 
     def __len__(self) -> int:
         return len(self.loader)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 __all__ = ["write_file_list"]
 
@@ -13,5 +14,7 @@ def write_file_list(images: Sequence[str], labels: Sequence[int], out_dir: Path,
     """Write ``out_dir/file_list.txt`` (absolute path, ``sep``, label per line); the originals' bytes are counted."""
     lines = [f"{os.path.abspath(p)}{sep}{int(label)}" for p, label in zip(images, labels)]
     (Path(out_dir) / "file_list.txt").write_text("\n".join(lines) + "\n")
-    return {"note": "no format of its own: a file list over the original files",
-            "bytes": sum(os.path.getsize(p) for p in images)}
+    return {
+        "note": "no format of its own: a file list over the original files",
+        "bytes": sum(os.path.getsize(p) for p in images),
+    }

@@ -23,7 +23,16 @@ from fastdata.formats.manifest import Manifest
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BASELINE", "build", "check_names", "description", "format_peer_table", "inputs", "pack_stats", "prepare_peers"]
+__all__ = [
+    "BASELINE",
+    "build",
+    "check_names",
+    "description",
+    "format_peer_table",
+    "inputs",
+    "pack_stats",
+    "prepare_peers",
+]
 
 #: The fastdata pipeline the peers are compared with (all of them yield uint8 batches).
 BASELINE = "fastdata-uint8"
@@ -60,9 +69,16 @@ def _convert(name: str, images: list[str], labels: list[int], out_dir: str) -> d
     return stats
 
 
-def prepare_peers(images: Sequence[str], labels: Sequence[int], cache: Path, peers: Sequence[str], *,
-                  fingerprint: str, isolate: bool = True, say: Callable[[str], None] = logger.info,
-                  ) -> dict[str, dict[str, Any]]:
+def prepare_peers(
+    images: Sequence[str],
+    labels: Sequence[int],
+    cache: Path,
+    peers: Sequence[str],
+    *,
+    fingerprint: str,
+    isolate: bool = True,
+    say: Callable[[str], None] = logger.info,
+) -> dict[str, dict[str, Any]]:
     """Convert the images with each peer's own writer into ``cache/peers/<name>`` (kept while the images are the same).
 
     Args:
@@ -112,19 +128,23 @@ def prepare_peers(images: Sequence[str], labels: Sequence[int], cache: Path, pee
 
 
 def pack_stats(root: str | os.PathLike, stamp: str | os.PathLike) -> dict[str, Any]:
-    """fastdata's conversion for the peer table: the pack's seconds (when the benchmark packed it) and bytes."""
+    """Fastdata's conversion for the peer table: the pack's seconds (when the benchmark packed it) and bytes."""
     saved = json.loads(Path(stamp).read_text()) if Path(stamp).is_file() else {}
     recoded = bool(Manifest.load(root).transcoded_count)  # 0 when pack kept the bytes (e.g. no C extension)
-    note = "TFRecord shards, JPEGs re-coded losslessly with restart intervals" if recoded else \
-        "TFRecord shards of the original bytes"
+    note = (
+        "TFRecord shards, JPEGs re-coded losslessly with restart intervals"
+        if recoded
+        else "TFRecord shards of the original bytes"
+    )
     stats: dict[str, Any] = {"bytes": _disk_bytes(Path(root)), "note": note}
     if "pack_s" in saved:
         stats["convert_s"] = saved["pack_s"]
     return stats
 
 
-def build(name: str, folder: str | os.PathLike, batch_size: int, workers: int,
-          size: int) -> tuple[Iterable, Callable[[], None]]:
+def build(
+    name: str, folder: str | os.PathLike, batch_size: int, workers: int, size: int
+) -> tuple[Iterable, Callable[[], None]]:
     """Peer ``name``'s loader over its converted ``folder`` and its closer."""
     loader = load_peer(name).loader(Path(folder), batch_size, workers, size)
     return loader, getattr(loader, "close", lambda: None)
@@ -149,8 +169,10 @@ def format_peer_table(results: dict[str, Any]) -> str:
     """The peers against fastdata's uint8 loader: images/s, ratio, conversion time and bytes on disk."""
     pipelines, peers = results["pipelines"], results.get("peers", {}).get("names", [])
     base = pipelines.get(BASELINE, {}).get("images_per_s", {}).get("median")
-    header = (f"{'loader':<16} {'images/s median [min-max]':<28} {'x ' + BASELINE:>17} {'convert s':>10} "
-              f"{'MB on disk':>11}  note")
+    header = (
+        f"{'loader':<16} {'images/s median [min-max]':<28} {'x ' + BASELINE:>17} {'convert s':>10} "
+        f"{'MB on disk':>11}  note"
+    )
     lines = [header, "-" * len(header)]
     best: tuple[float, str] | None = None
     for name in [BASELINE, *peers]:
@@ -168,8 +190,10 @@ def format_peer_table(results: dict[str, Any]) -> str:
         if name != BASELINE and (best is None or ips["median"] > best[0]):
             best = (ips["median"], name)
         output = "" if entry.get("output", {}).get("ok", True) else "OUTPUT MISMATCH; "
-        lines.append(f"{name:<16} {ips['median']:8.1f} [{ips['min']:.1f}-{ips['max']:.1f}]".ljust(45)
-                     + f" {ratio:>17} {convert_s:>10} {disk:>11}  {output}{conv.get('note', '')}")
+        lines.append(
+            f"{name:<16} {ips['median']:8.1f} [{ips['min']:.1f}-{ips['max']:.1f}]".ljust(45)
+            + f" {ratio:>17} {convert_s:>10} {disk:>11}  {output}{conv.get('note', '')}"
+        )
     if base and best:
         lines.append(f"best peer: {best[1]}; {BASELINE} / best peer = {base / best[0]:.2f}x")
     return "\n".join(lines)

@@ -7,8 +7,9 @@ flip, as the dataset's ``transform``), collated to uint8 batches.
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 LIBRARY = "litdata"
 INSTALL = "pip install litdata"
@@ -27,9 +28,16 @@ def convert(images: Sequence[str], labels: Sequence[int], out_dir: Path) -> dict
 
     method = multiprocessing.get_start_method()
     try:
-        litdata.optimize(fn=_sample, inputs=list(zip(images, [int(x) for x in labels])), output_dir=str(out_dir),
-                         chunk_bytes="64MB", num_workers=min(2, usable_cores()), mode="overwrite", verbose=False,
-                         keep_data_ordered=True)
+        litdata.optimize(
+            fn=_sample,
+            inputs=list(zip(images, [int(x) for x in labels])),
+            output_dir=str(out_dir),
+            chunk_bytes="64MB",
+            num_workers=min(2, usable_cores()),
+            mode="overwrite",
+            verbose=False,
+            keep_data_ordered=True,
+        )
     finally:  # optimize() sets the whole process's start method to spawn (force=True): every later DataLoader
         multiprocessing.set_start_method(method, force=True)  # would spawn its workers; put the caller's back
     return {"note": "litdata chunks of the original bytes"}
@@ -54,5 +62,6 @@ def loader(out_dir: Path, batch_size: int, workers: int, size: int = 224) -> Any
     from fastdata.bench.baselines import cv2_worker_init, uint8_collate
 
     dataset = litdata.StreamingDataset(str(out_dir), shuffle=True, transform=_Transform(size))
-    return litdata.StreamingDataLoader(dataset, batch_size=batch_size, num_workers=workers, collate_fn=uint8_collate,
-                                       worker_init_fn=cv2_worker_init)
+    return litdata.StreamingDataLoader(
+        dataset, batch_size=batch_size, num_workers=workers, collate_fn=uint8_collate, worker_init_fn=cv2_worker_init
+    )

@@ -8,8 +8,9 @@ stacked to uint8 NCHW.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -32,8 +33,7 @@ def _decode(item: tuple[str, int], size: int) -> tuple[np.ndarray, int]:
 
     path, label = item
     packets = spdl.io.demux_image(path)
-    top, left, height, width = RandomResizedCrop.get_params(packets.height, packets.width, (0.08, 1.0),
-                                                            (3 / 4, 4 / 3))
+    top, left, height, width = RandomResizedCrop.get_params(packets.height, packets.width, (0.08, 1.0), (3 / 4, 4 / 3))
     flip = ",hflip" if torch.rand(1) < 0.5 else ""
     graph = f"crop={width}:{height}:{left}:{top},scale={size}:{size}:flags=bilinear{flip},format=rgb24"
     frames = spdl.io.decode_packets(packets, filter_desc=graph)
@@ -64,10 +64,15 @@ class SpdlFiles:
 
         order = np.random.default_rng(self.epoch).permutation(len(self.items))
         self.epoch += 1
-        pipeline = (PipelineBuilder().add_source([self.items[i] for i in order])
-                    .pipe(partial(_decode, size=self.size), concurrency=self.workers)
-                    .aggregate(self.batch_size, drop_last=False).pipe(_collate).add_sink(4)
-                    .build(num_threads=self.workers))
+        pipeline = (
+            PipelineBuilder()
+            .add_source([self.items[i] for i in order])
+            .pipe(partial(_decode, size=self.size), concurrency=self.workers)
+            .aggregate(self.batch_size, drop_last=False)
+            .pipe(_collate)
+            .add_sink(4)
+            .build(num_threads=self.workers)
+        )
         with pipeline.auto_stop():
             yield from pipeline
 

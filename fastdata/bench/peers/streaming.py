@@ -9,8 +9,9 @@ from __future__ import annotations
 import importlib
 import sys
 import types
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -20,7 +21,8 @@ INSTALL = "pip install mosaicml-streaming"
 
 def import_library() -> Any:
     """``import streaming``; its package imports its vision/text/multimodal datasets (torchvision, transformers)
-    eagerly, which the MDS reader and writer do not use, so a missing or broken torchvision is stepped around."""
+    eagerly, which the MDS reader and writer do not use, so a missing or broken torchvision is stepped around.
+    """
     try:
         return importlib.import_module("streaming")
     except (ImportError, RuntimeError):
@@ -34,8 +36,9 @@ def import_library() -> Any:
 def convert(images: Sequence[str], labels: Sequence[int], out_dir: Path) -> dict[str, Any]:
     """Write ``{"image": original bytes, "label": int}`` rows with ``MDSWriter`` (64 MiB shards, no compression)."""
     streaming = import_library()
-    with streaming.MDSWriter(out=str(out_dir), columns={"image": "bytes", "label": "int"},
-                             size_limit=64 << 20) as writer:
+    with streaming.MDSWriter(
+        out=str(out_dir), columns={"image": "bytes", "label": "int"}, size_limit=64 << 20
+    ) as writer:
         for path, label in zip(images, labels):
             writer.write({"image": Path(path).read_bytes(), "label": int(label)})
     return {"note": "MDS shards of the original bytes"}
@@ -68,6 +71,11 @@ def loader(out_dir: Path, batch_size: int, workers: int, size: int = 224) -> Any
 
     clean_stale_shared_memory()
     dataset = streaming.StreamingDataset(local=str(out_dir), shuffle=True, batch_size=batch_size)
-    return torch.utils.data.DataLoader(_Decoded(dataset, size), batch_size=batch_size, num_workers=workers,
-                                       collate_fn=uint8_collate, worker_init_fn=cv2_worker_init,
-                                       persistent_workers=workers > 0)
+    return torch.utils.data.DataLoader(
+        _Decoded(dataset, size),
+        batch_size=batch_size,
+        num_workers=workers,
+        collate_fn=uint8_collate,
+        worker_init_fn=cv2_worker_init,
+        persistent_workers=workers > 0,
+    )

@@ -11,8 +11,9 @@ torch its image library does not load, and the benchmark reports that in the pee
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -26,7 +27,8 @@ _CUDA_NAMES = ("cuda", "nvrtc", "cudart", "nvjpeg")
 def import_library() -> Any:
     """``torchcodec.decoders.decode_image``; where the package is there but its image library does not load, an
     ImportError that says why in one line (for torchcodec 0.17 beside a CPU-only torch: the CUDA libraries it
-    links)."""
+    links).
+    """
     try:
         from torchcodec.decoders import decode_image
     except ModuleNotFoundError:
@@ -37,9 +39,11 @@ def import_library() -> Any:
             root = root.__cause__
         reason = f"{type(root).__name__}: {(str(root).splitlines() or [''])[0]}"
         if any(name in reason.lower() for name in _CUDA_NAMES) and torch.version.cuda is None:
-            raise ImportError(f"torchcodec is installed but its image library links the CUDA build of torch "
-                              f"(libc10_cuda.so, libnvrtc.so.13) and this torch is {torch.__version__} "
-                              f"(CPU only): {reason}") from exc
+            raise ImportError(
+                f"torchcodec is installed but its image library links the CUDA build of torch "
+                f"(libc10_cuda.so, libnvrtc.so.13) and this torch is {torch.__version__} "
+                f"(CPU only): {reason}"
+            ) from exc
         raise ImportError(f"torchcodec is installed but its image library does not load: {reason}") from exc
     return decode_image
 
@@ -77,6 +81,7 @@ class TorchCodecFiles(torch.utils.data.Dataset):
 
 
 def loader(out_dir: Path, batch_size: int, workers: int, size: int = 224) -> torch.utils.data.DataLoader:
-    """torch's DataLoader over :class:`TorchCodecFiles` (shuffled, ``default_collate``)."""
-    return torch.utils.data.DataLoader(TorchCodecFiles(Path(out_dir) / "file_list.txt", size), batch_size,
-                                       shuffle=True, num_workers=workers)
+    """Torch's DataLoader over :class:`TorchCodecFiles` (shuffled, ``default_collate``)."""
+    return torch.utils.data.DataLoader(
+        TorchCodecFiles(Path(out_dir) / "file_list.txt", size), batch_size, shuffle=True, num_workers=workers
+    )

@@ -6,8 +6,9 @@ Per sample the workers do what ``torch-cv2`` does: ``cv2.imdecode``, torchvision
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 LIBRARY = "webdataset"
 INSTALL = "pip install webdataset"
@@ -45,6 +46,10 @@ def loader(out_dir: Path, batch_size: int, workers: int, size: int = 224) -> Any
     from fastdata.bench.baselines import cv2_worker_init, uint8_collate
 
     urls = sorted(str(p) for p in Path(out_dir).glob("shard-*.tar"))
-    dataset = (wds.WebDataset(urls, shardshuffle=len(urls), empty_check=False).shuffle(1000)
-               .map(_Decode(size)).batched(batch_size, collation_fn=uint8_collate, partial=True))
+    dataset = (
+        wds.WebDataset(urls, shardshuffle=len(urls), empty_check=False)
+        .shuffle(1000)
+        .map(_Decode(size))
+        .batched(batch_size, collation_fn=uint8_collate, partial=True)
+    )
     return wds.WebLoader(dataset, batch_size=None, num_workers=workers, worker_init_fn=cv2_worker_init)

@@ -29,9 +29,9 @@ from fastdata.packing.finish import NothingPackedError
 from fastdata.packing.identity import PackIdentity
 from fastdata.packing.lock import OutputLock
 from fastdata.packing.merge import combine, part_name, write_part
+from fastdata.packing.options import ENGINES, PackOptions
 from fastdata.packing.output import create_output, prepare_output, remove_own_files
 from fastdata.packing.pipeline import Job
-from fastdata.packing.options import ENGINES, PackOptions
 from fastdata.packing.plan import RangePlan, ordered_rows
 from fastdata.packing.ranges import RangeTask, load_record, record_entries, record_name
 from fastdata.packing.sources import Source
@@ -40,6 +40,7 @@ from fastdata.storage.urls import is_url
 __all__ = ["ENGINES", "PartResult", "get_engine", "run_plan"]
 
 logger = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class PartResult:
@@ -67,8 +68,14 @@ def get_engine(name: str, *, workers: int = 0, ray_address: str | None = None) -
     raise ValueError(f"unknown engine {name!r}: use one of {', '.join(ENGINES)}")
 
 
-def run_plan(source: Source, identity: PackIdentity, out: str | Path, options: PackOptions, *,
-             on_shard: Callable[[ShardInfo], None] | None = None) -> Manifest | PartResult:
+def run_plan(
+    source: Source,
+    identity: PackIdentity,
+    out: str | Path,
+    options: PackOptions,
+    *,
+    on_shard: Callable[[ShardInfo], None] | None = None,
+) -> Manifest | PartResult:
     """Pack the rows of ``source`` into ``out`` range by range with ``options.engine``.
 
     ``identity``: the pack's recorded facts (:meth:`PackIdentity.of`): its plan, the kept fields' types and the
@@ -76,8 +83,13 @@ def run_plan(source: Source, identity: PackIdentity, out: str | Path, options: P
     only for a shuffled pack); see :func:`fastdata.pack` for the rest.
     """
     plan, types, header = identity.plan, identity.field_types, identity.range_header
-    resume, overwrite, progress, allow_empty, part = (options.resume, options.overwrite, options.progress,
-                                                      options.allow_empty, options.part)
+    resume, overwrite, progress, allow_empty, part = (
+        options.resume,
+        options.overwrite,
+        options.progress,
+        options.allow_empty,
+        options.part,
+    )
 
     def tasks(todo: list[int], folder: Path | None, url: str | None) -> Iterator[RangeTask]:
         """The tasks of the ranges ``todo``, made as they are needed: one range's rows held at a time."""
@@ -87,20 +99,50 @@ def run_plan(source: Source, identity: PackIdentity, out: str | Path, options: P
             chunk = list(itertools.islice(rows, stop - start))
             if r not in wanted_now:
                 continue
-            jobs = tuple(Job(i, row.locator, row.label, source, options, encode_values(types, row.fields,
-                             text=source.text), row.data, row.where) for i, row in enumerate(chunk, start))
-            yield RangeTask(None if folder is None else str(folder), url, options, r, start, stop,
-                            plan.shard_prefix(r), jobs, tuple(source.classes), header,
-                            tuple(source.skipped) if r == 0 else ())
+            jobs = tuple(
+                Job(
+                    i,
+                    row.locator,
+                    row.label,
+                    source,
+                    options,
+                    encode_values(types, row.fields, text=source.text),
+                    row.data,
+                    row.where,
+                )
+                for i, row in enumerate(chunk, start)
+            )
+            yield RangeTask(
+                None if folder is None else str(folder),
+                url,
+                options,
+                r,
+                start,
+                stop,
+                plan.shard_prefix(r),
+                jobs,
+                tuple(source.classes),
+                header,
+                tuple(source.skipped) if r == 0 else (),
+            )
 
     runner = get_engine(options.engine, workers=options.workers or 0, ray_address=options.ray_address)
     wanted = list(plan.part(*part)) if part else list(range(len(plan)))
     if is_url(out):
         if resume or part:
-            raise ValueError(f"--resume and --part need OUT to be a folder (shared by all tasks), not {out}: pack "
-                             "into a shared folder and upload it, or pack to the URL again with --overwrite")
-        return _to_url(str(out), header, _Tasks(tasks(wanted, None, str(out)), plan, wanted), runner, progress,
-                       overwrite, allow_empty)
+            raise ValueError(
+                f"--resume and --part need OUT to be a folder (shared by all tasks), not {out}: pack "
+                "into a shared folder and upload it, or pack to the URL again with --overwrite"
+            )
+        return _to_url(
+            str(out),
+            header,
+            _Tasks(tasks(wanted, None, str(out)), plan, wanted),
+            runner,
+            progress,
+            overwrite,
+            allow_empty,
+        )
     out = create_output(Path(out))
     if part:
         return _part(out, identity, part, wanted, tasks, runner, resume, overwrite, progress)
@@ -112,8 +154,12 @@ def run_plan(source: Source, identity: PackIdentity, out: str | Path, options: P
             return manifest
         records = _done(out, identity, wanted) if resume else {}
         if records:
-            logger.info("resuming: %d of %d ranges are complete, packing the other %d", len(records), len(plan),
-                        len(plan) - len(records))
+            logger.info(
+                "resuming: %d of %d ranges are complete, packing the other %d",
+                len(records),
+                len(plan),
+                len(plan) - len(records),
+            )
         todo = [r for r in wanted if r not in records]
         for record in _run(runner, _Tasks(tasks(todo, out, None), plan, todo), progress):
             records[record["range"]] = record
@@ -142,31 +188,53 @@ def _done(out: Path, identity: PackIdentity, wanted: list[int]) -> dict[int, dic
     return records
 
 
-def _part(out: Path, identity: PackIdentity, part: tuple[int, int], wanted: list[int],
-          tasks: Callable[[list[int], Path | None, str | None], Iterator[RangeTask]], runner: Any, resume: bool,
-          overwrite: bool, progress: bool) -> PartResult:
+def _part(
+    out: Path,
+    identity: PackIdentity,
+    part: tuple[int, int],
+    wanted: list[int],
+    tasks: Callable[[list[int], Path | None, str | None], Iterator[RangeTask]],
+    runner: Any,
+    resume: bool,
+    overwrite: bool,
+    progress: bool,
+) -> PartResult:
     """Pack the ranges ``wanted`` of part ``part`` into ``out`` (kept where complete) and write its part file."""
     index, parts = part
     if overwrite:
-        raise ValueError("--overwrite cannot be used with --part (the other parts share OUT): empty OUT yourself, "
-                         "or pass --resume to finish this part")
+        raise ValueError(
+            "--overwrite cannot be used with --part (the other parts share OUT): empty OUT yourself, "
+            "or pass --resume to finish this part"
+        )
     if (out / MANIFEST_NAME).is_file():
-        raise FileExistsError(f"{str(out)!r} already holds a finished dataset (manifest.json): pack the parts into "
-                              "an empty folder")
+        raise FileExistsError(
+            f"{str(out)!r} already holds a finished dataset (manifest.json): pack the parts into an empty folder"
+        )
     if (out / part_name(index, parts)).is_file() and not resume:
-        raise FileExistsError(f"part {index}/{parts} is already packed in {str(out)!r}: pass --resume to check and "
-                              "keep it, or remove its part file to pack it again")
+        raise FileExistsError(
+            f"part {index}/{parts} is already packed in {str(out)!r}: pass --resume to check and "
+            "keep it, or remove its part file to pack it again"
+        )
     records = _done(out, identity, wanted)
     if records and not resume:
-        raise FileExistsError(f"range {min(records)} of part {index}/{parts} is already packed in {str(out)!r}: "
-                              "pass --resume to finish the part")
+        raise FileExistsError(
+            f"range {min(records)} of part {index}/{parts} is already packed in {str(out)!r}: "
+            "pass --resume to finish the part"
+        )
     todo = [r for r in wanted if r not in records]
     for record in _run(runner, _Tasks(tasks(todo, out, None), identity.plan, todo), progress):
         records[record["range"]] = record
     path = write_part(out, index, parts, identity.range_header, list(records.values()))
     entries = [e for rec in records.values() for e in record_entries(rec)]
-    return PartResult(index, parts, wanted, len(todo), sum(len(e.labels) for e in entries),
-                      [e.shard for e in entries if e.shard is not None], path)
+    return PartResult(
+        index,
+        parts,
+        wanted,
+        len(todo),
+        sum(len(e.labels) for e in entries),
+        [e.shard for e in entries if e.shard is not None],
+        path,
+    )
 
 
 def _to_url(url, header, tasks, runner, progress, overwrite, allow_empty) -> Manifest:

@@ -36,7 +36,8 @@ class RayEngine:
 
     def run(self, tasks: Iterable[RangeTask]) -> Iterator[dict[str, Any]]:
         """Keep twice the cluster's CPUs of tasks in flight; yield each range's record as its task finishes
-        (in any order). Tasks are taken from ``tasks`` only as they are submitted."""
+        (in any order). Tasks are taken from ``tasks`` only as they are submitted.
+        """
         ray = _import_ray()
         if not ray.is_initialized():
             ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=False)

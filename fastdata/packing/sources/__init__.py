@@ -16,8 +16,6 @@ import os
 from pathlib import Path
 
 from fastdata.formats.manifest import MANIFEST_NAME
-from fastdata.storage.urls import is_url
-
 from fastdata.packing.options import PackOptions
 from fastdata.packing.sources.base import Row, Source, max_file_bytes, source_digest
 from fastdata.packing.sources.image_folder import ImageFolderSource
@@ -25,10 +23,20 @@ from fastdata.packing.sources.parquet import ParquetSource, image_column_of, par
 from fastdata.packing.sources.shards import PackSource, TFRecordSource
 from fastdata.packing.sources.table import FileListSource
 from fastdata.packing.sources.webdataset import WebDatasetSource
+from fastdata.storage.urls import is_url
 
 __all__ = [
-    "FileListSource", "ImageFolderSource", "PackSource", "ParquetSource", "Row", "Source", "TFRecordSource",
-    "WebDatasetSource", "open_source", "source_digest", "source_kind",
+    "FileListSource",
+    "ImageFolderSource",
+    "PackSource",
+    "ParquetSource",
+    "Row",
+    "Source",
+    "TFRecordSource",
+    "WebDatasetSource",
+    "open_source",
+    "source_digest",
+    "source_kind",
 ]
 
 
@@ -48,14 +56,20 @@ def open_source(src: str | os.PathLike, options: PackOptions) -> Source:
 def _open(src: str | os.PathLike, options: PackOptions) -> Source:
     kind = options.source if options.source != "auto" else source_kind(src)
     labels = {"names": options.labels == "names", "unlabelled": options.unlabelled}
-    columns = {"image_column": options.image_column, "label_column": options.label_column, "fields": options.fields,
-               **labels}
+    columns = {
+        "image_column": options.image_column,
+        "label_column": options.label_column,
+        "fields": options.fields,
+        **labels,
+    }
     if kind == "imagefolder":
         _no_columns(kind, options)
         if os.path.isfile(src):
-            raise ValueError(f"{os.fspath(src)!r} is a file of no kind fastdata packs: pass a .csv, .jsonl or "
-                             ".parquet file list, a WebDataset .tar (or a brace pattern of them), .tfrecord files, or "
-                             "a folder (an ImageFolder tree, Parquet files, tars, TFRecords or a fastdata pack)")
+            raise ValueError(
+                f"{os.fspath(src)!r} is a file of no kind fastdata packs: pass a .csv, .jsonl or "
+                ".parquet file list, a WebDataset .tar (or a brace pattern of them), .tfrecord files, or "
+                "a folder (an ImageFolder tree, Parquet files, tars, TFRecords or a fastdata pack)"
+            )
         return ImageFolderSource(src)
     if kind == "list":
         return FileListSource(src, **columns)
@@ -108,9 +122,12 @@ def _parquet_kind(src: str | os.PathLike) -> str:
 
 def _no_columns(kind: str, options: PackOptions, *, fields: bool = True) -> None:
     if options.image_column or options.label_column or (fields and options.fields):
-        names = "--image-column, --label-column and --fields apply" if fields else \
-            "--image-column and --label-column apply"
+        names = (
+            "--image-column, --label-column and --fields apply" if fields else "--image-column and --label-column apply"
+        )
         raise ValueError(f"{names} to lists, Parquet and WebDataset sources, not to a {kind} source")
     if options.labels != "auto" or options.unlabelled:
-        raise ValueError(f"--labels and --unlabelled apply to lists, Parquet and WebDataset sources, not to a {kind} "
-                         "source (its labels are its own)")
+        raise ValueError(
+            f"--labels and --unlabelled apply to lists, Parquet and WebDataset sources, not to a {kind} "
+            "source (its labels are its own)"
+        )

@@ -29,13 +29,15 @@ NO_LABEL = -1
 
 def max_file_bytes(max_pixels: int | None) -> int:
     """The largest source file a pack reads under a pixel limit: 8 bytes per allowed pixel (more than any
-    image format needs, uncompressed 16-bit RGBA included) plus 16 MiB of metadata; 1 TiB without a limit."""
+    image format needs, uncompressed 16-bit RGBA included) plus 16 MiB of metadata; 1 TiB without a limit.
+    """
     return _NO_LIMIT_BYTES if not max_pixels else 8 * int(max_pixels) + (16 << 20)
 
 
 class SourceFileError(OSError):
     """A source file that is not read: not a regular file (a FIFO, a device, ``/dev/zero`` behind a symlink), or larger
-    than the pack's byte bound. The pack skips it with this reason."""
+    than the pack's byte bound. The pack skips it with this reason.
+    """
 
 
 @dataclass(frozen=True)
@@ -99,9 +101,12 @@ class Source(abc.ABC):
 
 def unlabelled_refused(what: str, seen: str, label_column: str) -> ValueError:
     """The one-line refusal of a source without labels: ``what`` (the list, tars, Parquet) has no
-    ``label_column``; ``seen`` says what it has instead (its columns, the members of its samples)."""
-    return ValueError(f"{what} has no label column {label_column!r} ({seen}): name it with --label-column, or pass "
-                      "--unlabelled to pack without labels (every label -1, no classes)")
+    ``label_column``; ``seen`` says what it has instead (its columns, the members of its samples).
+    """
+    return ValueError(
+        f"{what} has no label column {label_column!r} ({seen}): name it with --label-column, or pass "
+        "--unlabelled to pack without labels (every label -1, no classes)"
+    )
 
 
 def source_digest(classes: list[str], rows: list[Row], skipped: list[SkippedFile]) -> str:

@@ -65,8 +65,16 @@ class ParquetSource(Source):
 
     name = "parquet"
 
-    def __init__(self, src: str | os.PathLike, *, image_column: str | None = None, label_column: str | None = None,
-                 fields: tuple[str, ...] = (), names: bool = False, unlabelled: bool = False) -> None:
+    def __init__(
+        self,
+        src: str | os.PathLike,
+        *,
+        image_column: str | None = None,
+        label_column: str | None = None,
+        fields: tuple[str, ...] = (),
+        names: bool = False,
+        unlabelled: bool = False,
+    ) -> None:
         import pyarrow.parquet as pq
 
         self.base, files = parquet_files(src)
@@ -75,11 +83,15 @@ class ParquetSource(Source):
         schema = pq.ParquetFile(files[0]).schema_arrow
         self.image_column = image_column or image_column_of(schema)
         if self.image_column is None or self.image_column not in schema.names:
-            raise ValueError(f"{files[0]} has no image column {image_column or '(of {bytes, path} structs)'} "
-                             f"(its columns: {', '.join(schema.names)}): name it with --image-column")
+            raise ValueError(
+                f"{files[0]} has no image column {image_column or '(of {bytes, path} structs)'} "
+                f"(its columns: {', '.join(schema.names)}): name it with --image-column"
+            )
         self.label_column = label_column or "label"
         if label_column is not None and label_column not in schema.names:
-            raise ValueError(f"{files[0]} has no label column {label_column!r} (its columns: {', '.join(schema.names)})")
+            raise ValueError(
+                f"{files[0]} has no label column {label_column!r} (its columns: {', '.join(schema.names)})"
+            )
         missing = [f for f in fields if f not in schema.names]
         if missing:
             raise ValueError(f"{files[0]} has no column {', '.join(missing)} (its columns: {', '.join(schema.names)})")
@@ -93,8 +105,9 @@ class ParquetSource(Source):
             self.classes = table
         elif self.labelled:
             rows = enumerate(self._records([self.label_column]), 1)
-            self.labels = Labels(((f"row {n} ({rel})", r.get(self.label_column)) for n, (rel, _, _, r) in rows),
-                                 names=names)
+            self.labels = Labels(
+                ((f"row {n} ({rel})", r.get(self.label_column)) for n, (rel, _, _, r) in rows), names=names
+            )
             self.classes = self.labels.classes
         self._cached: tuple[tuple[str, int], Any] | None = None
 

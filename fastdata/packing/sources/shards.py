@@ -64,7 +64,9 @@ class PackSource(Source):
                         missing = [f for f in self.fields if f not in feature]
                         if missing:
                             raise ValueError(f"the record has no field {', '.join(map(repr, missing))}")
-                        values = {k: _plain(v) for k, v in decode_values(self.field_types, self.fields, feature).items()}
+                        values = {
+                            k: _plain(v) for k, v in decode_values(self.field_types, self.fields, feature).items()
+                        }
                     except (CorruptRecordError, ValueError) as exc:
                         self.skipped.append(SkippedFile(f"{locator} (record {number + 1})", str(exc)))
                         number += 1
@@ -78,7 +80,8 @@ class PackSource(Source):
         if shard not in self._readers:
             info = self.pack.manifest.shards[shard]
             self._readers[shard] = get_format(self.pack.manifest.format).reader(
-                Path(self.pack.shard_paths[shard]), expected=info, index=self.pack.index_path(shard))
+                Path(self.pack.shard_paths[shard]), expected=info, index=self.pack.index_path(shard)
+            )
         return self._readers[shard]
 
     def open(self, locator: str) -> bytes:
@@ -102,8 +105,13 @@ def tfrecord_files(src: str | os.PathLike) -> list[Path]:
     if any(c in text for c in "*?["):
         files = sorted(Path(p) for p in glob.glob(text))
     elif Path(text).is_dir():
-        files = sorted(p for p in Path(text).iterdir() if p.is_file() and not p.name.startswith(".")
-                       and p.suffix not in (".idx", ".loc", ".json", ".npy", ".txt", ".lock"))
+        files = sorted(
+            p
+            for p in Path(text).iterdir()
+            if p.is_file()
+            and not p.name.startswith(".")
+            and p.suffix not in (".idx", ".loc", ".json", ".npy", ".txt", ".lock")
+        )
     else:
         files = [Path(text)] if Path(text).is_file() else []
     if not files:
@@ -164,8 +172,9 @@ class TFRecordSource(Source):
             self._scalar = self._check_fields(self._found)
         self.skipped = list(self._file_skips)
         records = self._found
-        labels = Labels((f"{locator} (record {n})", label) for n, (locator, label, error, _) in enumerate(records, 1)
-                        if not error)
+        labels = Labels(
+            (f"{locator} (record {n})", label) for n, (locator, label, error, _) in enumerate(records, 1) if not error
+        )
         self.classes = labels.classes
         for number, (locator, label, error, values) in enumerate(records, 1):
             missing = [f for f in self.fields if f not in values]
@@ -188,8 +197,10 @@ class TFRecordSource(Source):
         """
         absent = [f for f in self.fields if not any(f in r[3] for r in records)]
         if absent and any(not r[2] for r in records):
-            raise ValueError(f"no record of {self.src} has the feature {', '.join(map(repr, absent))} named by "
-                             "--fields: name features the records hold")
+            raise ValueError(
+                f"no record of {self.src} has the feature {', '.join(map(repr, absent))} named by "
+                "--fields: name features the records hold"
+            )
         return {f: all(len(r[3][f]) == 1 for r in records if f in r[3]) for f in self.fields}
 
     def __getstate__(self) -> dict[str, Any]:

@@ -42,8 +42,16 @@ class FileListSource(Source):
 
     name = "list"
 
-    def __init__(self, path: str | os.PathLike, *, image_column: str | None = None, label_column: str | None = None,
-                 fields: tuple[str, ...] = (), names: bool = False, unlabelled: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        image_column: str | None = None,
+        label_column: str | None = None,
+        fields: tuple[str, ...] = (),
+        names: bool = False,
+        unlabelled: bool = False,
+    ) -> None:
         self.url = os.fspath(path) if is_url(path) else None
         self.path = Path(path) if self.url is None else Path(self.url.rpartition("/")[2])
         super().__init__(self.url or str(self.path.resolve()))
@@ -57,8 +65,10 @@ class FileListSource(Source):
         columns = self._columns()
         self.image_column = image_column or next((c for c in PATH_COLUMNS if c in columns), None)
         if self.image_column is None or (columns and self.image_column not in columns):
-            raise ValueError(f"{str(path)!r} has no {image_column or 'path'} column (its columns: {', '.join(columns)}): "
-                             "name the column with the image paths with --image-column")
+            raise ValueError(
+                f"{str(path)!r} has no {image_column or 'path'} column (its columns: {', '.join(columns)}): "
+                "name the column with the image paths with --image-column"
+            )
         if label_column is not None and columns and label_column not in columns:
             raise ValueError(f"{str(path)!r} has no label column {label_column!r} (its columns: {', '.join(columns)})")
         self.label_column = label_column or "label"
@@ -70,9 +80,15 @@ class FileListSource(Source):
         if self.labelled and columns and self.label_column not in columns:
             raise unlabelled_refused(repr(str(path)), f"its columns: {', '.join(columns)}", self.label_column)
         where = f"of {self.path.name}"
-        self.labels = Labels(((f"row {n} {where}", r.get(self.label_column)) for n, r in
-                              self._records([self.label_column]) if r), text=self.kind == ".csv",
-                             names=names) if self.labelled else None
+        self.labels = (
+            Labels(
+                ((f"row {n} {where}", r.get(self.label_column)) for n, r in self._records([self.label_column]) if r),
+                text=self.kind == ".csv",
+                names=names,
+            )
+            if self.labelled
+            else None
+        )
         self.classes = self.labels.classes if self.labels else []
 
     def scan(self) -> Iterator[Row]:

@@ -35,8 +35,13 @@ from fastdata.storage.urls import is_url
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp", "bmp", "tif", "tiff", "ppm", "pgm")
 _BRACE = re.compile(r"\{([^{}]*)\}")
 SMALL_MEMBER_BYTES = 16 << 20  # the most a .cls or .json member (read by the scan), or an extended header, may hold
-_EXTENDED = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME,
-             tarfile.GNUTYPE_LONGLINK)
+_EXTENDED = (
+    tarfile.XHDTYPE,
+    tarfile.XGLTYPE,
+    tarfile.SOLARIS_XHDTYPE,
+    tarfile.GNUTYPE_LONGNAME,
+    tarfile.GNUTYPE_LONGLINK,
+)
 
 # one scanned sample: (locator, or "" without an image; raw label; fields; how a skip names it; what is wrong, or "")
 _Sample = tuple[str, Any, dict[str, Any], str, str]
@@ -48,7 +53,8 @@ class DamagedTarError(ValueError):
 
 class _CheckedTarInfo(tarfile.TarInfo):
     """``tarfile``'s member header, but a damaged header is an error rather than the end of the archive (tarfile
-    stops silently at one found after the first member), and an extended header is bounded before it is read."""
+    stops silently at one found after the first member), and an extended header is bounded before it is read.
+    """
 
     @classmethod
     def frombuf(cls, buf: bytes, encoding: str, errors: str) -> tarfile.TarInfo:
@@ -66,7 +72,7 @@ def expand_braces(pattern: str) -> list[str]:
     match = _BRACE.search(pattern)
     if match is None:
         return [pattern]
-    body, head, tail = match.group(1), pattern[: match.start()], pattern[match.end():]
+    body, head, tail = match.group(1), pattern[: match.start()], pattern[match.end() :]
     ranged = re.fullmatch(r"(\d+)\.\.(\d+)", body)
     if ranged:
         first, last = ranged.groups()
@@ -106,8 +112,10 @@ def tar_files(src: str | os.PathLike) -> list[Path] | list[str]:
     else:
         files = [Path(text)] if Path(text).is_file() else []
     if not files:
-        raise FileNotFoundError(f"no WebDataset tars in {text!r}: pass a .tar, a brace pattern such as "
-                                "shard-{000000..000009}.tar, a glob or a folder of .tar files")
+        raise FileNotFoundError(
+            f"no WebDataset tars in {text!r}: pass a .tar, a brace pattern such as "
+            "shard-{000000..000009}.tar, a glob or a folder of .tar files"
+        )
     return files
 
 
@@ -132,8 +140,15 @@ class WebDatasetSource(Source):
 
     name = "webdataset"
 
-    def __init__(self, src: str | os.PathLike, *, label_column: str | None = None, fields: tuple[str, ...] = (),
-                 names: bool = False, unlabelled: bool = False) -> None:
+    def __init__(
+        self,
+        src: str | os.PathLike,
+        *,
+        label_column: str | None = None,
+        fields: tuple[str, ...] = (),
+        names: bool = False,
+        unlabelled: bool = False,
+    ) -> None:
         self.tars = tar_files(src)
         text = os.fspath(src)
         super().__init__(text if "{" in text or "*" in text or is_url(text) else str(Path(src).resolve()))
@@ -167,8 +182,10 @@ class WebDatasetSource(Source):
                     members[ext.lower()] = member
                     self._seen.add(f".{ext.lower()}")
                     if member.offset_data + member.size > size:
-                        problem = (f"{member.name} declares {member.size} bytes at offset {member.offset_data}, past "
-                                   f"the end of the tar ({size} bytes): a truncated or damaged tar")
+                        problem = (
+                            f"{member.name} declares {member.size} bytes at offset {member.offset_data}, past "
+                            f"the end of the tar ({size} bytes): a truncated or damaged tar"
+                        )
                     elif ext.lower() in ("cls", "json") and member.size > SMALL_MEMBER_BYTES:
                         problem = f"{member.name} holds {member.size} bytes, more than a .{ext.lower()} may (16 MiB)"
                     elif ext.lower() in ("cls", "json"):  # read now: a streamed tar cannot go back for it
@@ -177,8 +194,9 @@ class WebDatasetSource(Source):
                     samples.append(self._sample(_name(tar), key, members, small, problem))
         return samples
 
-    def _sample(self, tar: str, key: str, members: dict[str, tarfile.TarInfo], small: dict[str, bytes],
-                problem: str) -> _Sample:
+    def _sample(
+        self, tar: str, key: str, members: dict[str, tarfile.TarInfo], small: dict[str, bytes], problem: str
+    ) -> _Sample:
         """``(locator or "" without an image, raw label, fields, how a skip names it, what is wrong)`` of a sample."""
         image = next((members[e] for e in IMAGE_EXTENSIONS if e in members), None)
         meta: dict[str, Any] = {}
@@ -202,19 +220,26 @@ class WebDatasetSource(Source):
             self._samples = self._scan_tars()
         self.skipped = list(self._tar_skips)
         samples = self._samples
-        raw = [(f"sample {n} ({s[3]})", s[1]) for n, s in enumerate(samples, 1)
-               if s[0] and not s[4] and s[1] is not None]
+        raw = [
+            (f"sample {n} ({s[3]})", s[1]) for n, s in enumerate(samples, 1) if s[0] and not s[4] and s[1] is not None
+        ]
         if not raw and not self.unlabelled and any(s[0] and not s[4] for s in samples):
             kinds = sorted(self._seen)
-            raise unlabelled_refused(f"the WebDataset tars {self.src!r}", "no sample has a .cls member or a "
-                                     f"{self.label_column!r} key in its .json; members seen: {', '.join(kinds)}",
-                                     self.label_column)
+            raise unlabelled_refused(
+                f"the WebDataset tars {self.src!r}",
+                "no sample has a .cls member or a "
+                f"{self.label_column!r} key in its .json; members seen: {', '.join(kinds)}",
+                self.label_column,
+            )
         labels = Labels(raw, text=True, names=self.names) if raw and not self.unlabelled else None
         self.classes = labels.classes if labels else []
         for number, (locator, label, fields, where, problem) in enumerate(samples, 1):
             if problem or not locator:
-                self.skipped.append(SkippedFile(f"{where} (sample {number})", problem or
-                                                f"no image member ({', '.join(IMAGE_EXTENSIONS)})"))
+                self.skipped.append(
+                    SkippedFile(
+                        f"{where} (sample {number})", problem or f"no image member ({', '.join(IMAGE_EXTENSIONS)})"
+                    )
+                )
                 continue
             try:
                 index = labels.index(label) if labels else NO_LABEL
@@ -263,18 +288,24 @@ def _size(tar: Path | str) -> int:
     return size
 
 
-def _members(archive: tarfile.TarFile, tar: Path | str, size: int,
-             skipped: list[SkippedFile]) -> Iterator[tarfile.TarInfo]:
+def _members(
+    archive: tarfile.TarFile, tar: Path | str, size: int, skipped: list[SkippedFile]
+) -> Iterator[tarfile.TarInfo]:
     """The members of ``archive``, up to the first one that reaches past its ``size`` bytes (nothing after it can be
-    read) or the first damaged header, which is recorded in ``skipped`` with its offset."""
+    read) or the first damaged header, which is recorded in ``skipped`` with its offset.
+    """
     while True:
         offset = archive.offset
         try:
             member = archive.next()
         except (tarfile.TarError, DamagedTarError) as exc:  # an I/O error (a disk, a connection) is raised, not listed
-            skipped.append(SkippedFile(f"{_name(tar)} (offset {offset})",
-                                       f"{exc or type(exc).__name__}: the tar is damaged or truncated here; "
-                                       "its members from this offset on are not read"))
+            skipped.append(
+                SkippedFile(
+                    f"{_name(tar)} (offset {offset})",
+                    f"{exc or type(exc).__name__}: the tar is damaged or truncated here; "
+                    "its members from this offset on are not read",
+                )
+            )
             return
         if member is None:
             return
