@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from fastdata import __version__
+from fastdata._version import __version__
 from fastdata._util.text import escaped
 from fastdata.packing.command import add_pack_parser, appending_to, parse_size, summary
 

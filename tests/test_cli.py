@@ -224,3 +224,21 @@ def test_a_missing_index_file_is_named(capsys, image_folder, tmp_path):
     ds = ShardDataset(out)  # the open reads no index: the first read of its shard names it
     with pytest.raises(FileNotFoundError, match=f"{index}.*missing.*fastdata verify"):
         ds.read(0)
+
+
+def test_version_prints_the_package_version(capsys):
+    from fastdata import __version__
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"fastdata {__version__}"
+
+
+def test_the_installed_metadata_and_the_package_agree_on_the_version():
+    """pyproject.toml reads the version from fastdata/_version.py; the installed distribution must say the same."""
+    from importlib.metadata import version
+
+    from fastdata import __version__
+
+    assert version("fastdata") == __version__, "the installed fastdata is stale: run bash tools/setup.sh again"

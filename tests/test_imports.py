@@ -153,3 +153,8 @@ def test_the_floor_check_finds_an_arrow_up():
     level = {"loader": 0, "datasets": 1}
     edges = {"datasets": {"loader"}, "loader": {"datasets"}}
     assert sorted((a, b) for a, t in edges.items() for b in t if level[b] <= level[a]) == [("datasets", "loader")]
+
+
+def test_only_the_public_api_imports_the_package_itself():
+    """``from fastdata import X`` in a room runs back up: ``fastdata/__init__.py`` imports every room."""
+    assert sorted(m for m, imported in graph().items() if m != "fastdata" and "fastdata" in imported) == []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fastdata import __version__
+from fastdata._version import __version__
 from fastdata._util.fs import atomic_write_bytes
 from fastdata._util.text import escaped
 from fastdata.formats.files import crc32c_hex
