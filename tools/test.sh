@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Set everything up and run the whole test suite (this is what CI runs).
+# Set everything up, then the lint and type checks and the whole test suite (this is what CI runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh test,dali
-status=0
-python3 -m pytest -q "$@" || status=$?
-if [ "$status" -eq 5 ]; then
+bash tools/setup.sh test,dali,dev
+lint=0
+bash tools/lint.sh || lint=$?
+tests=0
+python3 -m pytest -q "$@" || tests=$?
+if [ "$tests" -eq 5 ]; then  # pytest's own code for "no tests ran"
   echo "FAIL: pytest collected no tests" >&2
 fi
-exit "$status"
+if [ "$lint" -ne 0 ]; then
+  echo "FAIL: tools/lint.sh found problems (above)" >&2
+  [ "$tests" -eq 0 ] && tests=1
+fi
+exit "$tests"
