@@ -6,17 +6,26 @@
 ``fastdata.transforms._affine`` (PIL's affine bicubic warp for the decode-time rotate and shear) and
 ``fastdata.transforms._lut`` (lookup tables applied in place, 64 bytes at a time with AVX-512 VBMI) are optional:
 when there is no C compiler or no ``jpeglib.h``, the build prints one warning per kernel and the
-install goes on without it (fastdata then decodes through PyTurboJPEG/OpenCV, normalizes with torch, pack stores JPEG bytes
-unchanged, bicubic rotate and shear use OpenCV's cubic kernel, and lookup tables cv2.LUT).
+install goes on without it (fastdata then decodes through PyTurboJPEG/OpenCV, normalizes with torch, pack stores
+JPEG bytes unchanged, bicubic rotate and shear use OpenCV's cubic kernel, and lookup tables cv2.LUT).
+``FASTDATA_REQUIRE_NATIVE=1`` (tools/build_wheel.sh) makes a kernel that does not build an error instead.
 """
 
+import os
 import re
 import sys
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-_HINT = "install a C compiler and libjpeg-dev (Debian/Ubuntu: apt-get install gcc libjpeg-dev), then reinstall: pip install -e ."
+#: Set by tools/build_wheel.sh: a release wheel without its kernels would be slow without saying so, so there a kernel
+#: that does not build fails the build instead of warning.
+_REQUIRED = os.environ.get("FASTDATA_REQUIRE_NATIVE", "") not in ("", "0")
+
+_HINT = (
+    "install a C compiler and libjpeg-dev (Debian/Ubuntu: apt-get install gcc libjpeg-dev), "
+    "then reinstall: pip install -e ."
+)
 
 
 class OptionalBuildExt(build_ext):
@@ -38,6 +47,10 @@ class OptionalBuildExt(build_ext):
             self._warn(ext.name, exc)
 
     def _warn(self, what: str, exc: BaseException) -> None:
+        if _REQUIRED:
+            raise SystemExit(
+                f"ERROR: fastdata: {what} not built ({type(exc).__name__}: {exc}); FASTDATA_REQUIRE_NATIVE is set"
+            )
         self._warned = True
         text = " ".join(str(exc).split())
         failed = re.search(r"Command '\['([^']+)'.*exit status (\d+)", text)  # the compiler ran and failed
