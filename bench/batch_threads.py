@@ -70,7 +70,7 @@ def _measure(root: Path, threads: int, workers: int) -> tuple[float, float | Non
         dataset, 256, shuffle=True, num_workers=workers, collate_fn=fast_collate, persistent_workers=workers > 0
     )
     with MemorySampler(interval=0.1) as memory:
-        for passes in range(2):
+        for _passes in range(2):
             start, count = time.perf_counter(), 0
             for images, _ in loader:
                 count += images.shape[0]

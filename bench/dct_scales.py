@@ -135,14 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     for name, r in result["rates"].items():
         print(f"  {name:6s} {statistics.median(r):7.0f}  ({min(r):.0f}-{max(r):.0f})")
     for name in ("m8", "shipped"):
-        ratio = statistics.median(a / b for a, b in zip(result["rates"][name], result["rates"]["pow2"]))
+        ratio = statistics.median(a / b for a, b in zip(result["rates"][name], result["rates"]["pow2"], strict=False))
         print(f"  {name} / pow2: {ratio:.3f}")
     print(f"shipped scales: {', '.join(f'{n}/{d}' for n, d in native.NATIVE_SCALES)}")
     print("per M/8 that m8 picks: records, pow2 ms/record, m8 ms/record, m8 / pow2 speed (median of rounds)")
     table = {}
     for m in sorted(result["groups"]):
         g, n = result["groups"][m], counts[m]
-        ratio = statistics.median(p / q for p, q in zip(g["pow2"], g["m8"]))
+        ratio = statistics.median(p / q for p, q in zip(g["pow2"], g["m8"], strict=False))
         table[m] = {
             "records": n,
             "pow2_ms": 1e3 * statistics.median(g["pow2"]) / n,

@@ -90,12 +90,12 @@ def measure(datas: list[bytes], repeats: int) -> dict:
     }
     rates: dict[str, list[float]] = {name: [] for name in methods}
     for name, fn in methods.items():  # warm-up: allocators, scratch buffers, page cache of the code
-        for i, (data, box) in enumerate(zip(datas[:50], boxes)):
+        for i, (data, box) in enumerate(zip(datas[:50], boxes, strict=False)):
             fn(data, box, batch[i % 256])
     for _ in range(repeats):
         for name, fn in methods.items():
             start = time.perf_counter()
-            for i, (data, box) in enumerate(zip(datas, boxes)):
+            for i, (data, box) in enumerate(zip(datas, boxes, strict=False)):
                 fn(data, box, batch[i % 256])
             rates[name].append(len(datas) / (time.perf_counter() - start))
     result = {name: {"median": statistics.median(r), "min": min(r), "max": max(r)} for name, r in rates.items()}

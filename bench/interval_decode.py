@@ -152,7 +152,7 @@ def measure(originals: list[bytes], repeats: int) -> dict:
         if fn is None:
             run_batches(datas)
         else:
-            for data, box in zip(datas, boxes):
+            for data, box in zip(datas, boxes, strict=False):
                 fn(data, box, out)
         spliced[name] = native.spliced_count() + _batch_spliced() - before
     rates: dict[str, list[float]] = {name: [] for name in methods}
@@ -162,7 +162,7 @@ def measure(originals: list[bytes], repeats: int) -> dict:
             if fn is None:
                 run_batches(datas)
             else:
-                for data, box in zip(datas, boxes):
+                for data, box in zip(datas, boxes, strict=False):
                     fn(data, box, out)
             rates[name].append(len(datas) / (time.perf_counter() - start))
     result = {
@@ -171,8 +171,8 @@ def measure(originals: list[bytes], repeats: int) -> dict:
     }
     ratios = {}
     for name in methods:
-        ratios[f"{name}/cv2"] = statistics.median(a / b for a, b in zip(rates[name], rates["cv2"]))
-        ratios[f"{name}/region"] = statistics.median(a / b for a, b in zip(rates[name], rates["region"]))
+        ratios[f"{name}/cv2"] = statistics.median(a / b for a, b in zip(rates[name], rates["cv2"], strict=False))
+        ratios[f"{name}/region"] = statistics.median(a / b for a, b in zip(rates[name], rates["region"], strict=False))
     original_bytes = sum(map(len, originals))
     sizes = {name: sum(map(len, datas)) / original_bytes for name, datas in transcoded.items()}
     return {

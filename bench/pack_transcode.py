@@ -108,7 +108,9 @@ def measure(src: Path, repeats: int, workers: int) -> dict:
         fit = _fit_stats(jpegs, rule_only, recoded)
         fit["transcode_images_per_s"] = {"rule": len(jpegs) / alone_rule, "rule+fit": len(jpegs) / alone}
         fit["crop_images_per_s"] = _crop_speed(
-            [r or d for r, d in zip(rule_only, jpegs)], [r or d for r, d in zip(recoded, jpegs)], repeats
+            [r or d for r, d in zip(rule_only, jpegs, strict=False)],
+            [r or d for r, d in zip(recoded, jpegs, strict=False)],
+            repeats,
         )
         by_k, raised = {}, {}
         for label, k, floor in (
@@ -121,7 +123,7 @@ def measure(src: Path, repeats: int, workers: int) -> dict:
             ("K=1,64B", 1, 64),
         ):
             outs = [_jpegtranscode.transcode(d, k, floor, 1 << 62, False) for d in jpegs]  # the rule alone
-            by_k[label] = sum(len(r or d) for r, d in zip(outs, jpegs))
+            by_k[label] = sum(len(r or d) for r, d in zip(outs, jpegs, strict=False))
             raised[label] = (
                 sum(r is not None and _jpegtranscode.restart_interval(r)[0] > max(1, min(k, 2)) for r in outs)
                 if floor
@@ -169,14 +171,14 @@ def _fit_stats(jpegs: list[bytes], rule: list, fitted: list) -> dict:
     return {
         "bytes": {
             "source": sum(map(len, jpegs)),
-            "rule": sum(len(r or d) for r, d in zip(rule, jpegs)),
-            "rule+fit": sum(len(r or d) for r, d in zip(fitted, jpegs)),
+            "rule": sum(len(r or d) for r, d in zip(rule, jpegs, strict=False)),
+            "rule+fit": sum(len(r or d) for r, d in zip(fitted, jpegs, strict=False)),
         },
-        "grew_under_rule": sum(r is not None and len(r) > len(d) for r, d in zip(rule, jpegs)),
-        "larger_k": sum(f is not None and r is not None and k(f) > k(r) for r, f in zip(rule, fitted)),
+        "grew_under_rule": sum(r is not None and len(r) > len(d) for r, d in zip(rule, jpegs, strict=False)),
+        "larger_k": sum(f is not None and r is not None and k(f) > k(r) for r, f in zip(rule, fitted, strict=False)),
         "whole_rows": sum(f is not None and k(f) == _jpegtranscode.restart_interval(f)[1] > 1 for f in fitted),
-        "kept": sum(f is None and r is not None for r, f in zip(rule, fitted)),
-        "grew_after_fit": sum(f is not None and len(f) > len(d) for f, d in zip(fitted, jpegs)),
+        "kept": sum(f is None and r is not None for r, f in zip(rule, fitted, strict=False)),
+        "grew_after_fit": sum(f is not None and len(f) > len(d) for f, d in zip(fitted, jpegs, strict=False)),
     }
 
 
@@ -195,7 +197,7 @@ def _crop_speed(rule: list[bytes], fitted: list[bytes], repeats: int) -> dict:
     for _ in range(max(repeats, 3)):
         for name, datas in (("rule", rule), ("rule+fit", fitted)):
             start = time.process_time()
-            for data, box in zip(datas, boxes):
+            for data, box in zip(datas, boxes, strict=False):
                 native.decode_crop_into(data, box, out)
             rates[name].append(len(datas) / (time.process_time() - start))
     return {name: statistics.median(r) for name, r in rates.items()}

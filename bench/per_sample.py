@@ -94,7 +94,7 @@ def _methods(root: Path) -> tuple[dict, int]:
         dataset.__getitems__(list(range(start, stop)))
 
     def per_record(t, datas_, slots, rngs, threads) -> None:
-        for slot, (data, rng) in enumerate(zip(datas_, rngs)):
+        for slot, (data, rng) in enumerate(zip(datas_, rngs, strict=False)):
             t.decode_into(data, slots[slot], rng=rng)
 
     def getitems_per_record(start: int, stop: int) -> None:  # __getitems__ decoding record by record
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         for b in ("getitems", "getitems-per-record", "batch-call"):
             if a == b:
                 continue
-            ratios[f"{a} / {b}"] = ratio = statistics.median(x / y for x, y in zip(rates[a], rates[b]))
+            ratios[f"{a} / {b}"] = ratio = statistics.median(x / y for x, y in zip(rates[a], rates[b], strict=False))
             print(f"  {a} / {b}: {ratio:.3f}" + ("  (goal >= 0.95)" if b == "getitems" else ""))
     if args.json:
         args.json.write_text(

@@ -97,7 +97,7 @@ def main() -> int:
         shard = manifest.shards[0]
         path = out / shard.path
         offsets, sizes = get_format(fmt).positions(out, shard)
-        positions = list(zip(offsets.tolist(), sizes.tolist()))
+        positions = list(zip(offsets.tolist(), sizes.tolist(), strict=False))
         if fmt == "lmdb":
             crcs = LMDBShardReader(path)._crc
             methods["lmdb: fastdata (checked page walk + pread)"] = lambda p=path, q=positions, s=shard: _fastdata(

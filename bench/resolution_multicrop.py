@@ -84,7 +84,7 @@ def _methods() -> dict[str, Callable[[bytes, np.random.Generator], None]]:
     methods["multicrop-exact"] = lambda d, g: exact.decode_into_all(d, outs, rng=g)
 
     def separate(d: bytes, g: np.random.Generator) -> None:
-        for crop, out in zip(DINO, outs):
+        for crop, out in zip(DINO, outs, strict=False):
             crop.decode_into(d, out, rng=g)
 
     methods["8-separate"] = separate

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
@@ -14,8 +15,8 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from fastdata._version import __version__
 from fastdata._util.text import escaped
+from fastdata._version import __version__
 from fastdata.packing.command import add_pack_parser, appending_to, parse_size, summary
 
 __all__ = ["EXIT_STATUS", "build_parser", "main", "parse_size"]
@@ -273,10 +274,8 @@ def _stdout_gone() -> bool:
     """Whether standard output is a pipe whose reader has gone (``| head`` read what it wanted); what is buffered is
     flushed first.
     """
-    try:
+    with contextlib.suppress(BrokenPipeError):
         sys.stdout.flush()
-    except BrokenPipeError:
-        pass
     try:
         fd = sys.stdout.fileno()
         poll = select.poll()

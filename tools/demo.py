@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("   " + make_imagenet_like.format_stats(stats))
 
-    for step, fmt in zip("ab", ("tfrecord", "lmdb")):
+    for step, fmt in zip("ab", ("tfrecord", "lmdb"), strict=False):
         target = out / fmt
         print(f"\n2{step}. packing into {fmt} shards in {target}")
         start = time.perf_counter()

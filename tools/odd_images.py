@@ -39,7 +39,7 @@ def picture(height: int, width: int, channels: int = 3, seed: int = 0) -> np.nda
     rng = np.random.default_rng(seed)
     yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
     planes = []
-    for c in range(channels):
+    for _c in range(channels):
         fx, fy, phase = rng.uniform(1, 4), rng.uniform(1, 4), rng.uniform(0, 6.3)
         planes.append(128 + 100 * np.sin(fx * 6.3 * xx / width + fy * 6.3 * yy / height + phase))
     image = np.stack(planes, axis=2) + rng.normal(0, 6, (height, width, channels))

@@ -17,6 +17,7 @@ loads or the schemas exist already. ``python3 tools/torchvision_ops.py --uninsta
 
 from __future__ import annotations
 
+import contextlib
 import importlib.machinery
 import os
 import shutil
@@ -136,10 +137,8 @@ def uninstall(site_dir: str | None = None) -> None:
     """Remove the ``.pth`` and the module copy from ``site_dir`` (default: site-packages)."""
     site_dir = site_dir or sysconfig.get_paths()["purelib"]
     for name in (PTH, MODULE + ".py"):
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.remove(os.path.join(site_dir, name))
-        except FileNotFoundError:
-            pass
 
 
 def main(argv: list[str]) -> int:

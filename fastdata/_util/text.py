@@ -6,9 +6,9 @@ _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def escaped(text: object) -> str:
-    """``text`` as one printable line: every character ``str.isprintable`` refuses is written as an escape.
+    r"""``text`` as one printable line: every character ``str.isprintable`` refuses is written as an escape.
 
-    Newlines become ``\\n``, ESC becomes ``\\x1b``, other non-printables ``\\xNN``/``\\uNNNN``/``\\UNNNNNNNN``,
+    Newlines become ``\n``, ESC becomes ``\x1b``, other non-printables ``\xNN``/``\uNNNN``/``\UNNNNNNNN``,
     so a hostile folder name cannot colour, move or break the lines of ``pack``/``inspect``/``verify`` output.
     Printable text (accents, CJK) is left as it is.
     """

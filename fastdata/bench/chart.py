@@ -77,7 +77,7 @@ def plot_results(results: dict[str, Any], path: str | os.PathLike) -> Path | Non
         )
         peak = max(peak, value)
     pipelines = results["pipelines"]
-    for y, (name, value) in enumerate(zip(names, med)):
+    for y, (name, value) in enumerate(zip(names, med, strict=False)):
         uint8 = "uint8" in pipelines[name].get("output_summary", "")
         base = pipelines.get("torch-cv2" if uint8 else "torch-pil", {}).get("images_per_s", {}).get("median")
         shown = base and _kind(name) != "bound"

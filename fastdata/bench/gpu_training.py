@@ -21,7 +21,7 @@ def _dummy_model(num_classes: int) -> torch.nn.Module:
     """A few strided conv layers: enough GPU work per step to show whether the loader keeps up."""
     layers: list[torch.nn.Module] = []
     channels = [3, 32, 64, 128, 256]
-    for cin, cout in zip(channels, channels[1:]):
+    for cin, cout in zip(channels, channels[1:], strict=False):
         layers += [
             torch.nn.Conv2d(cin, cout, 3, stride=2, padding=1, bias=False),
             torch.nn.BatchNorm2d(cout),

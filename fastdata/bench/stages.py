@@ -72,7 +72,7 @@ def _batched(name: str, fn: Callable[[list], Any], samples: Sequence[Any], batch
     labels = np.random.default_rng(0).integers(0, 1000, len(samples)).tolist()
     total, results = 0.0, []
     for start in range(0, len(samples), batch_size):
-        chunk = list(zip(samples[start : start + batch_size], labels[start : start + batch_size]))
+        chunk = list(zip(samples[start : start + batch_size], labels[start : start + batch_size], strict=False))
         t = time.perf_counter()
         results.append(fn(chunk))
         total += time.perf_counter() - t
@@ -349,7 +349,7 @@ def _record_names(roots: dict[str, Path], picks: np.ndarray) -> list[str]:
                 int(readers[int(s)][1][i - starts[s]]), int(readers[int(s)][2][i - starts[s]])
             )
         ).filename
-        for i, s in zip(picks, shard_of)
+        for i, s in zip(picks, shard_of, strict=False)
     ]
     for reader, _, _ in readers.values():
         reader.close()

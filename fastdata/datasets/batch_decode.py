@@ -117,7 +117,7 @@ def decode_batch_into(
     uniforms = _uniforms(transform, rngs)  # every seeded sample's draws in one call, or None
     mark("crop")
     jobs, plans = [], []
-    for i, (data, size) in enumerate(zip(datas, sizes)):
+    for i, (data, size) in enumerate(zip(datas, sizes, strict=False)):
         if size is None:  # the per-sample path, in order (it draws the crop itself)
             mark("fallback")
             transform.decode_into(data, out[i], rng=rngs[i])
@@ -225,7 +225,7 @@ def _decode_chunk(
     out_h, out_w = out.shape[1], out.shape[2]
     scratch = _scratch(nbytes)
     offset = 0
-    for job, (i, _) in zip(jobs, plans):
+    for job, (i, _) in zip(jobs, plans, strict=False):
         size = job[7]
         job[6] = out[i] if size == 0 else scratch[offset : offset + size].reshape(job[3] - job[2], job[5] - job[4], 3)
         offset += size
@@ -289,5 +289,5 @@ def decode_all_into(
                 pass
     else:
         marker()("kernel")  # record by record: decode and crop are one call each
-        for slot, (data, rng) in enumerate(zip(datas, rngs)):
+        for slot, (data, rng) in enumerate(zip(datas, rngs, strict=False)):
             transform.decode_into(data, slots[slot], rng=rng)

@@ -40,7 +40,7 @@ def mixture_counts(
     (2.0 reads a source twice per pass, 0.5 half of it).
     """
     if mode == "repeat":
-        return [int(round(w * n)) for w, n in zip(weights, lengths)]
+        return [int(round(w * n)) for w, n in zip(weights, lengths, strict=False)]
     total = sum(lengths) if samples_per_pass is None else samples_per_pass
     share = [w / sum(weights) * total for w in weights]
     counts = [int(math.floor(s)) for s in share]
@@ -165,7 +165,7 @@ class MixedDataset(Dataset):
 
     def _common_size(self, transforms: list[Any]) -> tuple[int, int] | None:
         sizes = set()
-        for dataset, transform in zip(self.datasets, transforms):
+        for dataset, transform in zip(self.datasets, transforms, strict=False):
             if (
                 not isinstance(transform, DecodeTransform)
                 or getattr(dataset, "target_transform", None) is not None
@@ -177,6 +177,7 @@ class MixedDataset(Dataset):
 
     def __repr__(self) -> str:
         parts = ", ".join(
-            f"{type(d).__name__}[{n}]x{c}" for d, n, c in zip(self.datasets, self.source_lengths, self.pass_counts)
+            f"{type(d).__name__}[{n}]x{c}"
+            for d, n, c in zip(self.datasets, self.source_lengths, self.pass_counts, strict=False)
         )
         return f"MixedDataset({parts} per pass, mode={self.mode!r})"

@@ -162,7 +162,7 @@ class ShardSource:
                 hits = np.flatnonzero(at == exc.offset) if exc.offset is not None else []
                 index = int(wanted[where[hits[0]]]) if len(hits) else int(wanted[where[0]])
                 raise exc.with_hint(self._verify_hint(index)) from None
-            for k, (data, label) in zip(where.tolist(), records):
+            for k, (data, label) in zip(where.tolist(), records, strict=False):
                 datas[k], own[k] = data, label
             if self._pack is not None:
                 labels[where] = self._shard_labels(shard)[numbers[where]]

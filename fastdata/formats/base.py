@@ -65,7 +65,7 @@ class ShardReaderBase(abc.ABC):
         Raises:
             CorruptRecordError: as :meth:`read`, for the first record that fails (the error names it).
         """
-        return [self.read(position, size) for position, size in zip(positions, sizes)]
+        return [self.read(position, size) for position, size in zip(positions, sizes, strict=False)]
 
     def read_fields(self, position: int, size: int) -> Any:
         """The feature map (``tf.train.Example`` features) holding the record's fields, CRC-checked.

@@ -126,7 +126,7 @@ def walk(prefix: bytes, length: int) -> Generator[tuple[int, int], bytes, int | 
             if i + size != stop:
                 raise NotPlain
             if i == stop:  # a Feature with no list
-                if key == _IMAGE or key == _LABEL:
+                if key in (_IMAGE, _LABEL):
                     raise NotPlain
                 continue
             kind = buf[i]

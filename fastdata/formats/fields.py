@@ -163,7 +163,7 @@ def decode_values(types: Mapping[str, dict], names: Iterable[str], feature: Any)
     for name in names:
         spec = types[name]
         kind = spec["kind"]
-        entry = feature[name] if name in feature else None
+        entry = feature.get(name, None)
         if kind in ("int", "int_list"):
             values = list(entry.int64_list.value) if entry is not None else []
             out[name] = (int(values[0]) if values else 0) if kind == "int" else np.asarray(values, dtype=np.int64)
@@ -227,4 +227,4 @@ def fields_table(types: Mapping[str, Mapping[str, Any]]) -> list[str]:
             collate = "list of tensors (pad_fields: padded + mask)"
         rows.append((name, kind, shown, _READ_AS.get(kind, "?"), collate))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows]
+    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1] for r in rows]

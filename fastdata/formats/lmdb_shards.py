@@ -246,7 +246,7 @@ def _check_records(
     n = meta["num_samples"]
     texts, names = meta.get("class_names") or [""] * n, meta.get("filenames") or [""] * n
     fields_crc = meta.get("fields_crc32c")
-    for j, (expected, label) in enumerate(zip(meta["crc32c"], meta["labels"])):
+    for j, (expected, label) in enumerate(zip(meta["crc32c"], meta["labels"], strict=False)):
         try:
             value = index.value(fd, RECORD, j, path)
             fields = index.value(fd, FIELDS, j, path) if fields_crc else None

@@ -195,4 +195,4 @@ class TranscodedRecords:
             return None
         flat = np.concatenate(masks) if masks else np.zeros(0, bool)
         edges = np.flatnonzero(np.diff(np.concatenate([[0], flat.astype(np.int8), [0]])))
-        return [[int(a), int(b)] for a, b in zip(edges[::2], edges[1::2])]
+        return [[int(a), int(b)] for a, b in zip(edges[::2], edges[1::2], strict=False)]

@@ -79,8 +79,8 @@ class ShardTable(Rows):
         return ShardInfo(
             path=self.paths[shard],
             index=self.indexes[shard],
-            **{k: (None if v < 0 else v) for k, v in zip(_NUMBERS, numbers)},
-            **{k: (None if v < 0 else f"{v:08x}") for k, v in zip(_CHECKSUMS, sums)},
+            **{k: (None if v < 0 else v) for k, v in zip(_NUMBERS, numbers, strict=False)},
+            **{k: (None if v < 0 else f"{v:08x}") for k, v in zip(_CHECKSUMS, sums, strict=False)},
         )
 
     def __iter__(self) -> Iterator[ShardInfo]:
@@ -88,7 +88,7 @@ class ShardTable(Rows):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=False))
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]

@@ -127,7 +127,7 @@ class TFRecordShardReader(ShardReaderBase):
         fd, path, check, offset = self._fd, self.path, self.check_crc, self.label_offset
         records = [
             read_image_record(fd, position, size, shard=path, check_crc=check, label_offset=offset)
-            for position, size in zip(positions, sizes)
+            for position, size in zip(positions, sizes, strict=False)
         ]
         self._check_stamp()
         return records

@@ -94,7 +94,7 @@ class Normalize(BatchTransform):
         if key not in self._cache:  # one blocking copy per device: the constants are then safe on any stream
             unit = 255.0 if from_uint8 else 1.0
             scale = torch.tensor([1.0 / (unit * s) for s in self.std], dtype=torch.float64)
-            shift = torch.tensor([-m / s for m, s in zip(self.mean, self.std)], dtype=torch.float64)
+            shift = torch.tensor([-m / s for m, s in zip(self.mean, self.std, strict=False)], dtype=torch.float64)
             self._cache[key] = (shift.view(-1, 1, 1).float().to(device), scale.view(-1, 1, 1).float().to(device))
             logger.debug("Normalize constants cached for %s (uint8=%s)", device, from_uint8)
         return self._cache[key]

@@ -134,7 +134,7 @@ def apply_plan(
     device = images.device
     unit = 1.0 if images.dtype == torch.uint8 else 1.0 / 255.0
     fill_t = None if fill is None else fill.double() * unit
-    for slot_op, slot_arg in zip(op, arg):
+    for slot_op, slot_arg in zip(op, arg, strict=False):
         geometric = torch.isin(slot_op, _GEOMETRIC_IDS)
         if bool(geometric.any()):  # CPU tensors: no device sync
             idx = geometric.nonzero().flatten()

@@ -251,7 +251,7 @@ class NormalizeCollate:
             raise ValueError(f"hflip_p must be a probability in [0, 1], got {hflip_p!r}")
         self.mean, self.std, self.hflip_p = mean_t, std_t, float(hflip_p)
         self._scale = tuple(1.0 / (255.0 * s) for s in std_t)
-        self._offset = tuple(-m / s for m, s in zip(mean_t, std_t))
+        self._offset = tuple(-m / s for m, s in zip(mean_t, std_t, strict=False))
 
     def __call__(self, batch: Sequence[tuple[Any, Any]]) -> tuple[torch.Tensor, torch.Tensor]:
         mark = marker()

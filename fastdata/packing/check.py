@@ -123,7 +123,7 @@ def verify(
                 smoothing=0.05,
             )
         )
-        for (_, k, start), (problems, labels) in zip(tasks, results):
+        for (_, k, start), (problems, labels) in zip(tasks, results, strict=False):
             shard = manifest.shards[k]
             report.problems += problems
             if labels is not None:

@@ -240,7 +240,7 @@ def _loaded(jobs: Iterable[Job], workers: int) -> Iterator[tuple[Job, _Loaded]]:
             continue
         chunk = max(1, min(32, len(window) // (workers * 8)))
         with OrderedProcessMap(_load, window, workers=min(workers, len(window)), chunksize=chunk) as results:
-            yield from zip(window, results)
+            yield from zip(window, results, strict=False)
 
 
 def _load(job: Job) -> _Loaded:

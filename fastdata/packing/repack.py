@@ -104,13 +104,13 @@ def _write(pack, source, writer: ShardWriter, workers: int, bar) -> list[Journal
     labels: list[int] = []
     recoded: list[int] = []
     sample = 0
-    for number, shard in enumerate(pack.manifest.shards):
+    for _number, shard in enumerate(pack.manifest.shards):
         records: list[ImageRecord] = []
         problems = source.verify(pack.root, shard, lambda j, record: records.append(record))
         if problems or len(records) != shard.num_samples:
             first = problems[0] if problems else f"{len(records)} records, the manifest says {shard.num_samples}"
             raise CorruptRecordError(shard.path, None, f"{first}; run `fastdata verify` on it")
-        for record, (data, was_recoded, height, width) in zip(records, _recode_all(records, workers)):
+        for record, (data, was_recoded, height, width) in zip(records, _recode_all(records, workers), strict=False):
             label = int(pack.targets[sample])
             new = ImageRecord(
                 data,

@@ -1,4 +1,4 @@
-"""ImageFolder discovery with torchvision's semantics, and an account of everything left out.
+r"""ImageFolder discovery with torchvision's semantics, and an account of everything left out.
 
 Classes are the sorted names of the root's immediate subfolders, a sample's label is its
 class's index in that order, and images are found recursively inside each class folder
@@ -12,7 +12,7 @@ Where torchvision would fail, loop or drop files without a word, the scan lists 
 - a symlink that leads back to a folder it is inside (``symlink loop``), which ``os.walk``
   would follow until the path is too long, listing the same images dozens of times;
 - an image whose path is not valid UTF-8 (it could not be stored in a record or the
-  manifest). Such names are shown with the undecodable bytes as ``\\xNN`` escapes
+  manifest). Such names are shown with the undecodable bytes as ``\xNN`` escapes
   (:func:`printable_name`); the same escapes stand in for a class folder's name in
   :attr:`ImageFolderScan.classes`, so labels stay torchvision's.
 
@@ -33,11 +33,11 @@ NOT_UTF8 = "file name is not valid UTF-8 (rename it, e.g. with convmv, to pack i
 
 @dataclass(frozen=True)
 class ImageFolderScan:
-    """The result of scanning an image folder.
+    r"""The result of scanning an image folder.
 
     Attributes:
         root: the scanned folder.
-        classes: sorted class names (undecodable bytes as ``\\xNN`` escapes).
+        classes: sorted class names (undecodable bytes as ``\xNN`` escapes).
         paths: image paths relative to ``root`` (POSIX separators), in ImageFolder order.
         labels: the label of each path, parallel to ``paths``.
         skipped: folders and files left out before reading (unreadable folders, symlink
@@ -92,7 +92,7 @@ def is_image_file(name: str) -> bool:
 
 
 def printable_name(name: str) -> str:
-    """``name`` as valid UTF-8 text: bytes that are not UTF-8 become ``\\xNN`` escapes.
+    r"""``name`` as valid UTF-8 text: bytes that are not UTF-8 become ``\xNN`` escapes.
 
     File names come from the file system as ``str`` with undecodable bytes held as lone
     surrogates (``os.fsdecode``); those cannot be written as UTF-8. Valid names are returned

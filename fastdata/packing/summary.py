@@ -81,7 +81,7 @@ def describe(root: str | os.PathLike) -> str:
     width = max((len(c) for c in names), default=0)
     lines += [
         f"  {c['index']:>5}  {name:<{width}}  {'?' if c['count'] is None else c['count']}"
-        for c, name in zip(info["classes"], names)
+        for c, name in zip(info["classes"], names, strict=False)
     ]
     types = info["fields"]
     lines.append(f"fields    {len(types)}" + ("" if types else " (pack with --fields to keep columns)"))

@@ -102,7 +102,7 @@ class MixedSampler(DistributedSampler):
         )
 
     def _mixture(self) -> list[list[int]]:
-        return [[n, c] for n, c in zip(self._lengths, self._counts)]
+        return [[n, c] for n, c in zip(self._lengths, self._counts, strict=False)]
 
     def state_dict(self) -> dict[str, Any]:
         """``DistributedSampler.state_dict()`` plus ``"mixture"``: ``[source length, samples per pass]`` per source."""

@@ -34,10 +34,8 @@ class CacheBudget:
         total = 0
         with os.scandir(self.root / "shards") as it:
             for entry in it:
-                try:
+                with contextlib.suppress(FileNotFoundError):
                     total += entry.stat().st_size
-                except FileNotFoundError:
-                    pass
         return total
 
     def _reserve(self, shard: int, next_use: float, strict: bool, exceed: bool) -> bool:

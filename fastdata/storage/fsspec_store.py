@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -69,7 +70,5 @@ class FsspecStore(Store):
         self._wrap(rel, lambda: self.client().pipe_file(self._path(rel), data))
 
     def delete(self, rel: str) -> None:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             self._wrap(rel, lambda: self.client().rm_file(self._path(rel)))
-        except FileNotFoundError:
-            pass

@@ -11,6 +11,7 @@ only ever unlocks in the process that took it.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import threading
@@ -22,10 +23,8 @@ _OPEN_GUARD = threading.Lock()
 
 def _close_inherited() -> None:
     for fd in list(_OPEN):
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
     _OPEN.clear()
 
 
@@ -82,7 +81,5 @@ class FileLock:
         self.release()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self.release()
-        except OSError:
-            pass

@@ -88,7 +88,7 @@ def mirror_metadata(store: Store, dest: Path) -> tuple[Manifest, Path]:
         lock.acquire(exclusive=True)
         missing = [rel for rel in wanted if not (meta / rel).is_file()]
         with ThreadPoolExecutor(min(16, max(1, len(missing)))) as pool:
-            for rel, data in zip(missing, pool.map(store.read, missing)):
+            for rel, data in zip(missing, pool.map(store.read, missing), strict=False):
                 (meta / rel).parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_bytes(meta / rel, data)
         if not (meta / MANIFEST_NAME).is_file():

@@ -143,12 +143,12 @@ class MultiCrop(DecodeTransform):
         full = decoder.read_size(data)
         if full is None:  # no cheap header: decode fully once, crop in full resolution
             image = decoder.decode(data)
-            for crop, box, out in zip(self.crops, self.draw(*image.shape[:2], rng), outs):
+            for crop, box, out in zip(self.crops, self.draw(*image.shape[:2], rng), outs, strict=False):
                 top, left, h, w = box
                 resize_into(image[top : top + h, left : left + w], out, crop.antialias)
             return
         boxes = self.draw(full[0], full[1], rng)
-        scales = [choose_scale(decoder.scales, b[2], b[3], *c.size) for b, c in zip(boxes, self.crops)]
+        scales = [choose_scale(decoder.scales, b[2], b[3], *c.size) for b, c in zip(boxes, self.crops, strict=False)]
         if self.one_decode:
             finest = max(scales, key=lambda s: s[0] / s[1])
             scales = [finest] * len(scales)

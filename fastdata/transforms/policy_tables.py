@@ -201,7 +201,7 @@ def timm_op_names(increasing: bool, choice: str | None) -> tuple[tuple[str, ...]
     if choice == "3a":
         return ("SolarizeIncreasing", "Desaturate", "GaussianBlur"), None
     if choice in _TIMM_WEIGHTED:
-        names, weights = zip(*_TIMM_WEIGHTED[choice].items())
+        names, weights = zip(*_TIMM_WEIGHTED[choice].items(), strict=False)
         weights = np.array(weights, np.float64)
         return tuple(names), weights / weights.sum()
     raise ValueError(f"unknown RandAugment transform set t{choice}; timm's are tweights, t3a and t3aw")

@@ -77,7 +77,9 @@ def transform_at(transform: DecodeTransform, size: tuple[int, int]) -> DecodeTra
         if isinstance(transform.resize, int):  # the shorter side: scale it as the crop's shorter side scales
             other.resize = max(int(round(transform.resize * min(size) / min(old))), *size)
         else:
-            other.resize = tuple(max(s, int(round(r * s / o))) for r, s, o in zip(transform.resize, size, old))
+            other.resize = tuple(
+                max(s, int(round(r * s / o))) for r, s, o in zip(transform.resize, size, old, strict=False)
+            )
     other.size = size
     cache[size] = other
     return other

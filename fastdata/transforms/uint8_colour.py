@@ -265,7 +265,7 @@ def _apply_tables(image: np.ndarray, planes: Sequence[np.ndarray], tables: np.nd
     if _native_lut(image):
         _lut.apply(image, tables.astype(np.uint8))
         return image
-    for plane, table in zip(planes, tables.astype(np.uint8)):
+    for plane, table in zip(planes, tables.astype(np.uint8), strict=False):
         cv2.LUT(plane, table, dst=plane)
     return cv2.merge(planes, dst=image)
 
@@ -276,7 +276,7 @@ def autocontrast(image: np.ndarray, flavour: str = "pil") -> np.ndarray:
     """
     _check_flavour(flavour)
     planes = cv2.split(image)
-    low, high = (np.array(v, np.float64) for v in zip(*(cv2.minMaxLoc(p)[:2] for p in planes)))
+    low, high = (np.array(v, np.float64) for v in zip(*(cv2.minMaxLoc(p)[:2] for p in planes), strict=False))
     flat = high <= low
     span = np.where(flat, 1.0, high - low)[:, None]
     if flavour == "pil":  # Python floats, int() truncates towards zero

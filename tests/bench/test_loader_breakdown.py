@@ -88,8 +88,8 @@ def test_a_real_loader_run_counts_every_stage_and_adds_up(pack):
         import time
 
         images, began = 0, None
-        for epoch in range(3):
-            for k, (batch, labels) in enumerate(loader):
+        for _epoch in range(3):
+            for k, (_batch, labels) in enumerate(loader):
                 if began is None and k == 1:
                     pids = [w.pid for w in loader._iterator._workers]
                     window.event("start")
@@ -126,7 +126,7 @@ def test_a_real_loader_run_counts_every_stage_and_adds_up(pack):
     combined = combine([part, None])
     assert combined["total_us"] == pytest.approx(part["cores"] * seconds * 1e6 / images)
     text = format_loader_breakdown("fastdata-uint8", combined)
-    for title, stages in GROUPS:
+    for title, _stages in GROUPS:
         assert title in text
     assert LABELS["kernel"] in text and LABELS["read"] in text
 

@@ -44,7 +44,7 @@ def flat_pack(tmp_path_factory) -> Path:
 def identities(images: torch.Tensor, labels: torch.Tensor) -> list[tuple[int, int, int]]:
     """(label, red, green) of each flat image of a batch normalized with NO_NORM."""
     pixels = (images.float().mean(dim=(2, 3)) * 255).round().to(torch.int64)
-    return [(int(lab), int(r), int(g)) for lab, (r, g, _) in zip(labels, pixels.tolist())]
+    return [(int(lab), int(r), int(g)) for lab, (r, g, _) in zip(labels, pixels.tolist(), strict=False)]
 
 
 def all_flat_identities() -> list[tuple[int, int, int]]:
@@ -117,7 +117,7 @@ def test_train_shuffles_samples_not_only_shard_files(flat_pack):
     position = {ident: k for k, ident in enumerate((i % 3, *flat_color(i)[:2]) for i in _pack_order())}
     ranks = [position[ident] for ident in order]
     assert sorted(ranks) == list(range(NUM_FLAT))
-    assert sum(b == a + 1 for a, b in zip(ranks, ranks[1:])) < 8
+    assert sum(b == a + 1 for a, b in zip(ranks, ranks[1:], strict=False)) < 8
 
 
 def _pack_order() -> list[int]:
@@ -148,7 +148,7 @@ def test_normalization_of_a_known_colour(flat_pack, train):
 
     seen = 0
     for images, labels in loader(flat_pack, 8, train=train, shuffle=False):
-        for image, label in zip(images, labels):
+        for image, label in zip(images, labels, strict=False):
             i = _pack_order()[seen]
             expected = (torch.tensor(flat_color(i)) / 255 - torch.tensor(IMAGENET_MEAN)) / torch.tensor(IMAGENET_STD)
             assert int(label) == i % 3
@@ -177,7 +177,7 @@ def test_every_stored_format_decodes_correctly(packed):
     root, info = packed
     images = torch.cat([im for im, _ in loader(root, 4, size=32, train=False, shuffle=False, **NO_NORM)])
     assert len(images) == len(info.good)
-    for image, (rel, _) in zip(images, info.good):
+    for image, (rel, _) in zip(images, info.good, strict=False):
         got = image.double().mean(dim=(1, 2)).numpy() * 255
         expected = pil_eval_reference((info.root / rel).read_bytes(), 32, 37)
         np.testing.assert_allclose(got, expected, atol=4, err_msg=rel)

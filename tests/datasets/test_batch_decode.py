@@ -196,7 +196,7 @@ def test_philox_uniforms_are_numpys_draws():
         native._jpegcrop.philox_uniforms(
             np.array(keys, np.uint64), np.array(positions, np.uint64), np.array(indices, np.uint64), out
         )
-        for k, p, i, row in zip(keys, positions, indices, out):
+        for k, p, i, row in zip(keys, positions, indices, out, strict=False):
             np.testing.assert_array_equal(
                 row, np.random.Generator(np.random.Philox(key=k, counter=[0, 0, p, i])).random(draws)
             )

@@ -14,7 +14,7 @@ from fastdata.decode.capture import codec_messages
 def test_collects_native_lines_and_warnings_and_shows_nothing(capfd):
     with codec_messages() as messages:
         os.write(2, b"TIFFReadDirectory: Warning, unknown field\n\nsecond line\n")
-        warnings.warn("a Python warning")
+        warnings.warn("a Python warning", stacklevel=2)
         os.write(2, b"second line\n")
         assert messages == []
     assert messages == ["a Python warning", "TIFFReadDirectory: Warning, unknown field", "second line"]

@@ -66,7 +66,7 @@ def test_buffers_are_reused_only_when_no_view_is_left(dataset, collate):
             if step % 2 == 0:
                 views.append((step, images[0].numpy()))  # so does a numpy array of one image
     assert len(copies) == len(expected)
-    for step, (got, want) in enumerate(zip(copies, expected)):
+    for step, (got, want) in enumerate(zip(copies, expected, strict=False)):
         assert torch.equal(got, want), f"batch {step} differs from the single-process pass"
     for step, view in views:
         want = expected[step][1:3] if isinstance(view, torch.Tensor) else expected[step][0].numpy()
@@ -89,7 +89,7 @@ def test_a_loader_that_never_hands_buffers_back_gets_fresh_ones(dataset):
     for images, _ in loader:  # torch's own loader: nobody tells the workers a batch is done
         segments.append(_segment(images))
         got.append(images.clone())
-    assert all(torch.equal(a, b) for a, b in zip(got, expected)) and len(got) == len(expected)
+    assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=False)) and len(got) == len(expected)
     assert len(set(segments)) == len(segments)
 
 

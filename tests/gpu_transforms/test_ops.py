@@ -32,7 +32,7 @@ def compare(out: torch.Tensor, ref: torch.Tensor, exact: bool) -> None:
 
 
 def per_image(x, params, fn):
-    return torch.stack([fn(img, p) for img, p in zip(x, params)])
+    return torch.stack([fn(img, p) for img, p in zip(x, params, strict=False)])
 
 
 DTYPES = [torch.uint8, torch.float32]
@@ -60,7 +60,9 @@ def test_solarize_and_invert(dtype):
     x = batch(dtype)
     thr = torch.tensor([0, 64, 128, 200, 255, 256]) * (1 if dtype == torch.uint8 else 1 / 255)
     unit_thr = [min(t, 255 if dtype == torch.uint8 else 1.0) if t < thr.max() else t for t in thr.tolist()]
-    ref = torch.stack([TF.solarize(img, t) if t <= ops.max_value(x) else img for img, t in zip(x, unit_thr)])
+    ref = torch.stack(
+        [TF.solarize(img, t) if t <= ops.max_value(x) else img for img, t in zip(x, unit_thr, strict=False)]
+    )
     compare(ops.solarize(x, thr), ref, exact=True)
     compare(ops.invert(x), TF.invert(x), exact=True)
 
@@ -72,7 +74,7 @@ def test_solarize_add_follows_timms_lookup_table():
     def lut(a):
         return torch.tensor([min(255, i + a) if i < 128 else i for i in range(256)], dtype=torch.uint8)
 
-    ref = torch.stack([lut(a)[img.long()] for img, a in zip(x, add.tolist())])
+    ref = torch.stack([lut(a)[img.long()] for img, a in zip(x, add.tolist(), strict=False)])
     assert torch.equal(ops.solarize_add(x, add), ref)
     xf = x.float() / 255
     assert (ops.solarize_add(xf, add / 255, 128 / 255) * 255 - ref).abs().max() < 1e-3
@@ -173,7 +175,7 @@ def test_affine_ops(dtype, interpolation, fill):
                 TF.affine(
                     img, scale=1.0, interpolation=TF.InterpolationMode(interpolation), fill=fill_l, center=center, **kw
                 )
-                for img, kw in zip(x, kwargs)
+                for img, kw in zip(x, kwargs, strict=False)
             ]
         )
         compare(out, ref, exact=False)

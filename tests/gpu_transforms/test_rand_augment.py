@@ -79,7 +79,7 @@ def test_op_set_and_magnitudes_are_torchvisions(num_ops, magnitude, num_bins):
         for name, ms in tv_magnitudes(num_bins, magnitude, h, w).items()
         for m in ms
     }
-    got = {(OP_NAMES[int(o)], round(float(a), 9)) for o, a in zip(op.flatten(), arg.flatten())}
+    got = {(OP_NAMES[int(o)], round(float(a), 9)) for o, a in zip(op.flatten(), arg.flatten(), strict=False)}
     assert got == expected
     if (num_ops, magnitude) == (2, 9):  # the numbers the docstring gives
         rotate = {a for name, a in got if name == "rotate"}
@@ -139,7 +139,7 @@ def test_ops_per_image_follow_torchvisions_draws_by_chi_square(monkeypatch):
     op, arg = RandAugment(2, 9, generator=gen(5)).get_plan(n, 8, 8)
     assert bool((op >= 0).all())  # 2 applied ops per image: no slot left empty
     ours = Counter()
-    for o, a in zip(op.flatten().tolist(), arg.flatten().tolist()):
+    for o, a in zip(op.flatten().tolist(), arg.flatten().tolist(), strict=False):
         name = OP_NAMES[o]
         neutral = 1.0 if name in ("brightness", "color", "contrast", "sharpness") else 0.0
         ours[(name, math.copysign(1.0, a - neutral) if a != neutral else 1.0)] += 1

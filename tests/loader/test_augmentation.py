@@ -37,7 +37,7 @@ def batches(loader, passes: int = 1, *, limit: int | None = None) -> list[tuple[
 
 
 def same(a, b) -> bool:
-    return len(a) == len(b) and all(np.array_equal(x[0], y[0]) and x[1] == y[1] for x, y in zip(a, b))
+    return len(a) == len(b) and all(np.array_equal(x[0], y[0]) and x[1] == y[1] for x, y in zip(a, b, strict=False))
 
 
 @pytest.mark.parametrize("packed", ["lmdb"], indirect=True)

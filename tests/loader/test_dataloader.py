@@ -177,7 +177,7 @@ def test_same_batches_as_torch(num_workers, persistent):
     for _ in range(2):
         got, want = list(ours), list(theirs)
         assert [b[1].tolist() for b in got] == [b[1].tolist() for b in want]
-        assert all(torch.equal(a[0], b[0]) for a, b in zip(got, want))
+        assert all(torch.equal(a[0], b[0]) for a, b in zip(got, want, strict=False))
 
 
 # --------------------------------------------------------------------------- exceptions

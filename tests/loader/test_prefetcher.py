@@ -41,7 +41,7 @@ def test_default_is_to_float_in_unit_range():
     got = list(DataPrefetcher(loader, device="cpu"))
     want = list(loader)
     assert len(got) == len(want) == 3
-    for (images, labels), (raw, raw_labels) in zip(got, want):
+    for (images, labels), (raw, raw_labels) in zip(got, want, strict=False):
         assert images.dtype == torch.float32 and images.shape == raw.shape
         assert torch.allclose(images, raw.float() / 255)
         assert labels.dtype == torch.int64 and torch.equal(labels, raw_labels)
@@ -51,7 +51,7 @@ def test_cpu_pass_through_equals_applying_the_transform():
     transform = Compose([Normalize(MEAN, STD)])
     loader = _loader()
     got = list(DataPrefetcher(loader, device="cpu", transform=transform))
-    for (images, labels), (raw, raw_labels) in zip(got, loader):
+    for (images, labels), (raw, raw_labels) in zip(got, loader, strict=False):
         want_images, want_labels = transform(raw, raw_labels)
         assert torch.equal(images, want_images) and torch.equal(labels, want_labels)
 
@@ -77,7 +77,7 @@ def test_dtype_and_channels_last(dtype, channels_last):
 def test_integer_output_of_a_transform_is_scaled():
     flip = RandomHorizontalFlip(p=1.0)  # keeps uint8
     loader = _loader()
-    for (images, _), (raw, raw_labels) in zip(DataPrefetcher(loader, "cpu", transform=flip), loader):
+    for (images, _), (raw, _raw_labels) in zip(DataPrefetcher(loader, "cpu", transform=flip), loader, strict=False):
         assert torch.allclose(images, raw.flip(-1).float() / 255)
 
 
@@ -159,7 +159,7 @@ def test_resume_restores_the_transforms_generators():
     resumed.load_state_dict(torch.load(_saved(state), weights_only=True))
     rest = list(resumed)
     assert len(rest) == len(want) - 3
-    for (x, y), (wx, wy) in zip(rest, want[3:]):  # pixels flipped and mixed as in the uninterrupted run
+    for (x, y), (wx, wy) in zip(rest, want[3:], strict=False):  # pixels flipped and mixed as in the uninterrupted run
         assert torch.equal(x, wx) and torch.equal(y, wy)
     assert sorted(state["transform_generators"]) == ["transforms.0.generator", "transforms.2.generator"]
 
@@ -245,7 +245,7 @@ def test_cuda_matches_cpu_and_reuses_one_stream(monkeypatch):
         got = list(prefetcher)
         assert prefetcher.stream is stream
         assert len(got) == len(cpu)
-        for (images, labels), (want_images, want_labels) in zip(got, cpu):
+        for (images, labels), (want_images, want_labels) in zip(got, cpu, strict=False):
             assert images.is_cuda and labels.is_cuda and labels.dtype == torch.int64
             torch.testing.assert_close(images.cpu(), want_images)
             assert torch.equal(labels.cpu(), want_labels)

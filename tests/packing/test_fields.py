@@ -63,7 +63,7 @@ def test_the_dataset_returns_every_field_type_equal(packed, samples):
     out, _ = packed
     ds = ShardDataset(out, fields=list(FIELDS))
     assert len(ds) == len(samples)
-    for i, (data, label, fields) in enumerate(samples):
+    for i, (_data, label, fields) in enumerate(samples):
         image, got_label, got = ds[i]
         assert got_label == label and image.ndim == 3
         assert set(got) == set(FIELDS)

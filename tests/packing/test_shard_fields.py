@@ -159,7 +159,7 @@ def test_inspect_shows_each_field_with_its_type(packed, capsys):
     table = {line.split()[0]: line.split(None, 3)[1:] for line in lines[start + 2 : start + 2 + len(FIELDS)]}
     types = Manifest.load(packed["lmdb"]).options["field_types"]
     assert sorted(table) == sorted(FIELDS)
-    for name, (kind, shape, rest) in table.items():
+    for name, (kind, shape, _rest) in table.items():
         assert kind == types[name]["kind"]
         dims = types[name]["shape"]
         assert shape == ("scalar" if not dims else "[" + ", ".join("n" if d == -1 else str(d) for d in dims) + "]")

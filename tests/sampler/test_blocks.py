@@ -50,7 +50,7 @@ def test_every_sample_once_per_pass_across_ranks(world, drop_last, ratio, block_
     kw = dict(drop_last=drop_last, ratio=ratio, block_shards=block_shards, seed=4, shuffle=shuffle)
     passes = global_passes(world, **kw)
     reference = global_passes(1, **kw)  # the order one rank reads: no padding, nothing dropped
-    for stream, whole in zip(passes, reference):
+    for stream, whole in zip(passes, reference, strict=False):
         assert sorted(whole) == list(range(N))
         if drop_last:
             assert len(stream) == N // world * world and len(set(stream)) == len(stream)

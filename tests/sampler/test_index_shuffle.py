@@ -198,6 +198,7 @@ def test_the_bijection_at_every_domain_size():
     per_value = np.stack([round_keys(0, i) for i in range(4)], axis=1)
     together = permute(np.array([4, 999, 4, 999]), n, per_value)
     alone = [
-        int(permute(np.array([p]), int(s), round_keys(0, i))[0]) for i, (p, s) in enumerate(zip([4, 999, 4, 999], n))
+        int(permute(np.array([p]), int(s), round_keys(0, i))[0])
+        for i, (p, s) in enumerate(zip([4, 999, 4, 999], n, strict=False))
     ]
     assert together.tolist() == alone

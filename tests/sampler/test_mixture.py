@@ -269,12 +269,14 @@ def test_batch_decoded_in_place_equals_per_sample(two_packs):
     from fastdata.sampler.seeding import SampleIndex
     from fastdata.transforms import RandomResizedCrop
 
-    ds = MixedDataset([(ShardDataset(r, transform=RandomResizedCrop(16)), w) for r, w in zip(two_packs, (1.0, 3.0))])
+    ds = MixedDataset(
+        [(ShardDataset(r, transform=RandomResizedCrop(16)), w) for r, w in zip(two_packs, (1.0, 3.0), strict=False)]
+    )
     order = list(MixedSampler(ds, num_replicas=1, rank=0, seed=4))
     indices = [SampleIndex(i, pass_key=77, position=p) for p, i in enumerate(order[:10])]
     batch = ds.__getitems__(indices)
     assert isinstance(batch, DecodedBatch) and tuple(batch.images.shape) == (10, 16, 16, 3)
-    for (image, label), index in zip(batch, indices):
+    for (image, label), index in zip(batch, indices, strict=False):
         expected, expected_label = ds[index]
         assert label == expected_label and np.array_equal(image, expected)
 

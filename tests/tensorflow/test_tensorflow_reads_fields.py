@@ -73,7 +73,7 @@ def test_tensorflow_parses_every_field_by_name(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     rows = json.loads(done.stdout.strip().splitlines()[-1])
     assert len(rows) == len(samples)
-    for row, (data, label, fields) in zip(rows, samples):
+    for row, (data, label, fields) in zip(rows, samples, strict=False):
         assert row["label"] == label
         assert (
             row["count"] == fields["count"] and row["caption"] == fields["caption"] and row["extra"] == fields["extra"]

@@ -132,7 +132,7 @@ def test_the_same_seed_gives_the_same_batches(pack):
         return [(images.clone(), labels.clone()) for images, labels in loader]
 
     one, two = first_pass(), first_pass()
-    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(one, two))
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(one, two, strict=False))
 
 
 def test_evaluation_is_a_normalized_center_crop(pack):
@@ -201,7 +201,7 @@ def test_auto_augment_runs_in_the_workers_without_a_cuda_device(pack):
         return [(images.clone(), labels.clone()) for images, labels in create_loader(dataset, **kwargs)]
 
     one, two = run(0), run(2)
-    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(one, two))
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(one, two, strict=False))
 
 
 def test_augment_at_picks_where_the_recipe_runs(pack):

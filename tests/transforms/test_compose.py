@@ -79,7 +79,7 @@ def test_batch_and_per_sample_paths_give_the_same_pixels(packed, decoder, decode
     batched = decoder == "auto" and native.available()
     assert len(calls) == (1 if batched else 0)  # the crops of the batch in one kernel call where it applies
     again = dataset.__getitems__(keyed(range(len(dataset)), pass_key=12))
-    assert not all(np.array_equal(a[0], b[0]) for a, b in zip(batch, again))  # another pass, other pixels
+    assert not all(np.array_equal(a[0], b[0]) for a, b in zip(batch, again, strict=False))  # another pass, other pixels
 
 
 def test_the_augmentations_change_the_crop(packed):

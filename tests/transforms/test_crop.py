@@ -158,7 +158,7 @@ def test_random_resized_crop_decodes_at_the_smallest_sufficient_scale(scales, mo
     torch.manual_seed(0)
     for _ in range(40):
         assert transform(BIG_JPEG).shape == (100, 100, 3)
-    for (_, _, h, w), scale in zip(boxes, spy.calls):
+    for (_, _, h, w), scale in zip(boxes, spy.calls, strict=False):
         assert min(scaled_size(h, w, scale)) >= 100 or scale == (1, 1)
         for smaller in (s for s in scales if s[0] / s[1] < scale[0] / scale[1]):
             assert min(scaled_size(h, w, smaller)) < 100, (h, w, scale, smaller)

@@ -118,5 +118,5 @@ def test_the_colour_ops_give_opencvs_bytes_with_or_without_the_extension(op, mon
     images = IMAGES + [np.clip(IMAGES[0] // 3 + 40, 0, 255).astype(np.uint8), IMAGES[1][:1, :3].copy()]
     fast = [run(image.copy()) for image in images]
     monkeypatch.setattr(colour, "_lut", None)
-    for image, ours in zip(images, fast):
+    for image, ours in zip(images, fast, strict=False):
         assert np.array_equal(ours, run(image.copy()))

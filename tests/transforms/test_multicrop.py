@@ -58,7 +58,7 @@ def test_one_decode_equals_independent_crops_when_scales_agree(seed, count_decod
     reference = independent(DINO, data, seed)
     assert len(count_decodes) == 8
     assert [c.shape for c in crops] == [(224, 224, 3)] * 2 + [(96, 96, 3)] * 6
-    for got, want in zip(crops, reference):
+    for got, want in zip(crops, reference, strict=False):
         assert np.abs(got.astype(int) - want.astype(int)).max() == 0
 
 
@@ -67,11 +67,11 @@ def test_large_photo_one_decode_and_per_scale_decodes(seed, count_decodes):
     data = jpeg(750, 1000, seed)  # local crops alone would decode at 1/2 or 1/4, global ones at 1/2 or 1/1
     rng = np.random.default_rng(seed)
     boxes = MultiCrop(DINO).draw(750, 1000, rng)
-    scales = [choose_scale(native.NATIVE_SCALES, b[2], b[3], *c.size) for b, c in zip(boxes, DINO)]
+    scales = [choose_scale(native.NATIVE_SCALES, b[2], b[3], *c.size) for b, c in zip(boxes, DINO, strict=False)]
     # one_decode=False: one decode per distinct scale, every crop exactly its RandomResizedCrop's
     exact = MultiCrop(DINO, one_decode=False)(data, rng=np.random.default_rng(seed))
     assert len(set(scales)) > 1 and len(count_decodes) == len(set(scales))
-    for got, want in zip(exact, independent(DINO, data, seed)):
+    for got, want in zip(exact, independent(DINO, data, seed), strict=False):
         assert np.array_equal(got, want)
     # one_decode=True: one decode at the finest scale; each crop as cut from a whole decode at that scale
     count_decodes.clear()
@@ -79,7 +79,7 @@ def test_large_photo_one_decode_and_per_scale_decodes(seed, count_decodes):
     finest = max(scales, key=lambda s: s[0] / s[1])
     assert count_decodes == [finest]
     whole = native.decode_full(data, finest)
-    for got, box, crop in zip(crops, boxes, DINO):
+    for got, box, crop in zip(crops, boxes, DINO, strict=False):
         y0, y1, x0, x1 = scaled_box(box, finest, whole.shape[:2])
         want = np.empty_like(got)
         resize_into(whole[y0:y1, x0:x1], want, crop.antialias)
@@ -100,7 +100,7 @@ def test_other_decoders_decode_once(monkeypatch):
     crops = MultiCrop(DINO, decoder=decoder)(data, rng=np.random.default_rng(7))
     assert len(calls) == 1
     calls.clear()
-    for got, want in zip(crops, independent(DINO, data, 7, decoder=decoder)):
+    for got, want in zip(crops, independent(DINO, data, 7, decoder=decoder), strict=False):
         assert np.array_equal(got, want)
     assert len(calls) == 8
 

@@ -61,7 +61,7 @@ def test_schedule_with_persistent_workers_equals_loaders_built_at_each_size(root
     for epoch, size in enumerate(SCHEDULE):
         reference = one_pass(loader_at(root, size, workers=0), epoch)
         assert len(scheduled[epoch]) == len(reference) == 4
-        for (images, labels), (ref_images, ref_labels) in zip(scheduled[epoch], reference):
+        for (images, labels), (ref_images, ref_labels) in zip(scheduled[epoch], reference, strict=False):
             assert tuple(images.shape[2:]) == hw(size)
             assert torch.equal(labels, ref_labels)
             assert (images.int() - ref_images.int()).abs().max().item() == 0  # pixel-identical
@@ -82,7 +82,7 @@ def test_resume_mid_pass_restores_position_and_size(root):
     assert resumed.resolution == (24, 24)
     again = [images.clone() for images, _ in resumed]
     assert len(again) == len(rest)
-    for a, b in zip(again, rest):
+    for a, b in zip(again, rest, strict=False):
         assert a.shape[2:] == (24, 24) and torch.equal(a, b)
 
 

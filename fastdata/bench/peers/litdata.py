@@ -30,7 +30,7 @@ def convert(images: Sequence[str], labels: Sequence[int], out_dir: Path) -> dict
     try:
         litdata.optimize(
             fn=_sample,
-            inputs=list(zip(images, [int(x) for x in labels])),
+            inputs=list(zip(images, [int(x) for x in labels], strict=False)),
             output_dir=str(out_dir),
             chunk_bytes="64MB",
             num_workers=min(2, usable_cores()),

@@ -39,7 +39,7 @@ def convert(images: Sequence[str], labels: Sequence[int], out_dir: Path) -> dict
     with streaming.MDSWriter(
         out=str(out_dir), columns={"image": "bytes", "label": "int"}, size_limit=64 << 20
     ) as writer:
-        for path, label in zip(images, labels):
+        for path, label in zip(images, labels, strict=False):
             writer.write({"image": Path(path).read_bytes(), "label": int(label)})
     return {"note": "MDS shards of the original bytes"}
 

@@ -20,7 +20,7 @@ def convert(images: Sequence[str], labels: Sequence[int], out_dir: Path) -> dict
     import webdataset as wds
 
     with wds.ShardWriter(str(out_dir / "shard-%06d.tar"), maxsize=_SHARD_BYTES, verbose=0) as sink:
-        for i, (path, label) in enumerate(zip(images, labels)):
+        for i, (path, label) in enumerate(zip(images, labels, strict=False)):
             ext = "png" if path.lower().endswith(".png") else "jpg"
             sink.write({"__key__": f"{i:08d}", ext: Path(path).read_bytes(), "cls": int(label)})
     return {"note": "tar shards of the original bytes"}

@@ -22,7 +22,7 @@ class ImageFolderSource(Source):
         self.skipped = self._scan.skipped
 
     def scan(self) -> Iterator[Row]:
-        for path, label in zip(self._scan.paths, self._scan.labels):
+        for path, label in zip(self._scan.paths, self._scan.labels, strict=False):
             yield Row(path, label)
 
     def __getstate__(self) -> dict:
