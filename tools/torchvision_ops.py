@@ -11,8 +11,9 @@ stay unavailable (calling ``torchvision.ops.nms`` raises, as it would without th
 (default: the running Python's site-packages) as ``_fastdata_torchvision_ops.py``, next to
 ``fastdata_torchvision_ops.pth``, which calls :func:`install_hook` when the interpreter starts. The hook is one
 ``sys.meta_path`` entry and imports nothing; the first ``import torchvision`` runs :func:`declare` once (before
-torchvision's first line) and removes the hook (a mere ``importlib.util.find_spec("torchvision")`` declares nothing). :func:`declare` does nothing when torchvision's compiled library
-loads or the schemas exist already. ``python3 tools/torchvision_ops.py --uninstall [SITE_DIR]`` removes both files.
+torchvision's first line) and removes the hook (a mere ``importlib.util.find_spec("torchvision")`` declares nothing).
+:func:`declare` does nothing when torchvision's compiled library loads or the schemas exist already. ``python3
+tools/torchvision_ops.py --uninstall [SITE_DIR]`` removes both files.
 """
 
 from __future__ import annotations

@@ -211,7 +211,7 @@ def run_benchmark(
         A JSON-ready dict: ``config``, ``machine``, ``dataset``, ``pipelines`` (per name: status,
         runs, images/s statistics, ratios, first-batch latency, peak memory, output check),
         ``breakdown``, ``gpu_training`` (None without CUDA). No goals: the user's report holds measurements
-        (the project's goals are checked by ``bench/loader_throughput.py``).
+        (the project's goals are checked by ``bench/loaders.py throughput``).
 
     Raises:
         FileNotFoundError: ``data`` is not an image folder.

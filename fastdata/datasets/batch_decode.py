@@ -268,8 +268,8 @@ def decode_all_into(
     generator then sees the draws of the per-sample path in the same order (crop first, augmentations after), so
     the pixels are ``ds[i]``'s. Without generators (torch's RNG, shared by the records) it goes record by record.
 
-    Also on one thread: measured by ``bench/per_sample.py`` (CPU time, one core, same decompressor), ``__getitems__``
-    through the batch call was about 4% faster than record by record (under load).
+    Also on one thread: measured by ``bench/kernel.py per-sample`` (CPU time, one core, same decompressor),
+    ``__getitems__`` through the batch call was about 4% faster than record by record (under load).
     """
     if batch_capable(transform):
         decode_batch_into(transform, datas, slots, rngs, threads=threads)

@@ -1,4 +1,5 @@
-"""``MixedDataset``: several datasets read in fixed proportions per pass (ImageNet + a domain set, pre-training mixtures).
+"""``MixedDataset``: several datasets read in fixed proportions per pass (ImageNet + a domain set, pre-training
+mixtures).
 
 The dataset is the sources side by side: index ``source_offsets[k] + i`` is sample ``i`` of source
 ``k``. Which samples a pass reads (how many from each source, in which order) is the business of

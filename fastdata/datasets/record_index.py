@@ -3,9 +3,10 @@
 A TFRecord shard's records are found through its ``.idx`` (``(position, size)`` of each record); reading and checking
 every index when a dataset opens would cost time in the number of shards on every rank, and keeping them all would
 cost 16 bytes a sample in every process. :class:`RecordIndex` holds the arrays of the shards a process is reading
-now (at most :data:`MAX_SHARDS` shards, as many as it keeps open, and :data:`MAX_RECORDS` records, the least recently used dropped first; a
-dropped shard's index is read again if it is needed again). It pickles empty, so a worker starts with nothing and
-loads what it reads; a forked worker keeps what its parent had loaded (numpy arrays, shared until written).
+now (at most :data:`MAX_SHARDS` shards, as many as it keeps open, and :data:`MAX_RECORDS` records, the least recently
+used dropped first; a dropped shard's index is read again if it is needed again). It pickles empty, so a worker starts
+with nothing and loads what it reads; a forked worker keeps what its parent had loaded (numpy arrays, shared until
+written).
 """
 
 from __future__ import annotations

@@ -44,11 +44,12 @@ class ShardDataset(ShardSource, Dataset):
 
     Nothing is served unchecked (packed datasets): opening checks every shard the manifest names
     (inside the folder, regular, of the recorded size; one ``lstat`` each) and ``targets.npy`` (checksum,
-    count, labels); a shard's own count and index are checked where a process first reads it; every read checks the record (TFRecord framing CRCs, LMDB per-record CRC32C) and its label. A failed check raises :class:`~fastdata.formats.base.CorruptRecordError`
-    naming the shard, record, sample and the ``fastdata verify`` to run. A shard opened after the
-    dataset was re-packed raises :class:`~fastdata.formats.base.DatasetChangedError` instead of
-    mixing two packs; shards already open keep reading the files they opened, and a shard closed to
-    stay within ``max_open_shards`` is checked again when it is re-opened.
+    count, labels); a shard's own count and index are checked where a process first reads it; every read checks the
+    record (TFRecord framing CRCs, LMDB per-record CRC32C) and its label. A failed check raises
+    :class:`~fastdata.formats.base.CorruptRecordError` naming the shard, record, sample and the ``fastdata verify`` to
+    run. A shard opened after the dataset was re-packed raises :class:`~fastdata.formats.base.DatasetChangedError`
+    instead of mixing two packs; shards already open keep reading the files they opened, and a shard closed to stay
+    within ``max_open_shards`` is checked again when it is re-opened.
 
     Random decode-time transforms (``RandomResizedCrop``) draw from a generator of (pass,
     position in the pass, index) when the index is a :class:`fastdata.sampler.seeding.SampleIndex`, as

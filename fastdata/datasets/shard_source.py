@@ -1,11 +1,11 @@
 """Where a ``ShardDataset``'s records come from: a pack (its manifest and labels checked, every shard's size) or
 third-party TFRecord files (counted by their indexes, built where missing) opened at construction; each shard's
-record positions (a TFRecord ``.idx``) where a process first reads the shard, and a pack's labels of that shard (one ``pread`` of ``targets.npy``), both in a
-bounded per-process LRU (:mod:`~fastdata.datasets.record_index`); and the shard readers each process opens lazily
-(never a parent's after a fork, none pickled, at most ``max_open_shards`` at once, the least recently used closed
-first; a pack's shard only while it is the file the pack was opened with, on every re-open). Nothing per sample is
-held beyond the shards being read, and nothing per shard is pickled: an unpickled pack reads its manifest again
-(:mod:`fastdata.formats.packed`).
+record positions (a TFRecord ``.idx``) where a process first reads the shard, and a pack's labels of that shard (one
+``pread`` of ``targets.npy``), both in a bounded per-process LRU (:mod:`~fastdata.datasets.record_index`); and the shard
+readers each process opens lazily (never a parent's after a fork, none pickled, at most ``max_open_shards`` at once, the
+least recently used closed first; a pack's shard only while it is the file the pack was opened with, on every re-open).
+Nothing per sample is held beyond the shards being read, and nothing per shard is pickled: an unpickled pack reads its
+manifest again (:mod:`fastdata.formats.packed`).
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ Scale = tuple[int, int]
 
 #: The DCT scales the kernel decodes a crop at (:data:`~fastdata.decode.scaling.KERNEL_SCALES`): libjpeg-turbo's
 #: SIMD ones and 5/8. The kernel decodes at any M/8; 3/8, 3/4 and 7/8 (plain C IDCTs) lost to the next power of
-#: two on one core, 5/8 won (``bench/dct_scales.py``).
+#: two on one core, 5/8 won (``bench/kernel.py scales``).
 NATIVE_SCALES: tuple[Scale, ...] = KERNEL_SCALES
 
 _local = threading.local()

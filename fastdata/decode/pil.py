@@ -9,7 +9,7 @@ premultiplied), palettes, bitfield BMPs, CIELab and 2/4/12-bit TIFFs, and so on.
 OpenCV is not used for these formats. It gives other pixels for many of them
 (``tools/pil_parity.py``). Where it gives the same, on 8-bit PNGs such as the ImageNet-like
 benchmark set's (1% of its images, identical pixels for all 99), it is 3-9% faster
-(``bench/png_decode.py``: 3.9-4.7 against 4.0-5.0 ms per PNG over three runs), which at
+(``bench/kernel.py png``: 3.9-4.7 against 4.0-5.0 ms per PNG over three runs), which at
 that share is under 0.1% of the average decode time; it would need a per-file check of
 what OpenCV gets right, and its libpng prints warnings ("iCCP: known incorrect sRGB
 profile") on stderr that no caller can silence.

@@ -33,7 +33,7 @@ SIMD_SCALES: tuple[Scale, ...] = ((1, 8), (1, 4), (1, 2), (1, 1))
 TURBOJPEG_SCALES: tuple[Scale, ...] = ((1, 8), (1, 4), (3, 8), (1, 2), (5, 8), (3, 4), (7, 8), (1, 1))
 #: The scales fastdata decodes a crop at: the SIMD ones and 5/8. With the crop-region kernel, 5/8 beat the next
 #: power of two (1.10x on the crops it applies to, one core) while 3/8, 3/4 and 7/8 lost to it (0.95x, 0.81x,
-#: 0.71x; ``bench/dct_scales.py``). The kernel's fallback decodes at the same scales, so its pixels are the kernel's.
+#: 0.71x; ``bench/kernel.py scales``). The kernel's fallback decodes at the same scales, so its pixels are the kernel's.
 KERNEL_SCALES: tuple[Scale, ...] = ((1, 8), (1, 4), (1, 2), (5, 8), (1, 1))
 
 Box = tuple[int, int, int, int]

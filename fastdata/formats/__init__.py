@@ -1,10 +1,12 @@
 """What is on disk: the manifest, the shard Writer/Reader interface, TFRecord and LMDB, and a name registry.
 
-- :mod:`~fastdata.formats.manifest`: ``manifest.json`` (written last: the sign that a pack completed), strictly validated.
+- :mod:`~fastdata.formats.manifest`: ``manifest.json`` (written last: the sign that a pack completed), strictly
+  validated.
 - :mod:`~fastdata.formats.manifest_entries`: the shard, skipped-file and file-warning entries a manifest lists.
 - :mod:`~fastdata.formats.manifest_transcoded`: which records pack re-coded: per-shard counts and a checked bitmap side file.
 - :mod:`~fastdata.formats.manifest_validation`: strict JSON and typed, one-line-error checks of every manifest field.
-- :mod:`~fastdata.formats.errors`: :class:`CorruptRecordError`, :class:`DatasetChangedError` (rebuildable from a message).
+- :mod:`~fastdata.formats.errors`: :class:`CorruptRecordError`, :class:`DatasetChangedError` (rebuildable from a
+  message).
 - :mod:`~fastdata.formats.files`: opening the files a manifest names without trusting them (inside the folder, regular, sized, bounded).
 - :mod:`~fastdata.formats.targets`: ``targets.npy``, written by the packer, read with its header checked first.
 - :mod:`~fastdata.formats.packed`: a packed folder opened and checked for reading (what ``ShardDataset`` holds).

@@ -10,9 +10,9 @@ Exact by construction: the walk takes only the plain shape every writer of Examp
 field; each map entry a key then a value; each ``Feature`` one list; packed numeric lists) and checks every tag,
 length and varint of it, every key's UTF-8 and that every field ends where its parent says. Anything else, valid
 protobuf or not (a repeated key it reads, merged messages, unknown fields, unpacked lists, an empty Example), raises
-:class:`NotPlain`, and the caller parses the record with protobuf (:func:`~fastdata.formats.example.decode_image_label`),
-which gives the answer or the error. On the plain shape both give the same ``(image, label)``; a test compares them
-on damaged and odd records.
+:class:`NotPlain`, and the caller parses the record with protobuf
+(:func:`~fastdata.formats.example.decode_image_label`), which gives the answer or the error. On the plain shape both
+give the same ``(image, label)``; a test compares them on damaged and odd records.
 
 Example::
 

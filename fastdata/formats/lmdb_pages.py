@@ -14,8 +14,8 @@ has read); records are then read with ``pread`` of exactly those bytes and check
 their CRC32C as before. Damage is therefore always a :class:`CorruptRecordError`, never a signal.
 
 The walk reads only branch and leaf pages (a few dozen for a 256 MB shard of ~100 KB images);
-an overflow run's own header is checked when its value is read, in the same ``pread``. Only what fastdata's writer produces is accepted:
-a plain main database (no sub-databases, no duplicate keys), 64-bit page numbers.
+an overflow run's own header is checked when its value is read, in the same ``pread``. Only what fastdata's writer
+produces is accepted: a plain main database (no sub-databases, no duplicate keys), 64-bit page numbers.
 """
 
 from __future__ import annotations

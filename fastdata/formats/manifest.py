@@ -169,7 +169,8 @@ class Manifest:
 
     @classmethod
     def load(cls, root: str | os.PathLike, *, compact: bool = False) -> Manifest:
-        """Read ``root/manifest.json`` (``root`` may also be the manifest file itself); ``compact`` as :meth:`from_dict`.
+        """Read ``root/manifest.json`` (``root`` may also be the manifest file itself); ``compact`` as
+        :meth:`from_dict`.
 
         The file must be a regular file inside ``root`` (no symlink out of it) of at most
         ``MAX_MANIFEST_BYTES``; it is parsed as plain JSON (no NaN, no infinity) and validated.

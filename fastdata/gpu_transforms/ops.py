@@ -243,9 +243,9 @@ def pil_gaussian_blur(x: torch.Tensor, radius: torch.Tensor, passes: int = 3) ->
     Pillow approximates the Gaussian by ``passes`` extended box blurs along the rows, then along the columns
     (``BoxBlur.c``): each box has the fractional radius of Gwosdek et al.'s formula, 8.24 fixed-point weights, edge
     pixels repeated, and every pass rounds to whole uint8 values. uint8 input gets Pillow's bytes exactly (float64
-    arithmetic, exact on these whole-valued sums). Float input (in [0, 1]) is blurred as Pillow blurs its uint8 version ``round(255 * x)``: the result
-    is Pillow's / 255, in steps of 1/255 as Pillow's are. ``radius`` is read on the host (the weights are integers
-    derived there, as Pillow does): pass a CPU tensor to keep a CUDA batch free of host syncs.
+    arithmetic, exact on these whole-valued sums). Float input (in [0, 1]) is blurred as Pillow blurs its uint8 version
+    ``round(255 * x)``: the result is Pillow's / 255, in steps of 1/255 as Pillow's are. ``radius`` is read on the host
+    (the weights are integers derived there, as Pillow does): pass a CPU tensor to keep a CUDA batch free of host syncs.
     """
     if not (torch.is_tensor(radius) and bool((radius.detach().cpu() >= 0).all())):
         raise ValueError(f"radius must be a tensor of values >= 0 (PIL's sigma), got {radius!r}")

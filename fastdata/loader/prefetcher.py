@@ -142,7 +142,8 @@ class DataPrefetcher:
             close()
 
     def state_dict(self) -> dict[str, Any]:
-        """The loader's ``state_dict()``, minus the batch this prefetcher has read ahead, plus the transform's generators.
+        """The loader's ``state_dict()``, minus the batch this prefetcher has read ahead, plus the transform's
+        generators.
 
         Returns:
             A state for :meth:`load_state_dict` that resumes at the first batch the training loop has not

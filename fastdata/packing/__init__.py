@@ -20,7 +20,8 @@
 - :mod:`~fastdata.packing.check`: ``fastdata verify`` (:func:`verify`), shards checked side by side; its files
   (:mod:`~fastdata.packing.check_files`); ``fastdata inspect`` (:func:`describe`, :func:`summary`:
   :mod:`~fastdata.packing.summary`).
-- :mod:`~fastdata.packing.transcode`: JPEGs re-coded losslessly with restart intervals (the C extension ``_jpegtranscode``).
+- :mod:`~fastdata.packing.transcode`: JPEGs re-coded losslessly with restart intervals (the C extension
+  ``_jpegtranscode``).
 - :mod:`~fastdata.packing.repack`: ``fastdata repack OLD NEW`` (:func:`repack`): an existing pack re-coded.
 - :mod:`~fastdata.packing.command`: ``fastdata pack``'s flags and the summary it prints.
 """

@@ -2,8 +2,8 @@
 
 The shards already there are never touched: the new ones get the next shard numbers, the labels
 of old and new samples go to a new ``targets-N.npy`` (which records were re-coded, when a side file is needed, to
-``transcoded-N.bits``; an old manifest's ``transcoded`` ranges become per-shard counts), and ``manifest.json`` is replaced
-atomically at the end. A reader of the old manifest keeps reading the shards it opened, and
+``transcoded-N.bits``; an old manifest's ``transcoded`` ranges become per-shard counts), and ``manifest.json`` is
+replaced atomically at the end. A reader of the old manifest keeps reading the shards it opened, and
 gets :class:`~fastdata.formats.errors.DatasetChangedError` for any other (the manifest it
 opened was replaced), never a mixture of the two. New class names are added to the end of the
 class table (sorted), so every old label keeps its meaning.

@@ -9,8 +9,8 @@ lock is released normally.
 The lock keeps fastdata writers apart; it does not stop other programs (or readers) from
 touching the folder. A reader asks whether a pack is writing a folder by taking a shared lock on the file
 for a moment (:func:`fastdata.formats.unfinished.lock_holder`), so a writer that finds the file locked
-retries for a while when only such probes hold it, and is refused only by another writer. It needs a local file system with ``flock`` support (Linux, macOS);
-where ``fcntl`` is missing the folder is not locked and a warning says so.
+retries for a while when only such probes hold it, and is refused only by another writer. It needs a local file system
+with ``flock`` support (Linux, macOS); where ``fcntl`` is missing the folder is not locked and a warning says so.
 """
 
 from __future__ import annotations

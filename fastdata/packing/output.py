@@ -3,8 +3,8 @@
 fastdata never deletes or replaces a file it did not write. Its own files are recognised by
 name, and only in a folder that holds a ``manifest.json`` fastdata wrote (:func:`is_fastdata_manifest`:
 its ``created_by``, ``format``, ``version`` and ``shards``) or a resume journal:
-``shard-NNNNN.tfrecord``, ``shard-NNNNN.idx``, ``shard-NNNNN.lmdb``, ``shard-NNNNN.loc``, ``targets.npy``, ``transcoded.bits``,
-``manifest.json``, ``.pack-journal.jsonl``, a range plan's ``shard-RRRRR-JJJJJ.*``, range records
+``shard-NNNNN.tfrecord``, ``shard-NNNNN.idx``, ``shard-NNNNN.lmdb``, ``shard-NNNNN.loc``, ``targets.npy``,
+``transcoded.bits``, ``manifest.json``, ``.pack-journal.jsonl``, a range plan's ``shard-RRRRR-JJJJJ.*``, range records
 ``.range-RRRRR.json`` and part manifests ``part-IIIII-of-NNNNN.json``, the ``.tmp`` pieces of each, and
 a range task's staging folder ``.range-RRRRR.tmp/`` (plus the lock files ``.fastdata.lock`` and
 ``.range-RRRRR.lock`` while a pack runs). A non-empty folder without a manifest or journal

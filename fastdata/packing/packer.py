@@ -89,8 +89,9 @@ def pack(
             0 or None packs images of any size.
         allow_empty: write a dataset even when every image was skipped (``len(ds) == 0``);
             by default that raises :class:`NothingPackedError`.
-        source: ``"auto"`` (default), ``"imagefolder"``, ``"list"``, ``"parquet"``, ``"webdataset"``, ``"pack"`` or ``"tfrecord"``.
-        label_column: the label column or ``.json`` key (default ``label``): class names map to indices in
+        source: ``"auto"`` (default), ``"imagefolder"``, ``"list"``, ``"parquet"``, ``"webdataset"``, ``"pack"`` or
+        ``"tfrecord"``. label_column: the label column or ``.json`` key (default ``label``): class names map to indices
+        in
             sorted order, integers are kept; labels that mix the two are refused (naming the first row of the other
             kind), and so is a list, Parquet or tars without a label, unless ``unlabelled``.
         labels: ``"auto"`` (above) or ``"names"``: every label is a class name, integers included, sorted as text.

@@ -33,7 +33,7 @@ MIN_INTERVAL_BYTES = 64
 """...unless an interval would then hold fewer bytes than this on average (the file's size over its MCUs): K is
 raised to the divisor of the MCUs per row just above (or just below, where that is more than twice as many). A
 marker costs about 3 bytes, so a flat image of tiny MCUs would otherwise grow several-fold (a uniform 1000x1000
-4:4:4 JPEG: 12 KB -> 47 KB at K = 1, 12.3 KB with this rule). Measured (bench/pack_transcode.py): ImageNet-like
+4:4:4 JPEG: 12 KB -> 47 KB at K = 1, 12.3 KB with this rule). Measured (bench/pack.py transcode): ImageNet-like
 JPEGs (about 140 bytes per MCU) keep K = 1 but 3%, and end 1.2% smaller than the originals; camera-sized photos
 (about 55 bytes per MCU, `--profile photos`) are 3.0% larger at K = 1 and 2.0% with this rule (a row of a prime
 number of MCUs keeps K = 1: one interval per row would lose the random access). Then the size fit

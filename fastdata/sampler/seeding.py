@@ -64,7 +64,8 @@ class SampleIndex(int):
 
 
 def wants_sample_index(dataset: Any) -> bool:
-    """Whether ``dataset`` asks the loader for :class:`SampleIndex` indices (class attribute ``wants_sample_index = True``).
+    """Whether ``dataset`` asks the loader for :class:`SampleIndex` indices (class attribute ``wants_sample_index =
+    True``).
 
     A dataset that draws random decode-time transforms from :func:`sample_generator` sets it; every other
     dataset gets plain ``int`` indices (``type(index) is int``), as torch's ``DataLoader`` gives them.

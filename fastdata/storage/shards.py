@@ -75,7 +75,8 @@ def fetch_manifest(store: Store, *, compact: bool = False) -> tuple[Manifest, by
 
 
 def mirror_metadata(store: Store, dest: Path) -> tuple[Manifest, Path]:
-    """Download the manifest, labels and index files into ``dest/meta/<manifest hash>/``; return the manifest and that folder.
+    """Download the manifest, labels and index files into ``dest/meta/<manifest hash>/``; return the manifest and that
+    folder.
 
     The folder is keyed by the manifest's bytes, so a re-pack at the same URL never reuses stale
     index files; files already there are not downloaded again (one process of the node does it).

@@ -5,8 +5,8 @@ Set ``FASTDATA_CACHE_TRACE=/some/file`` and every process appends one line per e
     <monotonic ns> <pid> <event> <shard> <inode> <cache bytes>
 
 Events: ``prefetch`` (the prefetcher queues a shard; the inode field holds its distance in samples),
-``get`` (a whole-shard download starts), ``ready`` (a download was published), ``evict`` (logged while the evicting process holds
-the shard's exclusive lock, before the unlink), ``read`` (a record read from a cached file, while
+``get`` (a whole-shard download starts), ``ready`` (a download was published), ``evict`` (logged while the evicting
+process holds the shard's exclusive lock, before the unlink), ``read`` (a record read from a cached file, while
 the reader holds the shared lock), ``range`` (a record served by a ranged GET), ``corrupt`` (a
 download failed its size or CRC32C check and is retried), ``error`` (a download request failed),
 ``over`` (a reader that needs a shard now found every cached shard in use and exceeds the budget).

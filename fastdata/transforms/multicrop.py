@@ -77,8 +77,8 @@ class MultiCrop(DecodeTransform):
 
     Example::
 
-        transform = MultiCrop([RandomResizedCrop(224, scale=(0.4, 1.0))] * 2 + [RandomResizedCrop(96, scale=(0.05, 0.4))] * 6)
-        dataset = ShardDataset("shards/train", transform=transform)
+        transform = MultiCrop([RandomResizedCrop(224, scale=(0.4, 1.0))] * 2 + [RandomResizedCrop(96, scale=(0.05,
+        0.4))] * 6) dataset = ShardDataset("shards/train", transform=transform)
         loader = DataLoaderX(dataset, batch_size=64, num_workers=8, collate_fn=fast_collate)
         for crops, labels in DataPrefetcher(loader):   # crops: a list of 8 float batches on the GPU
             ...

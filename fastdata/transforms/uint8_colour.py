@@ -15,10 +15,10 @@ equalize) are a lookup table computed with the reference's own arithmetic on all
 ``fastdata.transforms._lut`` instead (64 bytes at a time, a table per channel without splitting the image: the same
 bytes, about ten times faster; not built, or ``FASTDATA_NATIVE=0``: ``cv2.LUT``). Posterize, solarize, solarize-add
 and invert apply their tables as one or two bitwise or threshold passes (:func:`posterize`, :func:`solarize`,
-:func:`solarize_add`, :func:`invert`: the same bytes, about six times faster than ``cv2.LUT``). Saturation and sharpness blend two images with ``cv2.addWeighted`` (which rounds; an offset of
-``-0.5 + 1/1024`` makes it truncate, as the references do): within one level of the reference. PIL's Gaussian
-blur is its own three-pass box blur (``ImagingGaussianBlur``), reproduced pass by pass with ``cv2.sepFilter2D``
-and PIL's 24-bit fixed-point weights.
+:func:`solarize_add`, :func:`invert`: the same bytes, about six times faster than ``cv2.LUT``). Saturation and sharpness
+blend two images with ``cv2.addWeighted`` (which rounds; an offset of ``-0.5 + 1/1024`` makes it truncate, as the
+references do): within one level of the reference. PIL's Gaussian blur is its own three-pass box blur
+(``ImagingGaussianBlur``), reproduced pass by pass with ``cv2.sepFilter2D`` and PIL's 24-bit fixed-point weights.
 
 Every function takes a C-contiguous uint8 ``(H, W, 3)`` array and returns the result: the same array when it works
 in place (the lookup tables), else a new one.

@@ -166,7 +166,7 @@ def test_small_chunks_give_the_same_batch(monkeypatch):
 
 
 def test_the_batch_call_shares_the_per_sample_decompressor(monkeypatch):
-    """decode_threads == 1 takes the batch call too (faster: bench/per_sample.py), on the per-sample path's own
+    """decode_threads == 1 takes the batch call too (faster: bench/kernel.py per-sample), on the per-sample path's own
     decompressor, so the two paths of one thread decode with the same object."""
     transform = RandomResizedCrop(48, decoder="native")
     datas = _records()[:5] + _records()[6:]

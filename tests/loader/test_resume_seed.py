@@ -1,4 +1,5 @@
-"""With a DistributedSampler, a resumed pass's crops depend on the sampler's seed and epoch, never on torch's global seed.
+"""With a DistributedSampler, a resumed pass's crops depend on the sampler's seed and epoch, never on torch's global
+seed.
 
 The resumed half runs in a fresh process seeded differently (``torch.manual_seed``), with 2 workers.
 """

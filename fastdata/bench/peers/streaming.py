@@ -1,4 +1,5 @@
-"""MosaicML Streaming: MDS shards written by ``streaming.MDSWriter``, read by ``StreamingDataset`` in DataLoader workers.
+"""MosaicML Streaming: MDS shards written by ``streaming.MDSWriter``, read by ``StreamingDataset`` in DataLoader
+workers.
 
 Per sample the workers do what ``torch-cv2`` does (``cv2.imdecode``, RandomResizedCrop box, ``cv2.resize``, 50%
 flip), collated to uint8 batches.

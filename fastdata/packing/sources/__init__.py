@@ -1,6 +1,7 @@
 """Pack sources: every kind of SRC behind one interface (:class:`~fastdata.packing.sources.base.Source`).
 
-- :mod:`~fastdata.packing.sources.base`: :class:`Row` ``(locator, label, fields)`` and :class:`Source` (``scan``, ``open``).
+- :mod:`~fastdata.packing.sources.base`: :class:`Row` ``(locator, label, fields)`` and :class:`Source` (``scan``,
+  ``open``).
 - :mod:`~fastdata.packing.sources.image_folder`: an ImageFolder tree (torchvision's layout).
 - :mod:`~fastdata.packing.sources.table`: a ``.csv``/``.jsonl``/``.parquet`` file list (paths or URLs, labels, columns).
 - :mod:`~fastdata.packing.sources.parquet`: Hugging Face-style Parquet datasets (an image column of ``{bytes, path}``).

@@ -17,7 +17,7 @@ Each order runs in a fresh process, so one order's memory never counts against a
 
 Usage::
 
-    python bench/index_shuffle.py [--n 100000000] [--world 8] [--shuffle True index index-blocks] [--json OUT]
+    python bench/shuffle.py pass-boundary [--n 100000000] [--world 8] [--shuffle True index index-blocks] [--json OUT]
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from fastdata.sampler import DistributedSampler  # noqa: E402

@@ -21,8 +21,8 @@ rounds and the median per-round ratios of the per-sample paths to the batch path
 
 Usage::
 
-    python bench/per_sample.py                       # 1,000 images, 5 rounds, about a minute
-    python bench/per_sample.py --images 3000 --repeats 7
+    python bench/kernel.py per-sample                       # 1,000 images, 5 rounds, about a minute
+    python bench/kernel.py per-sample --images 3000 --repeats 7
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402

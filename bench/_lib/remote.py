@@ -11,8 +11,8 @@ within each shard: the order ``shuffle="blocks"`` gives), which a quarter-size c
 
 Usage::
 
-    python bench/remote_throughput.py                      # 2,500 images, 8 MB shards
-    python bench/remote_throughput.py --num-images 500 --json /tmp/r.json   # a quick check
+    python bench/remote.py throughput                      # 2,500 images, 8 MB shards
+    python bench/remote.py throughput --num-images 500 --json /tmp/r.json   # a quick check
 
 Not a test: it takes a few minutes and wants the machine to itself.
 """
@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # works from a plain checkout too
 
 BUCKET = "fastdata-bench"
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--prefetch", type=int, default=4, help="shards downloaded ahead")
-    parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results-remote.json")
+    parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "remote.json")
     args = parser.parse_args(argv)
     _, local = prepare(args)
     moto, endpoint = start_moto()

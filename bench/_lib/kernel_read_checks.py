@@ -10,7 +10,7 @@ loader (which also decodes, ~2-5 ms per image) is smaller still. Methods alterna
 
 Usage::
 
-    python bench/read_checks.py [--images 3000] [--rounds 7]
+    python bench/kernel.py read-checks [--images 3000] [--rounds 7]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 

@@ -11,13 +11,13 @@ method):
   union of the 8 boxes; ``multicrop-exact``: ``one_decode=False`` (one decode per DCT scale);
   ``8-separate``: the same 8 ``RandomResizedCrop``s, each decoding the image itself.
 
-Methods take turns every 25 images (so a busy machine slows them alike); the median rate (source images per second) is reported with the range.
-The data sets are made by ``tools/make_imagenet_like.py`` if missing: ImageNet-like sizes (mean ~470x390) and
-large photos (``--profile photos``, mean ~1650x1200).
+Methods take turns every 25 images (so a busy machine slows them alike); the median rate (source images per second) is
+reported with the range. The data sets are made by ``tools/make_imagenet_like.py`` if missing: ImageNet-like sizes (mean
+~470x390) and large photos (``--profile photos``, mean ~1650x1200).
 
 Usage::
 
-    python bench/resolution_multicrop.py           # about 2 minutes; writes bench/results-resolution-multicrop.json
+    python bench/recipes.py resolution           # about 2 minutes; writes bench/results/recipes-resolution.json
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--limit", type=int, default=None, help="at most this many images per data set")
     parser.add_argument("--core", type=int, default=None, help="the core to pin to (default: the last usable one)")
-    parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results-resolution-multicrop.json")
+    parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "recipes-resolution.json")
     args = parser.parse_args(argv)
     pin_to_one_core(args.core)
     results = {}

@@ -8,7 +8,7 @@ TFRecord folder ``--repeats`` times with ``--workers`` processes and the best ru
 disturbed by other work on the machine). Scans are included (they are part of a pack). Prints a table
 and each source's ratio to the ImageFolder source.
 
-Usage: ``python bench/pack_sources.py [--images 2000] [--side 160] [--workers 2] [--repeats 3]``
+Usage: ``python bench/pack.py sources [--images 2000] [--side 160] [--workers 2] [--repeats 3]``
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from fastdata.packing.packer import pack  # noqa: E402
 from tests.images import encode, natural_image  # noqa: E402

@@ -11,7 +11,7 @@ On one generated ImageNet-like image folder (``tools/make_imagenet_like.py``, ma
 - sizes: records of the default pack and of the keep-bytes pack against the source bytes;
 - the restart interval K (MCUs) against size: total bytes of the JPEGs re-coded with K = 1, 2, 4, one interval
   per MCU row (K = MCUs per row), and K = 1 raised where an interval would hold fewer than N bytes of the input
-  on average (pack's rule), against the originals (crop decode speed per K is bench/decode_kernel.py's);
+  on average (pack's rule), against the originals (crop decode speed per K is bench/kernel.py crop's);
 - the size fit (pack's default): the rule alone against the rule + fit (a re-code larger than its baseline source
   written again with a larger K, else the source kept): bytes, how many images grew, got a larger K or were kept,
   the transcode's speed on one core with and without the fit, and the crop kernel (``RandomResizedCrop(224)``
@@ -19,9 +19,9 @@ On one generated ImageNet-like image folder (``tools/make_imagenet_like.py``, ma
 
 Usage::
 
-    python bench/pack_transcode.py                          # 3000 images in data/imagenet-like, table on stdout
-    python bench/pack_transcode.py --num-images 500 --repeats 1 --json bench/results-pack-transcode.json
-    python bench/pack_transcode.py --profile photos --num-images 300 --repeats 1     # camera-sized photos
+    python bench/pack.py transcode                          # 3000 images in data/imagenet-like, table on stdout
+    python bench/pack.py transcode --num-images 500 --repeats 1 --json bench/results/pack-transcode.json
+    python bench/pack.py transcode --profile photos --num-images 300 --repeats 1     # camera-sized photos
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from fastdata.decode import is_jpeg  # noqa: E402

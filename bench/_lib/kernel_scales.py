@@ -19,8 +19,8 @@ per-round ratio of ``m8`` to ``pow2`` on the records that M applies to.
 
 Usage::
 
-    python bench/dct_scales.py                          # 1,000 images, 5 rounds
-    python bench/dct_scales.py --images 3000 --repeats 7 --json bench/results-dct-scales.json
+    python bench/kernel.py scales                          # 1,000 images, 5 rounds
+    python bench/kernel.py scales --images 3000 --repeats 7 --json bench/results/kernel-scales.json
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from bench.per_sample import _prepare  # noqa: E402
+from kernel_per_sample import _prepare  # noqa: E402 (its neighbour in bench/_lib, on sys.path)
 from fastdata._util.cpus import pin_to_one_core  # noqa: E402
 from fastdata.datasets.shard_dataset import ShardDataset  # noqa: E402
 from fastdata.decode import native  # noqa: E402

@@ -24,7 +24,7 @@ measures a real packed dataset instead (its labels and ``shard_offsets``).
 
 Usage::
 
-    python bench/shuffle_quality.py [--classes 1000] [--per-class 1281] [--samples-per-shard 2400]
+    python bench/shuffle.py quality [--classes 1000] [--per-class 1281] [--samples-per-shard 2400]
         [--world 8] [--batch-size 256] [--block-shards 1 2 4 8 16 32] [--root PACKED] [--json OUT]
 """
 
@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from fastdata.packing.plan import source_order as _source_order  # noqa: E402  (`pack --shuffle-seed`'s order)

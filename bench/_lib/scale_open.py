@@ -16,7 +16,7 @@ fresh process per format and measurement round:
 
 Usage::
 
-    python bench/open_scale.py [--shards 1000] [--per-shard 1000] [--formats tfrecord lmdb] [--read-shards 20]
+    python bench/scale.py open [--shards 1000] [--per-shard 1000] [--formats tfrecord lmdb] [--read-shards 20]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import textwrap
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 MEASURE = textwrap.dedent("""

@@ -20,8 +20,8 @@ took the splice. Needs ``jpegtran`` (apt-get install libjpeg-turbo-progs).
 
 Usage::
 
-    python bench/interval_decode.py                         # 1,000 ImageNet-like images, 5 rounds
-    python bench/interval_decode.py --images 3000 --repeats 7 --json bench/results-interval.json
+    python bench/kernel.py intervals                         # 1,000 ImageNet-like images, 5 rounds
+    python bench/kernel.py intervals --images 3000 --repeats 7 --json bench/results/kernel-intervals.json
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import cv2  # noqa: E402

@@ -5,14 +5,14 @@ Loads a packed dataset (default: the benchmark's TFRecord cache of ``data/imagen
 if missing) through ``DataLoaderX(ShardDataset(root, transform=RandomResizedCrop(224)), batch_size=256,
 num_workers=2, persistent_workers=True, collate_fn=fast_collate)`` for 10 passes, samples RSS, PSS
 and USS (psutil ``memory_full_info``) of the main process and of each worker at the end of every
-pass (after ``gc.collect()`` in the main process), prints a table and the growth after the first pass (last pass vs pass 1), and says PASS when
-every process's PSS and the total PSS grew less than 5 % (FAIL otherwise; exit status 1). The worst
-later pass and a least-squares trend (MB per pass) are printed too: PSS moves between the main
+pass (after ``gc.collect()`` in the main process), prints a table and the growth after the first pass (last pass vs pass
+1), and says PASS when every process's PSS and the total PSS grew less than 5 % (FAIL otherwise; exit status 1). The
+worst later pass and a least-squares trend (MB per pass) are printed too: PSS moves between the main
 process and the workers with the shared-memory batches in flight, so single samples jitter.
 
 Usage::
 
-    python bench/memory_growth.py [--root PACKED] [--passes 10] [--workers 2] [--limit-pct 5]
+    python bench/scale.py memory [--root PACKED] [--passes 10] [--workers 2] [--limit-pct 5]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 MB = 2**20

@@ -16,7 +16,7 @@ made by ``tools/make_imagenet_like.py`` if missing: ImageNet-like sizes (mean ~4
 
 Usage::
 
-    python bench/decode_kernel.py                  # writes bench/results-kernel.json
+    python bench/kernel.py crop                  # writes bench/results/kernel.json
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import cv2  # noqa: E402
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=ROOT / "data", help="where the data sets are (or are made)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--core", type=int, default=None, help="the core to pin to (default: the last usable one)")
-    parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results-kernel.json")
+    parser.add_argument("--json", type=Path, default=ROOT / "bench" / "results" / "kernel.json")
     args = parser.parse_args(argv)
     pin_to_one_core(args.core)
     results = {}

@@ -36,9 +36,9 @@ benchmark patches it to return black, as older Pillow did, so timm's loader surv
 
 Usage::
 
-    python bench/cpu_policies.py --images 1000                    # both parts, data made under data/ if missing
-    python bench/cpu_policies.py --part ops --images 200 --repeats 3
-    python bench/cpu_policies.py --part loader --folder data/imagenet-like-3000 --pack data/imagenet-like-3000-pack
+    python bench/recipes.py cpu --images 1000                    # both parts, data made under data/ if missing
+    python bench/recipes.py cpu --part ops --images 200 --repeats 3
+    python bench/recipes.py cpu --part loader --folder data/imagenet-like-3000 --pack data/imagenet-like-3000-pack
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402

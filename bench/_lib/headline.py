@@ -5,13 +5,14 @@ Makes ``data/imagenet-like-3000`` if it is missing, then runs, one after the oth
 
 1. the loaders, steady state: ``fastdata bench`` over 2 passes with the first pass as warm-up (workers started,
    fastdata's shared-memory buffers reused), torch-pil, the careful torch-cv2, fastdata's float and uint8 loaders,
-   both kernel bounds, the torchcodec peer, ``--breakdown`` -> ``bench/results-issue29.json`` / ``.png``;
+   both kernel bounds, the torchcodec peer, ``--breakdown`` -> ``bench/results/headline.json`` / ``.png``;
 2. the same on the issue's first protocol (one pass per run, one warm-up batch per worker) -> ``...-one-pass.json``;
 3. the breakdown before this issue's changes: the same run as 1. in a temporary git worktree of the commit that
    added the counters alone (subject "Loader breakdown, the counters alone"), its C kernels built there
-   -> ``bench/results-issue29-before.json``;
-4. the DCT scales between the powers of two, one core (``bench/dct_scales.py``) -> ``bench/results-dct-scales.json``;
-5. the per-sample path against the batch path, one core (``bench/per_sample.py``) -> ``bench/results-per-sample.json``.
+   -> ``bench/results/headline-before.json``;
+4. the DCT scales between the powers of two, one core (``bench/kernel.py scales``) ->
+``bench/results/kernel-scales.json``; 5. the per-sample path against the batch path, one core (``bench/kernel.py
+per-sample``) -> ``bench/results/kernel-per-sample.json``.
 
 Then it prints the tables for ``bench/README.md``'s "Issue 29" section and the issue's goals, met or not (the goals
 live here, in the project's own check, never in ``fastdata bench``'s table), each unmet one with the breakdown's
@@ -19,9 +20,9 @@ largest stage outside the kernel.
 
 Usage::
 
-    python bench/issue29.py                 # everything
-    python bench/issue29.py --skip-before   # without the worktree of the old data path
-    python bench/issue29.py --report-only   # print the tables from the JSON files of an earlier run
+    python bench/loaders.py headline                 # everything
+    python bench/loaders.py headline --skip-before   # without the worktree of the old data path
+    python bench/loaders.py headline --report-only   # print the tables from the JSON files of an earlier run
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 BEFORE_SUBJECT = "Loader breakdown, the counters alone"
 PIPELINES = ["torch-pil", "torch-cv2", "fastdata-tfrecord", "fastdata-uint8", "decode-bound", "decode-bound-cv2"]
@@ -228,9 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-before", action="store_true", help="no worktree of the old data path")
     parser.add_argument("--report-only", action="store_true", help="print the tables from an earlier run's JSON")
     args = parser.parse_args(argv)
-    steady, one_pass = BENCH / "results-issue29.json", BENCH / "results-issue29-one-pass.json"
-    before, scales = BENCH / "results-issue29-before.json", BENCH / "results-dct-scales.json"
-    per_sample = BENCH / "results-per-sample.json"
+    steady, one_pass = BENCH / "results" / "headline.json", BENCH / "results" / "headline-one-pass.json"
+    before, scales = BENCH / "results" / "headline-before.json", BENCH / "results" / "kernel-scales.json"
+    per_sample = BENCH / "results" / "kernel-per-sample.json"
     if not args.report_only:
         if not args.data.is_dir() or not any(args.data.iterdir()):
             _run(
@@ -249,12 +250,21 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_before:
             _before(args.data, before)
         _run(
-            [sys.executable, str(BENCH / "dct_scales.py"), "--images", "3000", "--repeats", "7", "--json", str(scales)]
+            [
+                sys.executable,
+                str(BENCH / "_lib" / "kernel_scales.py"),
+                "--images",
+                "3000",
+                "--repeats",
+                "7",
+                "--json",
+                str(scales),
+            ]
         )
         _run(
             [
                 sys.executable,
-                str(BENCH / "per_sample.py"),
+                str(BENCH / "_lib" / "kernel_per_sample.py"),
                 "--images",
                 "1000",
                 "--repeats",
@@ -264,7 +274,9 @@ def main(argv: list[str] | None = None) -> int:
             ]
         )
     if not steady.is_file():
-        print(f"{steady} is missing: run `python bench/issue29.py` without --report-only first", file=sys.stderr)
+        print(
+            f"{steady} is missing: run `python bench/loaders.py headline` without --report-only first", file=sys.stderr
+        )
         return 1
     report(steady, one_pass, before, scales, per_sample)
     return 0

@@ -17,8 +17,8 @@ ratio per-image / fastdata on the CPU. Needs torchvision and timm (``bash tools/
 
 Usage::
 
-    python bench/gpu_policies.py                       # 256 images, all policies, all torch threads
-    python bench/gpu_policies.py --batch 64 --threads 1 --policies rand,trivial
+    python bench/recipes.py gpu                       # 256 images, all policies, all torch threads
+    python bench/recipes.py gpu --batch 64 --threads 1 --policies rand,trivial
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402

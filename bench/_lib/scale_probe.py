@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""The measurements of ``bench/scale.py``, each run in a fresh process so one never counts against another.
+"""The measurements of ``bench/scale.py sweep``, each run in a fresh process so one never counts against another.
 
-``python bench/scale_probe.py KIND ROOT [...]`` prints one JSON line:
+``python bench/_lib/scale_probe.py KIND ROOT [...]`` prints one JSON line:
 
 - ``open``: ``ShardDataset(ROOT)``'s seconds and the RSS it adds, its pickled size (what each DataLoader worker
   receives under spawn/forkserver), and the seconds from ``iter(loader)`` to the first batch (2 workers);
@@ -29,7 +29,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from fastdata import DataLoaderX, DistributedSampler, ShardDataset, fast_collate, verify  # noqa: E402

@@ -9,7 +9,7 @@ shows):
    ``max_open_shards=4`` (so about three reads in four re-open a shard), images/s, with the manifest naming the
    sidecars and with a copy whose manifest names none.
 
-Usage: ``python bench/lmdb_reopen.py [--rounds 3] [--json out.json]`` (about 30 s).
+Usage: ``python bench/scale.py reopen [--rounds 3] [--json out.json]`` (about 30 s).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import fastdata
 from fastdata.formats.lmdb_shards import LMDBShardReader
 from fastdata.formats.manifest import Manifest

@@ -10,8 +10,8 @@ apart), and every engine's output is checked to be byte-identical to the local e
 
 Usage::
 
-    python bench/pack_engines.py                      # 2,000 images, 2 CPUs, 3 repeats
-    python bench/pack_engines.py --num-images 500 --repeats 1      # a quick check
+    python bench/pack.py engines                      # 2,000 images, 2 CPUs, 3 repeats
+    python bench/pack.py engines --num-images 500 --repeats 1      # a quick check
 
 Prints a table (median images/s, min-max), the Ray/local ratios, the per-core rate and the ImageNet-21k
 projection; ``--json`` writes the numbers. Needs the ``ray`` extra. Not a test: wants the machine to itself.
@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # works from a plain checkout too
 
 IMAGENET_21K = 14_197_122  # images in the ImageNet-21k (fall 2011) release

@@ -5,7 +5,7 @@ The 10k set of ``tools/make_imagenet_like.py`` holds about 1% PNGs (RGB and some
 zlib level 1, 450 KB on average). Only those are made here (``make_image(seed, index)`` for
 the indexes whose spec says PNG), so nothing else is written. For each image the best of
 ``--repeats`` runs is kept, which removes most of the noise of a shared machine; the pixels
-of the two decoders are compared too. Usage: ``python bench/png_decode.py [--repeats 5]``.
+of the two decoders are compared too. Usage: ``python bench/kernel.py png [--repeats 5]``.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import cv2
 import numpy as np
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import make_imagenet_like  # noqa: E402
 
 from fastdata.decode import get_decoder  # noqa: E402

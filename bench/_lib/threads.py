@@ -14,8 +14,8 @@ its workers (psutil, summed) for both, and their ratios. N above the usable CPUs
 
 Usage::
 
-    python bench/batch_threads.py                          # 1,000 images, N = 1, 2, 4, 3 rounds: about 2-4 minutes
-    python bench/batch_threads.py --images 3000 --threads 1,2,4,8 --repeats 5
+    python bench/loaders.py threads                          # 1,000 images, N = 1, 2, 4, 3 rounds: about 2-4 minutes
+    python bench/loaders.py threads --images 3000 --threads 1,2,4,8 --repeats 5
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from fastdata.bench.measure import MemorySampler, run_isolated  # noqa: E402
