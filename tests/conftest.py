@@ -33,6 +33,19 @@ def packed(request, image_folder, tmp_path_factory) -> tuple[Path, ImageFolderIn
     return out, image_folder
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Every test marked ``cuda`` (and only those: ``pytest -m cuda`` selects them, as tools/gpu_check.sh does) is
+    skipped in one place where no CUDA device is present."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if item.get_closest_marker("cuda") is not None:
+            item.add_marker(skip)
+
+
 # A fresh machine set up by tools/setup.sh (extras `test`) has every tool and package the tests need, so the only
 # acceptable skip is a missing CUDA device: any other skip fails the run (CI checks what a developer's machine does).
 # FASTDATA_ALLOW_SKIPS=1 lets a developer without, say, the DALI wheel run the rest; CI never sets it.

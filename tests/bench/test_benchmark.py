@@ -407,7 +407,6 @@ def test_baselines_match_torchvision_semantics(jpeg_folder):
 
 
 @pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_gpu_training_measures_idle_time():
     from fastdata.bench.gpu_training import measure_gpu_training
 

@@ -267,7 +267,6 @@ def test_errors_name_the_argument_and_the_fix(packed, flat_pack, tmp_path):
 @pytest.mark.dali
 @requires_dali
 @pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("train", [True, False])
 def test_gpu_pipeline_hands_out_cuda_batches(flat_pack, train):
     seen = []

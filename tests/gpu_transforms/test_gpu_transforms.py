@@ -20,7 +20,6 @@ from fastdata.gpu_transforms import (
 )
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
 def gen(seed: int = 0) -> torch.Generator:
@@ -383,7 +382,6 @@ def test_bad_inputs_raise():
 
 
 @pytest.mark.cuda
-@cuda
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
 def test_cpu_and_cuda_agree_with_the_same_seed(dtype):
     x = batch_u8(8, 40, 48) if dtype == torch.uint8 else batch_f(8, 40, 48)
@@ -398,7 +396,6 @@ def test_cpu_and_cuda_agree_with_the_same_seed(dtype):
 
 
 @pytest.mark.cuda
-@cuda
 def test_cuda_pipeline_does_not_sync_with_the_host():
     x, labels = batch_u8().cuda(), torch.arange(8).cuda()
     t = Compose([pipeline(0), CutMix(num_classes=10, generator=gen())])

@@ -298,7 +298,7 @@ def test_labels_pass_through_and_float_stays_in_range():
         assert same is labels and out.dtype == torch.float32 and out.min() >= 0 and out.max() <= 1
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 def test_cuda_matches_cpu_with_the_same_seed():
     x = images(16)
     for make in POLICIES.values():
@@ -307,7 +307,7 @@ def test_cuda_matches_cpu_with_the_same_seed():
         assert (cuda.cpu().double() - cpu.double()).abs().mean() <= 0.5
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 def test_cuda_policies_do_not_sync_with_the_host():
     from fastdata.gpu_transforms import Compose, MixupCutmix, RandomErasing, ToFloat
 

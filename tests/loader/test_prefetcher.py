@@ -14,7 +14,6 @@ from fastdata.loader.collate import fast_collate
 from fastdata.loader.dataloader import DataLoaderX
 from fastdata.loader.prefetcher import DataPrefetcher
 
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
@@ -224,7 +223,6 @@ def test_argument_errors():
 
 
 @pytest.mark.cuda
-@cuda
 def test_cuda_matches_cpu_and_reuses_one_stream(monkeypatch):
     made = []
 
@@ -253,7 +251,6 @@ def test_cuda_matches_cpu_and_reuses_one_stream(monkeypatch):
 
 
 @pytest.mark.cuda
-@cuda
 def test_cuda_records_every_handed_out_tensor_on_the_current_stream(monkeypatch):
     recorded = []
     real_record = torch.Tensor.record_stream
@@ -269,6 +266,20 @@ def test_cuda_records_every_handed_out_tensor_on_the_current_stream(monkeypatch)
         assert images.is_contiguous(memory_format=torch.channels_last) and images.dtype == torch.float16
         assert (images.data_ptr(), current) in recorded and (labels.data_ptr(), current) in recorded
     torch.cuda.synchronize()
+
+
+@pytest.mark.cuda
+def test_cuda_batches_from_worker_processes_arrive_pinned_and_whole():
+    """DataLoaderX's workers hand over pinned batches (the precondition of a non_blocking copy that overlaps), and the
+    prefetcher's copies of them on its side stream equal the CPU batches."""
+    loader = _loader(12, num_workers=2, pin_memory=True)
+    batches = list(loader)
+    assert all(images.is_pinned() and labels.is_pinned() for images, labels in batches)
+    got = list(DataPrefetcher(loader, "cuda", dtype=torch.float32))
+    torch.cuda.synchronize()
+    assert [labels.cpu().tolist() for _, labels in got] == [labels.tolist() for _, labels in batches]
+    for (images, _), (raw, _) in zip(got, batches, strict=True):
+        torch.testing.assert_close(images.cpu(), raw.float() / 255)
 
 
 def test_iter_of_the_pass_iterator_continues_the_pass():
