@@ -1,4 +1,7 @@
-"""``fastdata pack | repack | merge | inspect | verify | bench``: the command line. Flags map one to one onto function keywords."""
+"""``fastdata pack | repack | merge | inspect | verify | bench``: the command line.
+
+Flags map one to one onto function keywords.
+"""
 
 from __future__ import annotations
 

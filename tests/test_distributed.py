@@ -1,4 +1,4 @@
-"""Two ranks with torch.distributed (gloo, CPU) reading a packed dataset through DataLoaderX + DistributedSampler(ratio=3)."""
+"""Two ranks with torch.distributed (gloo, CPU) reading a pack through DataLoaderX + DistributedSampler(ratio=3)."""
 
 import os
 import socket

@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         start = time.perf_counter()
         seen = 0
-        for images_batch, labels in prefetcher:
+        for images_batch, labels in prefetcher:  # noqa: B007 (the last batch is shown below)
             seen += len(labels)
         seconds = time.perf_counter() - start
         print(

@@ -121,7 +121,7 @@ def bitfield_bmp(pixels: np.ndarray, bits: int, masks: tuple[int, int, int]) -> 
     for channel, mask in enumerate(masks):
         shift, size = (mask & -mask).bit_length() - 1, bin(mask).count("1")
         values |= (pixels[..., channel].astype(np.uint64) >> (8 - size)) << shift
-    rows = values.astype(np.uint16 if bits == 16 else np.uint32).astype("<u%d" % (bits // 8))
+    rows = values.astype(np.uint16 if bits == 16 else np.uint32).astype(f"<u{bits // 8}")
     stride = -(-width * bits // 32) * 4
     body = b"".join(row.tobytes().ljust(stride, b"\x00") for row in rows[::-1])  # bottom-up
     info = struct.pack("<IiiHHIIiiII", 40, width, height, 1, bits, _BMP_BITFIELDS, len(body), 2835, 2835, 0, 0)
@@ -176,7 +176,7 @@ def tiff(
     for tag, kind, values in tags:
         if tag == 273:
             values = [data_at]
-        packed = struct.pack("<%d%s" % (len(values), "H" if kind == 3 else "I"), *values)
+        packed = struct.pack(f"<{len(values)}{'H' if kind == 3 else 'I'}", *values)
         if len(packed) <= 4:
             entries.append(struct.pack("<HHI", tag, kind, len(values)) + packed.ljust(4, b"\x00"))
         else:

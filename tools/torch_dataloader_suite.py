@@ -38,15 +38,26 @@ _SLOW = "slow (CI budget: the whole file under both loaders in < 3 min on 2 core
 # fails it: only tests that take tens of seconds each (measured under torch's own DataLoader, on 2 shared cores) and
 # whose ground is covered by cheaper tests of the same file.
 EXCLUDED: dict[str, str] = {
-    "TestIndividualWorkerQueue::test_ind_worker_queue": f"{_SLOW}: 15 loaders of 1-5 workers, 170-240 s; the round-robin worker order it checks is torch's "
-    "iterator's own (DataLoaderX runs it unchanged) and test_sequential_workers checks the order with 4 workers",
-    "IntegrationTestDataLoaderDataPipe::test_shuffler_iterdatapipe": f"{_SLOW}: 30 loaders with spawned workers, 90-220 s; DataPipes are deprecated in torch, and the "
-    "IterableDataset paths it takes are covered by test_iterable_style_dataset and test_chain_iterable_style_dataset",
-    "TestDataLoaderPersistentWorkers::test_iterable_style_dataset": f"{_SLOW}: 100-140 s, mostly joins that wait for torch's persistent iterator to be garbage collected; "
-    "TestDataLoader::test_iterable_style_dataset runs the same checks without persistent workers",
-    "TestDataLoader::test_worker_seed_reproducibility": f"{_SLOW}: 2 loaders of 6 synchronized workers, 35 s; test_worker_seed and test_shuffle_reproducibility "
-    "cover worker seeds and seeded orders",
-    "TestDataLoaderPersistentWorkers::test_worker_seed_reproducibility": f"{_SLOW}: 37-59 s; as TestDataLoader::test_worker_seed_reproducibility",
+    "TestIndividualWorkerQueue::test_ind_worker_queue": (
+        f"{_SLOW}: 15 loaders of 1-5 workers, 170-240 s; the round-robin worker order it checks is torch's "
+        "iterator's own (DataLoaderX runs it unchanged) and test_sequential_workers checks the order with 4 workers"
+    ),
+    "IntegrationTestDataLoaderDataPipe::test_shuffler_iterdatapipe": (
+        f"{_SLOW}: 30 loaders with spawned workers, 90-220 s; DataPipes are deprecated in torch, and the "
+        "IterableDataset paths it takes are covered by test_iterable_style_dataset and "
+        "test_chain_iterable_style_dataset"
+    ),
+    "TestDataLoaderPersistentWorkers::test_iterable_style_dataset": (
+        f"{_SLOW}: 100-140 s, mostly joins that wait for torch's persistent iterator to be garbage collected; "
+        "TestDataLoader::test_iterable_style_dataset runs the same checks without persistent workers"
+    ),
+    "TestDataLoader::test_worker_seed_reproducibility": (
+        f"{_SLOW}: 2 loaders of 6 synchronized workers, 35 s; test_worker_seed and test_shuffle_reproducibility "
+        "cover worker seeds and seeded orders"
+    ),
+    "TestDataLoaderPersistentWorkers::test_worker_seed_reproducibility": (
+        f"{_SLOW}: 37-59 s; as TestDataLoader::test_worker_seed_reproducibility"
+    ),
 }
 
 SHIM = """\

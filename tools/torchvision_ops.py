@@ -107,10 +107,8 @@ class _Declaring:
     def exec_module(self, module) -> None:  # noqa: ANN001
         remove_hook()
         module.__loader__ = module.__spec__.loader = self.loader  # torchvision sees its own loader
-        try:
+        with contextlib.suppress(Exception):  # never break an import: torchvision then reports its own error
             declare()
-        except Exception:  # noqa: BLE001 - never break an import: torchvision then reports its own error
-            pass
         self.loader.exec_module(module)
 
 

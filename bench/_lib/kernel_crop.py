@@ -89,7 +89,7 @@ def measure(datas: list[bytes], repeats: int) -> dict:
         "native": lambda d, b, o: native.decode_crop_into(d, b, o),
     }
     rates: dict[str, list[float]] = {name: [] for name in methods}
-    for name, fn in methods.items():  # warm-up: allocators, scratch buffers, page cache of the code
+    for fn in methods.values():  # warm-up: allocators, scratch buffers, page cache of the code
         for i, (data, box) in enumerate(zip(datas[:50], boxes, strict=False)):
             fn(data, box, batch[i % 256])
     for _ in range(repeats):

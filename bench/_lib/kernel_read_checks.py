@@ -103,7 +103,7 @@ def main() -> int:
             methods["lmdb: fastdata (checked page walk + pread)"] = lambda p=path, q=positions, s=shard: _fastdata(
                 lambda: LMDBShardReader(p, expected=s), q
             )
-            methods["lmdb: py-lmdb txn.get (unchecked pages)"] = lambda p=path, n=len(positions), c=crcs: _lmdb_plain(
+            methods["lmdb: py-lmdb txn.get (unchecked pages)"] = lambda p=path, n=len(positions), c=crcs: _lmdb_plain(  # noqa: B008 (binds the count now)
                 p, n, c
             )
         else:

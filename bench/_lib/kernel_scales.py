@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
 from kernel_per_sample import _prepare  # noqa: E402 (its neighbour in bench/_lib, on sys.path)
+
 from fastdata._util.cpus import pin_to_one_core  # noqa: E402
 from fastdata.datasets.shard_dataset import ShardDataset  # noqa: E402
 from fastdata.decode import native  # noqa: E402

@@ -78,8 +78,9 @@ MEASURE = textwrap.dedent("""
         workers = psutil.Process().children(recursive=True)
         pss = sum(w.memory_full_info().pss for w in workers) / max(len(workers), 1) / 2**20
         del it
-    print(json.dumps({"open_s": opened, "pickle_bytes": size, "open_rss_mb": added, "reader_bytes_per_record": per_record,
-                      "samples": len(ds), "first_batch_s": first, "worker_pss_mb": pss}))
+    print(json.dumps({"open_s": opened, "pickle_bytes": size, "open_rss_mb": added,
+                      "reader_bytes_per_record": per_record, "samples": len(ds), "first_batch_s": first,
+                      "worker_pss_mb": pss}))
 """)
 
 
@@ -162,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         results[fmt] = median
         print(
             f"{fmt:9s} {median['samples']:>9d} samples, {args.shards} shards (built in {built:.0f} s): "
-            f"open {median['open_s']:.2f} s, pickle {median['pickle_bytes']:,} B, open RSS +{median['open_rss_mb']:.1f} MB"
+            f"open {median['open_s']:.2f} s, pickle {median['pickle_bytes']:,} B, "
+            f"open RSS +{median['open_rss_mb']:.1f} MB"
             + (f", reader {median['reader_bytes_per_record']:.0f} B/record" if args.read_shards else "")
             + (
                 f", first batch {median['first_batch_s']:.2f} s, worker PSS {median['worker_pss_mb']:.0f} MB after "

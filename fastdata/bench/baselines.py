@@ -133,6 +133,7 @@ class PILRandomResizedCrop:
         self.size = int(size)
 
     def __call__(self, img: Any) -> Any:
+        """The PIL image cropped to a random torchvision-style box and resized to ``size`` (bilinear)."""
         from PIL import Image
 
         top, left, height, width = _crop_params(img.height, img.width)
@@ -147,6 +148,7 @@ class PILRandomHorizontalFlip:
         self.p = float(p)
 
     def __call__(self, img: Any) -> Any:
+        """The PIL image mirrored left-right with probability ``p``."""
         from PIL import Image
 
         if torch.rand(1) < self.p:
@@ -162,6 +164,7 @@ class PILToNormalizedTensor:
         self.std = torch.tensor(std, dtype=torch.float32).view(-1, 1, 1)
 
     def __call__(self, img: Any) -> torch.Tensor:
+        """The PIL image as a float CHW tensor in 0..1, normalized by ``mean`` and ``std``."""
         array = np.array(img, np.uint8, copy=True)
         tensor = torch.from_numpy(array).view(img.size[1], img.size[0], len(img.getbands()))
         tensor = tensor.permute((2, 0, 1)).contiguous().to(dtype=torch.float32).div(255)
@@ -193,6 +196,7 @@ class CV2RandomResizedCropFlip:
         self.size = int(size)
 
     def __call__(self, bgr: np.ndarray) -> np.ndarray:
+        """A BGR image cropped to a random box, resized, converted to RGB and flipped half the time (uint8 HWC)."""
         top, left, height, width = _crop_params(bgr.shape[0], bgr.shape[1])
         crop = bgr[top : top + height, left : left + width]
         out = cv2.cvtColor(cv2.resize(crop, (self.size, self.size), interpolation=cv2.INTER_LINEAR), cv2.COLOR_BGR2RGB)

@@ -173,7 +173,7 @@ def measure_run(
     epochs: int = 1,
     batches: int | None = None,
     warmup: int = 1,
-    device: torch.device = torch.device("cpu"),
+    device: torch.device = torch.device("cpu"),  # noqa: B008 (an immutable value, made once at import)
     desc: str = "",
     progress: bool = True,
     on_window: Callable[[str], None] | None = None,

@@ -192,6 +192,7 @@ def build(name: str, ctx: Context) -> tuple[Iterable, Callable[[], None]]:
 
 
 def inputs(name: str, ctx: Context) -> list[Path]:
+    """The files pipeline ``name`` reads (pre-read before a warm run, dropped from the cache before a cold one)."""
     if name in ctx.peer_dirs:
         return harness.inputs(ctx.peer_dirs[name])
     if name in ("torch-pil", "torch-cv2"):

@@ -52,7 +52,7 @@ class RecordIndex:
         self._pid = os.getpid()
 
     def get(self, shard: int, load: Callable[[int], Located]) -> Located:
-        """The arrays of ``shard``, from the cache or from ``load(shard)`` (called outside the lock; its errors pass)."""
+        """The arrays of ``shard``, cached or from ``load(shard)`` (called outside the lock; its errors pass)."""
         if self._pid != os.getpid():  # forked: the arrays are still good, a lock held by another thread is not
             self._lock = threading.Lock()
             self._pid = os.getpid()

@@ -74,7 +74,8 @@ class ShardDataset(ShardSource, Dataset):
         cache_limit: byte budget of the cached shards (``"200GB"``, ``"512MiB"`` or an int; None: no
             limit). Shards nobody reads are evicted, the one needed furthest in the future first.
         prefetch: shards downloaded ahead of the reader, in the order the loader will read them.
-        decode_threads: threads decoding a batch in one native call (``RandomResizedCrop``; :mod:`fastdata.datasets.batch_decode`).
+        decode_threads: threads decoding a batch in one native call (``RandomResizedCrop``;
+                :mod:`fastdata.datasets.batch_decode`).
         fields: names of fields kept at pack time (``--fields``); ``ds[i]`` is then ``(image, label, {name: value})``,
             typed as :mod:`fastdata.formats.fields` says. ``ValueError`` names the fields a pack has.
         max_open_shards: shard files each process (the main one, every DataLoader worker) keeps open at once;
@@ -255,7 +256,8 @@ class ShardDataset(ShardSource, Dataset):
             raise CorruptRecordError(
                 self._shard_paths[shard],
                 position,
-                f"the record's own label {label} differs from {packed} in {self.manifest.targets} (mixed packs, or damage)",
+                f"the record's own label {label} differs from {packed} in {self.manifest.targets} "
+                "(mixed packs, or damage)",
             )
         return packed + self.label_offset
 

@@ -186,7 +186,7 @@ class ShardSource:
 
     # -- per-process readers ----------------------------------------------------------------------
     def _reader(self, shard: int) -> ShardReaderBase:
-        """The open reader of ``shard`` in this process (at most ``max_open_shards`` open, least recently used closed)."""
+        """The open reader of ``shard`` in this process (at most ``max_open_shards`` open; the least recent closed)."""
         if not len(self._readers):
             pin_mmap_threshold()  # first read in this process: keep decode buffers off the heap
         return self._readers.get(shard, self._open_reader)

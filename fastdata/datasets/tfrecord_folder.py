@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 
 
 def has_manifest(root: Any) -> bool:
+    """Whether ``root`` is a path to a fastdata pack (a folder holding ``manifest.json``)."""
     return isinstance(root, (str, os.PathLike)) and (Path(root) / MANIFEST_NAME).is_file()
 
 
@@ -63,6 +64,7 @@ def _looks_like_tfrecord(path: Path) -> bool:
 
 
 def load_or_build_index(path: Path) -> np.ndarray:
+    """The record index of a third-party TFRecord file: its ``.idx`` file if present, else built by a scan and saved."""
     for candidate in (path.with_name(path.name + ".idx"), path.with_suffix(".idx")):
         if candidate.is_file():
             return read_index(candidate, max_bytes=max_index_bytes(os.path.getsize(path)))

@@ -25,9 +25,8 @@ def _sink_fd() -> int:
     """A scratch file of this process (made once, unlinked, reused) that takes fd 2's output."""
     global _sink
     if _sink is None or _sink[0] != os.getpid():
-        handle = tempfile.TemporaryFile()
-        _sink = (os.getpid(), os.dup(handle.fileno()))
-        handle.close()
+        with tempfile.TemporaryFile() as handle:  # only its descriptor lives on, duplicated
+            _sink = (os.getpid(), os.dup(handle.fileno()))
     return _sink[1]
 
 

@@ -33,6 +33,7 @@ import threading
 import warnings
 
 import numpy as np
+from typing_extensions import override
 
 from fastdata._util.optional import native_disabled
 from fastdata.decode.base import DecodeError, Decoder, DecodeWarning, check_not_empty
@@ -312,6 +313,7 @@ class NativeJpegDecoder(Decoder):
         image = self.fallback.decode(data)
         return resize_to(image, *scaled_size(image.shape[0], image.shape[1], scale))
 
+    @override
     def decode_crop_into(
         self,
         data: bytes,

@@ -21,6 +21,7 @@ header declares before any pixel is decoded.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import io
 import struct
@@ -34,10 +35,9 @@ from fastdata.decode.limits import check_pixels
 from fastdata.decode.scaling import Scale, resize_to, scaled_size
 
 for _plugin in ("Bmp", "Gif", "Jpeg", "Png", "Ppm", "Tiff", "WebP"):
-    try:  # importing a plugin registers its format in PIL.Image.OPEN
+    # importing a plugin registers its format in PIL.Image.OPEN; a Pillow built without libwebp has no WebP plugin
+    with contextlib.suppress(ImportError):
         importlib.import_module(f"PIL.{_plugin}ImagePlugin")
-    except ImportError:  # pragma: no cover - a Pillow built without libwebp has no WebP plugin
-        pass
 
 __all__ = ["PIL_FORMATS", "open_image", "pil_decode", "pil_validate"]
 

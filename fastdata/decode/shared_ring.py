@@ -167,6 +167,7 @@ class Releaser:
         self._lock = threading.Lock()
 
     def track(self, batch: Any) -> None:
+        """Watch the ring segments ``batch`` holds until the training loop drops them (at most ``MAX_PENDING``)."""
         found = list({s.data_ptr(): s for s in map(_ring_segment, _tensors(batch)) if s is not None}.values())
         with self._lock:
             self._pending.extend(found)
@@ -175,6 +176,7 @@ class Releaser:
         self.poll()
 
     def poll(self) -> None:
+        """Hand back to their workers the segments no one references any more."""
         with self._lock:
             keep = []
             for storage in self._pending:

@@ -3,11 +3,13 @@
 - :mod:`~fastdata.formats.manifest`: ``manifest.json`` (written last: the sign that a pack completed), strictly
   validated.
 - :mod:`~fastdata.formats.manifest_entries`: the shard, skipped-file and file-warning entries a manifest lists.
-- :mod:`~fastdata.formats.manifest_transcoded`: which records pack re-coded: per-shard counts and a checked bitmap side file.
+- :mod:`~fastdata.formats.manifest_transcoded`: which records pack re-coded: per-shard counts and a
+  checked bitmap side file.
 - :mod:`~fastdata.formats.manifest_validation`: strict JSON and typed, one-line-error checks of every manifest field.
 - :mod:`~fastdata.formats.errors`: :class:`CorruptRecordError`, :class:`DatasetChangedError` (rebuildable from a
   message).
-- :mod:`~fastdata.formats.files`: opening the files a manifest names without trusting them (inside the folder, regular, sized, bounded).
+- :mod:`~fastdata.formats.files`: opening the files a manifest names without trusting them (inside the folder,
+  regular, sized, bounded).
 - :mod:`~fastdata.formats.targets`: ``targets.npy``, written by the packer, read with its header checked first.
 - :mod:`~fastdata.formats.packed`: a packed folder opened and checked for reading (what ``ShardDataset`` holds).
 - :mod:`~fastdata.formats.base`: the :class:`StorageFormat` / shard reader and writer interface.
@@ -16,8 +18,10 @@
 - :mod:`~fastdata.formats.tfrecord_framing`: TFRecord framing, its masked crc32c, a file's framing scanned.
 - :mod:`~fastdata.formats.tfrecord_index`: DALI-compatible ``.idx`` files, written and read back bounded and checked.
 - :mod:`~fastdata.formats.lmdb_shards`: one single-file LMDB environment per shard, each record CRC-checked on read.
-- :mod:`~fastdata.formats.lmdb_sidecar`: an LMDB shard's ``.loc`` sidecar: every value's place, CRC32C and label in one read.
-- :mod:`~fastdata.formats.lmdb_meta`: a walked LMDB shard (no sidecar, or verify): its values located, ``__meta__`` parsed.
+- :mod:`~fastdata.formats.lmdb_sidecar`: an LMDB shard's ``.loc`` sidecar: every value's place, CRC32C and label in
+  one read.
+- :mod:`~fastdata.formats.lmdb_meta`: a walked LMDB shard (no sidecar, or verify): its values located,
+  ``__meta__`` parsed.
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ def encode_example(record: ImageRecord) -> bytes:
 
 
 def add_fields(feature: Any, fields: dict[str, tuple[str, list]]) -> None:
-    """Add ``fields`` (``{name: (list kind, values)}``, see :mod:`fastdata.formats.fields`) to a feature map, by name."""
+    """Add ``fields`` (``{name: (list kind, values)}``, :mod:`fastdata.formats.fields`) to a feature map, by name."""
     for name, (kind, values) in fields.items():
         getattr(feature[name], f"{kind}_list").value.extend(values)
 

@@ -32,6 +32,7 @@ from typing import Any
 import google_crc32c
 import lmdb
 import numpy as np
+from typing_extensions import override
 
 from fastdata._util.fs import atomic_write_bytes, file_crc32c, publish, tmp_path
 from fastdata.formats.base import (
@@ -89,6 +90,7 @@ class LMDBShardWriter(ShardWriterBase):
         self._env.set_mapsize(self._map_size)
         self._txn = self._env.begin(write=True)
 
+    @override
     def write(self, record: ImageRecord) -> int:
         self._make_room(sample_key(self.num_samples), record.image)
         if not self._txn.put(sample_key(self.num_samples), record.image, append=True):
@@ -116,6 +118,7 @@ class LMDBShardWriter(ShardWriterBase):
         self.num_samples += 1
         return len(record.image) + 8 + added
 
+    @override
     def close(self, root: Path) -> ShardInfo:
         meta = dict(self._meta, num_samples=self.num_samples)
         raw = json.dumps(meta, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
@@ -153,6 +156,7 @@ class LMDBShardWriter(ShardWriterBase):
             None if fields is None else np.asarray(fields, np.uint32),
         )
 
+    @override
     def abort(self) -> None:
         try:
             self._txn.abort()
@@ -216,6 +220,7 @@ class LMDBShardReader(ShardReaderBase):
         self._fields_crc = int_array(fields_crc, np.uint32, self.path, "fields_crc32c") if fields_crc else None
         self.held_records = len(self._crc)
 
+    @override
     def read(self, position: int, size: int) -> tuple[bytes, int | None]:
         if not 0 <= position < len(self._crc):
             raise CorruptRecordError(self.path, position, f"no such record (the shard holds {len(self._crc)})")
@@ -226,6 +231,7 @@ class LMDBShardReader(ShardReaderBase):
             raise CorruptRecordError(self.path, position, "image bytes CRC32C mismatch")
         return value, int(self._labels[position])
 
+    @override
     def read_fields(self, position: int, size: int) -> Any:
         if self._fields_crc is None or not 0 <= position < len(self._fields_crc):
             raise CorruptRecordError(self.path, position, "the shard stores no fields for this record")
@@ -275,16 +281,20 @@ class LMDBFormat(StorageFormat):
     suffix = ".lmdb"
     indexed = False  # record j is read as read(j, 0): nothing per record is kept outside an open reader
 
+    @override
     def writer(self, path: Path) -> LMDBShardWriter:
         return LMDBShardWriter(path)
 
+    @override
     def reader(self, path: Path, *, expected: ShardInfo | None = None, index: Path | None = None) -> LMDBShardReader:
         return LMDBShardReader(path, expected=expected, index=index)
 
+    @override
     def positions(self, root: Path, shard: ShardInfo) -> tuple[np.ndarray, np.ndarray]:
         n = shard.num_samples
         return np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
 
+    @override
     def verify(
         self, root: Path, shard: ShardInfo, on_record: Callable[[int, ImageRecord], None] | None = None
     ) -> list[str]:

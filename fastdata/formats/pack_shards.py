@@ -93,6 +93,7 @@ def _checked(st: os.stat_result, path: str | Path, shard: ShardInfo) -> os.stat_
 
 
 def existing(root: Path, rel: str) -> Path:
+    """The path of manifest entry ``rel`` inside ``root``; ``FileNotFoundError`` in one line if it is missing."""
     path = resolve_inside(root, rel)
     if not os.path.lexists(path):
         raise FileNotFoundError(f"{rel} (named by the manifest) is missing from {root}: run `fastdata verify {root}`")

@@ -6,6 +6,7 @@ each shard with a DALI-compatible ``.idx`` index beside it (:mod:`~fastdata.form
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import google_crc32c
 import numpy as np
+from typing_extensions import override
 
 from fastdata._util.fs import publish, tmp_path
 from fastdata.formats.base import CorruptRecordError, ShardReaderBase, ShardWriterBase, StorageFormat
@@ -31,11 +33,12 @@ class TFRecordShardWriter(ShardWriterBase):
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self._tmp = tmp_path(self.path)
-        self._file = open(self._tmp, "wb")
+        self._file = open(self._tmp, "wb")  # noqa: SIM115 (open until finish() or abort(), across calls)
         self._offsets: list[tuple[int, int]] = []
         self._crc = google_crc32c.Checksum()
         self._size = 0
 
+    @override
     def write(self, record: ImageRecord) -> int:
         payload = encode_example(record)
         header, footer = frame(payload)
@@ -48,6 +51,7 @@ class TFRecordShardWriter(ShardWriterBase):
         self.num_samples += 1
         return size
 
+    @override
     def close(self, root: Path) -> ShardInfo:
         self._file.close()
         index = index_path_for(self.path)
@@ -67,11 +71,10 @@ class TFRecordShardWriter(ShardWriterBase):
             index_crc32c=crc32c_hex(index_data),
         )
 
+    @override
     def abort(self) -> None:
-        try:
-            self._file.close()  # flushes the buffer, which fails again on a full disk: the file goes anyway
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):  # close flushes, which fails again on a full disk: the file goes anyway
+            self._file.close()
         for p in (self._tmp, tmp_path(index_path_for(self.path))):
             p.unlink(missing_ok=True)
 
@@ -132,6 +135,7 @@ class TFRecordShardReader(ShardReaderBase):
         self._check_stamp()
         return records
 
+    @override
     def read_fields(self, position: int, size: int) -> Any:
         try:
             return parse_features(self.read_payload(position, size))
@@ -145,9 +149,11 @@ class TFRecordFormat(StorageFormat):
     name = "tfrecord"
     suffix = ".tfrecord"
 
+    @override
     def writer(self, path: Path) -> TFRecordShardWriter:
         return TFRecordShardWriter(path)
 
+    @override
     def reader(
         self, path: Path, *, expected: ShardInfo | None = None, index: Path | None = None
     ) -> TFRecordShardReader:
@@ -192,6 +198,7 @@ class TFRecordFormat(StorageFormat):
             raise CorruptRecordError(path, None, f"lists records outside the {shard.nbytes} bytes of {shard.path}")
         return offsets, sizes
 
+    @override
     def verify(
         self, root: Path, shard: ShardInfo, on_record: Callable[[int, ImageRecord], None] | None = None
     ) -> list[str]:

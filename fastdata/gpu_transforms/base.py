@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 
 import torch
+from typing_extensions import override
 
 __all__ = ["BatchTransform", "Compose", "Labels"]
 
@@ -55,6 +56,7 @@ class Compose(BatchTransform):
                 raise TypeError(f"transforms must hold callables, got {t!r}; pass transform objects")
         self.transforms = list(transforms)
 
+    @override
     def __call__(self, images: torch.Tensor, labels: Labels = None) -> tuple[torch.Tensor, Labels]:
         for t in self.transforms:
             images, labels = t(images, labels)

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Sequence
 
 import torch
+from typing_extensions import override
 
 from fastdata.gpu_transforms.base import (
     BatchTransform,
@@ -48,12 +49,14 @@ class ToFloat(BatchTransform):
         self.dtype = check_float_dtype("dtype", dtype)
         self.scale = bool(scale)
 
+    @override
     def __call__(self, images: torch.Tensor, labels: Labels = None) -> tuple[torch.Tensor, Labels]:
         check_images(images)
         if images.dtype == torch.uint8 and self.scale:
             return images.to(self.dtype).div_(255.0), labels
         return images.to(self.dtype), labels
 
+    @override
     def extra_repr(self) -> str:
         return f"dtype={self.dtype}, scale={self.scale}"
 
@@ -99,6 +102,7 @@ class Normalize(BatchTransform):
             logger.debug("Normalize constants cached for %s (uint8=%s)", device, from_uint8)
         return self._cache[key]
 
+    @override
     def __call__(self, images: torch.Tensor, labels: Labels = None) -> tuple[torch.Tensor, Labels]:
         check_images(images)
         if len(self.mean) not in (1, images.shape[1]):
@@ -115,6 +119,7 @@ class Normalize(BatchTransform):
         out.copy_(images)
         return torch.addcmul(shift, out, scale, out=out), labels
 
+    @override
     def extra_repr(self) -> str:
         return f"mean={self.mean}, std={self.std}, dtype={self.dtype}"
 
@@ -164,6 +169,7 @@ class ColorJitter(BatchTransform):
             factors[[i for i, r in enumerate(ranges) if r is not None]] = lo[:, None] + (hi - lo)[:, None] * u
         return factors
 
+    @override
     def __call__(self, images: torch.Tensor, labels: Labels = None) -> tuple[torch.Tensor, Labels]:
         check_images(images)
         if self.brightness is None and self.contrast is None and self.saturation is None:
@@ -184,6 +190,7 @@ class ColorJitter(BatchTransform):
             x = torch.lerp(_grayscale(x), x, f[2]).clamp_(0.0, bound)
         return (x.round_().to(torch.uint8) if is_uint8 else x), labels
 
+    @override
     def extra_repr(self) -> str:
         return (
             f"brightness={self.brightness}, contrast={self.contrast}, saturation={self.saturation}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
+from typing_extensions import override
 
 from fastdata.gpu_transforms.base import (
     BatchTransform,
@@ -94,6 +95,7 @@ class RandomErasing(BatchTransform):
         seed = int(torch.randint(0, 2**62, (), generator=g))
         return torch.stack([top, left, h, w], dim=-1).long(), used, seed
 
+    @override
     def __call__(self, images: torch.Tensor, labels: Labels = None) -> tuple[torch.Tensor, Labels]:
         check_images(images)
         if self.mode != "const" and not images.is_floating_point():
@@ -128,6 +130,7 @@ class RandomErasing(BatchTransform):
             sub = torch.where(mask, fill, sub)
         return images.index_copy(0, chosen_d, sub), labels
 
+    @override
     def extra_repr(self) -> str:
         return (
             f"p={self.p}, scale={self.scale}, ratio={tuple(round(r, 4) for r in self.ratio)}, mode={self.mode!r}, "

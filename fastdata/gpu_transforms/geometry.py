@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
+from typing_extensions import override
 
 from fastdata.gpu_transforms.base import (
     BatchTransform,
@@ -44,6 +45,7 @@ class RandomHorizontalFlip(BatchTransform):
         """Draw the CPU bool mask ``[batch_size]`` of images to flip."""
         return torch.rand(batch_size, generator=self.generator) < self.p
 
+    @override
     def __call__(self, images: torch.Tensor, labels: Labels = None) -> tuple[torch.Tensor, Labels]:
         check_images(images)
         if self.p == 0.0:
@@ -59,6 +61,7 @@ class RandomHorizontalFlip(BatchTransform):
         mask = to_device(mask, images.device).view(-1, 1, 1, 1)
         return torch.where(mask, images.flip(-1), images), labels
 
+    @override
     def extra_repr(self) -> str:
         return f"p={self.p}{gen_repr(self.generator)}"
 
@@ -133,6 +136,7 @@ class RandomResizedCrop(BatchTransform):
         left = torch.where(found, torch.floor(u[1] * (width - w + 1)), torch.floor((width - w) / 2))
         return torch.stack([top, left, h, w], dim=1).long()
 
+    @override
     def __call__(self, images: torch.Tensor, labels: Labels = None) -> tuple[torch.Tensor, Labels]:
         check_images(images)
         n, c, height, width = images.shape
@@ -146,6 +150,7 @@ class RandomResizedCrop(BatchTransform):
             return out.div_(255.0), labels
         return out.to(images.dtype), labels
 
+    @override
     def extra_repr(self) -> str:
         return (
             f"size={self.size}, scale={self.scale}, ratio={tuple(round(r, 4) for r in self.ratio)}, "

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from typing_extensions import override
 
 from fastdata.gpu_transforms.base import (
     BatchTransform,
@@ -70,6 +71,7 @@ class Mixup(_BatchMix):
         """Draw ``lam`` from Beta(alpha, alpha) with the generator."""
         return _sample_beta(self.alpha, self.generator)
 
+    @override
     def __call__(self, images: torch.Tensor, labels: Labels = None) -> tuple[torch.Tensor, torch.Tensor]:
         check_images(images)
         targets = _soft_targets(labels, images.shape[0], self.num_classes, images.device)
@@ -118,6 +120,7 @@ class CutMix(_BatchMix):
         x1, x2 = max(cx - cut_w // 2, 0), min(cx + cut_w // 2, width)
         return 1.0 - (y2 - y1) * (x2 - x1) / (height * width), (y1, y2, x1, x2)
 
+    @override
     def __call__(self, images: torch.Tensor, labels: Labels = None) -> tuple[torch.Tensor, torch.Tensor]:
         check_images(images)
         targets = _soft_targets(labels, images.shape[0], self.num_classes, images.device)
@@ -346,12 +349,14 @@ class MixupCutmix(BatchTransform):
             f"labels must be int [{batch_size}] or float [{batch_size}, {k}], got {labels.dtype} {tuple(labels.shape)}"
         )
 
+    @override
     def __call__(self, images: torch.Tensor, labels: Labels = None) -> tuple[torch.Tensor, torch.Tensor]:
         check_images(images)
         if self.mode == "pair" and images.shape[0] % 2:
             raise ValueError(f"mode='pair' needs an even batch size, got {images.shape[0]}; use drop_last=True")
         return self.apply(images, labels, self.get_params(images.shape[0], images.shape[-2], images.shape[-1]))
 
+    @override
     def extra_repr(self) -> str:
         return (
             f"mixup_alpha={self.mixup_alpha}, cutmix_alpha={self.cutmix_alpha}, prob={self.prob}, "

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from typing_extensions import override
 
 from fastdata.gpu_transforms import ops
 from fastdata.gpu_transforms.base import BatchTransform, Labels, check_generator, check_images, to_device
@@ -166,6 +167,7 @@ class PlanPolicy(BatchTransform):
         """Draw CPU tensors ``(op, arg)`` ``[slots, batch_size]`` (see the module docstring)."""
         raise NotImplementedError
 
+    @override
     def __call__(self, images: torch.Tensor, labels: Labels = None) -> tuple[torch.Tensor, Labels]:
         check_images(images)
         n, c, h, w = images.shape

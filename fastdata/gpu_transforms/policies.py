@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from typing_extensions import override
 
 from fastdata.gpu_transforms.base import gen_repr
 from fastdata.gpu_transforms.plan import PlanPolicy, op_index
@@ -60,6 +61,7 @@ class TrivialAugmentWide(PlanPolicy):
             raise ValueError(f"num_magnitude_bins must be an int >= 2, got {num_magnitude_bins!r}")
         self.num_magnitude_bins = num_magnitude_bins
 
+    @override
     def get_plan(self, batch_size: int, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
         choice = torch.randint(len(self.OPS), (1, batch_size), generator=self.generator)
         bin_ = torch.randint(self.num_magnitude_bins, (1, batch_size), generator=self.generator)
@@ -73,6 +75,7 @@ class TrivialAugmentWide(PlanPolicy):
             arg = torch.where(choice == k, value, arg)
         return op, arg
 
+    @override
     def extra_repr(self) -> str:
         return f"num_magnitude_bins={self.num_magnitude_bins}{gen_repr(self.generator)}"
 
@@ -103,6 +106,7 @@ class AutoAugment(PlanPolicy):
             raise ValueError(f"policy must be 'imagenet', got {policy!r}")
         self.policy = policy
 
+    @override
     def get_plan(self, batch_size: int, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
         sub = torch.randint(len(self.POLICY), (batch_size,), generator=self.generator)
         coin = self._rand(2, batch_size)
@@ -118,6 +122,7 @@ class AutoAugment(PlanPolicy):
                 arg[slot] = torch.where(chosen, value, arg[slot])
         return op, arg
 
+    @override
     def extra_repr(self) -> str:
         return f"policy={self.policy!r}{gen_repr(self.generator)}"
 
@@ -156,6 +161,7 @@ class ThreeAugment(PlanPolicy):
             raise ValueError(f"color_jitter must be >= 0 (0: none), got {color_jitter!r}")
         self.blur_sigma, self.color_jitter = (lo, hi), float(color_jitter)
 
+    @override
     def get_plan(self, batch_size: int, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
         choice = torch.randint(3, (1, batch_size), generator=self.generator)
         sigma = self.blur_sigma[0] + (self.blur_sigma[1] - self.blur_sigma[0]) * self._rand(1, batch_size)
@@ -169,5 +175,6 @@ class ThreeAugment(PlanPolicy):
         jitter_ids = torch.tensor([op_index(name) for name in ("brightness", "contrast", "color")])
         return torch.cat([op, jitter_ids[order]]), torch.cat([arg, factors.gather(0, order)])
 
+    @override
     def extra_repr(self) -> str:
         return f"color_jitter={self.color_jitter}, blur_sigma={self.blur_sigma}{gen_repr(self.generator)}"

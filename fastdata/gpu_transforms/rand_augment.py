@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 
 import torch
+from typing_extensions import override
 
 from fastdata.gpu_transforms.base import gen_repr
 from fastdata.gpu_transforms.plan import PlanPolicy, op_index, signed
@@ -91,6 +92,7 @@ class RandAugment(PlanPolicy):
         """Timm's RandAugment from its config string, e.g. ``"rand-m9-mstd0.5-inc1"``: a :class:`TimmRandAugment`."""
         return TimmRandAugment.from_config(config, **kwargs)
 
+    @override
     def get_plan(self, batch_size: int, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
         shape = (self.num_ops, batch_size)
         choice = torch.randint(len(self.OPS), shape, generator=self.generator)
@@ -108,6 +110,7 @@ class RandAugment(PlanPolicy):
             arg = torch.where(choice == k, value, arg)
         return op, arg
 
+    @override
     def extra_repr(self) -> str:
         return (
             f"num_ops={self.num_ops}, magnitude={self.magnitude}, num_magnitude_bins={self.num_magnitude_bins}, "
@@ -193,6 +196,7 @@ class TimmRandAugment(PlanPolicy):
             m = torch.full(shape, self.magnitude, dtype=torch.float64)
         return m.clamp(0.0, self.magnitude_max)
 
+    @override
     def get_plan(self, batch_size: int, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
         shape = (self.num_ops, batch_size)
         choice = torch.randint(len(self.op_names), shape, generator=self.generator)
@@ -212,6 +216,7 @@ class TimmRandAugment(PlanPolicy):
             arg = torch.where(chosen, value, arg)
         return op, arg
 
+    @override
     def extra_repr(self) -> str:
         return (
             f"num_ops={self.num_ops}, magnitude={self.magnitude}, magnitude_std={self.magnitude_std}, "

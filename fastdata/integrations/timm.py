@@ -110,7 +110,7 @@ class TimmLoader:
         return getattr(self.loader, name)
 
 
-def create_loader(
+def create_loader(  # noqa: D417 (timm's create_loader arguments, with timm's meanings: only ours are documented)
     dataset: ShardDataset,
     input_size: int | Sequence[int],
     batch_size: int,
@@ -131,7 +131,7 @@ def create_loader(
     collate_fn: Callable | None = None,
     pin_memory: bool = False,
     img_dtype: torch.dtype = torch.float32,
-    device: torch.device | str = torch.device("cuda"),
+    device: torch.device | str = torch.device("cuda"),  # noqa: B008 (timm's own default; immutable)
     persistent_workers: bool = True,
     seed: int = 42,
     auto_augment: str | None = None,

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from prefetch_generator import BackgroundGenerator
+from typing_extensions import override
 
 from fastdata._util.stage_clock import marker
 from fastdata.decode.shared_ring import Releaser
@@ -52,6 +53,7 @@ class StoppableBackgroundGenerator(BackgroundGenerator):
         self._releaser = releaser
         super().__init__(generator, max_prefetch=max_prefetch)
 
+    @override
     def run(self) -> None:
         source = self.generator
         mark = marker()  # per-stage CPU time for `fastdata bench --breakdown`; a no-op otherwise

@@ -254,6 +254,7 @@ class NormalizeCollate:
         self._offset = tuple(-m / s for m, s in zip(mean_t, std_t, strict=False))
 
     def __call__(self, batch: Sequence[tuple[Any, Any]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Collate ``(image, label)`` samples into a normalized float NCHW batch and int64 labels."""
         mark = marker()
         mark("collate")
         images, labels = _collate(batch, False)

@@ -229,16 +229,16 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
 
     def __iter__(self) -> LoaderIter:
         persistent = bool(self.persistent_workers) and self.num_workers > 0
-        if persistent:  # torch resets the one persistent iterator: our thread must be off it
-            if close_all(self._active) and not self._warned_shared:
-                self._warned_shared = True
-                warnings.warn(
-                    "DataLoaderX: iter() while an earlier iterator of this loader is unfinished ends that "
-                    "iterator: with persistent_workers=True the workers serve one pass at a time; "
-                    "use persistent_workers=False for independent iterators",
-                    UserWarning,
-                    stacklevel=2,
-                )
+        # torch resets the one persistent iterator: our thread must be off it
+        if persistent and close_all(self._active) and not self._warned_shared:
+            self._warned_shared = True
+            warnings.warn(
+                "DataLoaderX: iter() while an earlier iterator of this loader is unfinished ends that "
+                "iterator: with persistent_workers=True the workers serve one pass at a time; "
+                "use persistent_workers=False for independent iterators",
+                UserWarning,
+                stacklevel=2,
+            )
         pass_state = self._begin_pass()
         self._setup_pass = pass_state
         try:

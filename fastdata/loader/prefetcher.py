@@ -9,6 +9,7 @@ early. Without CUDA the same code runs on the CPU, without streams, with the sam
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -206,10 +207,8 @@ class DataPrefetcher:
         return self._generators_of[1]
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # never raise from __del__ (e.g. at interpreter exit)
             self.close()
-        except Exception:  # noqa: BLE001 - never raise from __del__ (e.g. at interpreter exit)
-            pass
 
     def _start(self) -> None:
         self.close()

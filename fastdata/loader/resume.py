@@ -111,6 +111,7 @@ class PassState:
                     logger.warning("DataLoaderX: no reproducible augmentation for this loader (%s)", exc)
 
     def index_iter(self, inner: Iterable[Any]) -> Iterator[Any]:
+        """``inner`` (the sampler's iterator) with the batches this pass resumes past skipped."""
         gen = _skip_batches(inner, self)
         self._index_iters.append(gen)
         return gen
@@ -195,10 +196,12 @@ def validate_state(
 
 
 def has_state_methods(obj: Any) -> bool:
+    """Whether ``obj`` has both ``state_dict()`` and ``load_state_dict()``."""
     return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
 
 
 def snapshot_sampler(source: Any) -> Any:
+    """A copy of ``source``'s resumable state (torch's DistributedSampler: its epoch and seed), or None."""
     if has_state_methods(source):
         return copy.deepcopy(source.state_dict())
     if isinstance(source, _TorchDistributedSampler):
@@ -207,6 +210,7 @@ def snapshot_sampler(source: Any) -> Any:
 
 
 def restore_sampler(source: Any, state: Any) -> None:
+    """Put back a state taken by :func:`snapshot_sampler`."""
     if has_state_methods(source):
         source.load_state_dict(copy.deepcopy(state))
     elif isinstance(source, _TorchDistributedSampler):
@@ -243,10 +247,12 @@ def encode_state(state: torch.Tensor) -> str:
 
 
 def get_rng_states(rngs: dict[str, torch.Generator]) -> dict[str, str]:
+    """Each generator's state as text (base64), for a JSON-able ``state_dict``."""
     return {name: encode_state(g.get_state()) for name, g in rngs.items()}
 
 
 def set_rng_states(rngs: dict[str, torch.Generator], states: Mapping[str, str]) -> None:
+    """Restore the generators from :func:`get_rng_states`'s text."""
     for name, g in rngs.items():
         g.set_state(torch.frombuffer(bytearray(base64.b64decode(states[name])), dtype=torch.uint8))
 

@@ -29,6 +29,7 @@ import traceback
 from typing import Any, NoReturn
 
 from torch._utils import ExceptionWrapper
+from typing_extensions import override
 
 __all__ = ["TypedExceptionWrapper", "keep_worker_exception_types", "rebuild", "report_failed_sends"]
 
@@ -59,6 +60,7 @@ class TypedExceptionWrapper(ExceptionWrapper):
         super().__init__(exc_info, where)
         self.pickled = _faithful_pickle(exc_info[1])
 
+    @override
     def reraise(self) -> NoReturn:
         if self.pickled is not None:
             try:

@@ -34,6 +34,7 @@ class WorkerInit:
         self.main_pid = os.getpid()  # a context whose "workers" are threads of this process freezes nothing
 
     def __call__(self, worker_id: int) -> None:
+        """Set up worker ``worker_id`` (GC freeze, typed errors, send reports), then run the user's init."""
         from torch.utils.data._utils import worker
 
         if os.getpid() != self.main_pid:

@@ -48,6 +48,7 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
+        """True when no problem was found."""
         return not self.problems
 
 

@@ -153,6 +153,7 @@ class TargetsFile:
         return total
 
     def close(self) -> None:
+        """Close the file (idempotent)."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

@@ -67,6 +67,7 @@ def pack(
             unfinished pack, unless ``overwrite`` is set. Or a URL such as ``s3://bucket/dataset``:
             shards are then written to a local staging folder and uploaded as they complete,
             ``manifest.json`` last (see :func:`fastdata.storage.transfer.pack_to_url`).
+        **keywords: the fields of :class:`~fastdata.packing.options.PackOptions`, by name, described below.
         format: ``"tfrecord"`` or ``"lmdb"`` (with ``append``, the pack's own when left out).
         shard_size: upper bound on a shard's size in bytes (default 256 MiB).
         samples_per_shard: upper bound on records per shard (default: none).

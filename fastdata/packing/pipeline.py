@@ -126,8 +126,8 @@ def write_shards(
                     pending_skipped.append(SkippedFile(job.where or job.rel, loaded.error))
                     if options.strict:
                         raise BadImageError(
-                            f"bad image {job.where or job.rel}: {loaded.error} (fix or remove it, or pack without --strict "
-                            "to skip and report bad files)"
+                            f"bad image {job.where or job.rel}: {loaded.error} (fix or remove it, or pack without "
+                            "--strict to skip and report bad files)"
                         )
                 else:
                     name = classes[job.label] if 0 <= job.label < len(classes) else ""

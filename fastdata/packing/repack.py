@@ -99,14 +99,14 @@ def repack(
 
 
 def _write(pack, source, writer: ShardWriter, workers: int, bar) -> list[JournalEntry]:
-    """Every shard of ``pack`` read, re-coded and written; one entry per new shard (one empty entry for an empty pack)."""
+    """Every shard of ``pack`` read, re-coded and written; one entry per new shard (one empty one for an empty pack)."""
     entries: list[JournalEntry] = []
     labels: list[int] = []
     recoded: list[int] = []
     sample = 0
     for _number, shard in enumerate(pack.manifest.shards):
         records: list[ImageRecord] = []
-        problems = source.verify(pack.root, shard, lambda j, record: records.append(record))
+        problems = source.verify(pack.root, shard, lambda j, record: records.append(record))  # noqa: B023 (called within this iteration)
         if problems or len(records) != shard.num_samples:
             first = problems[0] if problems else f"{len(records)} records, the manifest says {shard.num_samples}"
             raise CorruptRecordError(shard.path, None, f"{first}; run `fastdata verify` on it")

@@ -79,7 +79,9 @@ def write(
         samples_per_shard: upper bound on records per shard (default: none).
         transcode: re-code each JPEG losslessly with restart intervals, as pack does (same pixels, faster
             crops); False stores every image byte for byte (pack's ``--keep-bytes``).
-        max_side, quality: downscale larger images and re-encode them as JPEG (as pack's ``--max-side``).
+        max_side: downscale images with a longer side than this and re-encode them as JPEG (pack's
+            ``--max-side``; None: never).
+        quality: the JPEG quality of those re-encoded images (pack's ``--quality``).
         max_pixels: skip images whose header declares more pixels (pack's ``--max-pixels``; 0/None: no limit).
         strict: raise :class:`~fastdata.packing.pipeline.BadImageError` on the first bad image instead of
             skipping it (a skipped image is listed in the manifest as ``"sample N"`` with the reason).

@@ -84,8 +84,8 @@ class PassOrder:
             if start >= first:  # past the pass the origin is in: whole passes from here
                 skipped, start = divmod(start - first, self.num_samples)
                 virtual_pass, position = virtual_pass + 1 + skipped, 0
-            for virtual_pass in range(virtual_pass, self.ratio):
-                for chunk in self._chunks(epoch * self.ratio + virtual_pass, position, start):
+            for this_pass in range(virtual_pass, self.ratio):
+                for chunk in self._chunks(epoch * self.ratio + this_pass, position, start):
                     for begin in range(0, len(chunk), _CHUNK):
                         yield from chunk[begin : begin + _CHUNK].tolist()
                 start = position = 0

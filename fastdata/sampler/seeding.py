@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
+from typing_extensions import override
 
 __all__ = ["SampleIndex", "derive_pass_key", "keyed_indices", "sample_generator", "wants_sample_index"]
 
@@ -53,6 +54,7 @@ class SampleIndex(int):
     pass_key: int
     position: int
 
+    @override
     def __new__(cls, index: int, pass_key: int, position: int) -> SampleIndex:
         obj = super().__new__(cls, index)
         obj.pass_key = int(pass_key) & _MASK64

@@ -68,6 +68,7 @@ class CachedShard:
 
     @property
     def name(self) -> str:
+        """The cached copy's file name: its CRC32C and its path in the pack, so a changed shard never matches."""
         return f"{self.crc32c}-{self.rel.replace('/', '__')}"
 
 
@@ -81,6 +82,7 @@ class Hold:
         self.inode = os.stat(path).st_ino
 
     def release(self) -> None:
+        """Release the shared lock: the shard may be evicted again."""
         self.lock.release()
 
 
@@ -93,7 +95,7 @@ class Claim:
 
 
 def minimum_budget(sizes: Sequence[int], prefetch: int) -> int:
-    """The smallest workable ``cache_limit``: the prefetch window plus the shard being read, at the largest shard size."""
+    """The smallest workable ``cache_limit``: the prefetch window plus the shard being read, at the largest shard."""
     return (int(prefetch) + 1) * max(sizes, default=0)
 
 
@@ -140,6 +142,7 @@ class ShardCache(CacheBudget):
 
     # -- paths -----------------------------------------------------------------------------------
     def path(self, shard: int) -> Path:
+        """Where the cached copy of shard number ``shard`` lives (whether it is there or not)."""
         return self.root / "shards" / self.shards[shard].name
 
     def _tmp(self, shard: int) -> Path:
@@ -161,7 +164,7 @@ class ShardCache(CacheBudget):
 
     # -- readers ---------------------------------------------------------------------------------
     def try_hold(self, shard: int) -> Hold | Fetch | None:
-        """Hold the shard if it is cached; ``Fetch.BUSY`` while another process downloads or evicts it; None if absent."""
+        """Hold the shard if cached; ``Fetch.BUSY`` while another process downloads or evicts it; None if absent."""
         lock = self._lock(self.shards[shard].name)
         if not lock.acquire(exclusive=False, blocking=False):
             lock.release()

@@ -9,6 +9,8 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from typing_extensions import override
+
 from fastdata.storage.store import CHUNK, RemoteIOError, Store
 
 FSSPEC_HINT = (
@@ -41,6 +43,7 @@ class FsspecStore(Store):
         except OSError as exc:
             raise RemoteIOError(f"{self.location.child(rel)}: {exc}") from exc
 
+    @override
     def read(self, rel: str, start: int | None = None, length: int | None = None) -> bytes:
         if start is None:
             return self._wrap(rel, lambda: self.client().cat_file(self._path(rel)))
@@ -49,6 +52,7 @@ class FsspecStore(Store):
             raise RemoteIOError(f"{self.location.child(rel)}: ranged read returned {len(data)} of {length} bytes")
         return data
 
+    @override
     def stream(self, rel: str) -> Iterator[bytes]:
         f = self._wrap(rel, lambda: self.client().open(self._path(rel), "rb", block_size=CHUNK * 8))
         try:
@@ -57,18 +61,22 @@ class FsspecStore(Store):
         finally:
             f.close()
 
+    @override
     def size(self, rel: str) -> int | None:
         try:
             return int(self._wrap(rel, lambda: self.client().size(self._path(rel))))
         except FileNotFoundError:
             return None
 
+    @override
     def upload(self, rel: str, path: str | os.PathLike) -> None:
         self._wrap(rel, lambda: self.client().put_file(os.fspath(path), self._path(rel)))
 
+    @override
     def put(self, rel: str, data: bytes) -> None:
         self._wrap(rel, lambda: self.client().pipe_file(self._path(rel), data))
 
+    @override
     def delete(self, rel: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self._wrap(rel, lambda: self.client().rm_file(self._path(rel)))

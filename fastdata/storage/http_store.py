@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from typing_extensions import override
+
 from fastdata.storage.store import CHUNK, RemoteIOError, Store, _check_range
 
 
@@ -39,6 +41,7 @@ class HTTPStore(Store):
             raise RemoteIOError(f"{url}: HTTP {response.status}")
         return response
 
+    @override
     def read(self, rel: str, start: int | None = None, length: int | None = None) -> bytes:
         if start is None:
             return b"".join(self.stream(rel))
@@ -56,6 +59,7 @@ class HTTPStore(Store):
         _check_range(self.location.child(rel), response.status, len(data), length)
         return data
 
+    @override
     def stream(self, rel: str) -> Iterator[bytes]:
         from urllib3.exceptions import HTTPError
 
@@ -67,6 +71,7 @@ class HTTPStore(Store):
         finally:
             response.release_conn()
 
+    @override
     def size(self, rel: str) -> int | None:
         try:
             response = self._request("HEAD", rel)

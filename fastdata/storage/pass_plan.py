@@ -30,6 +30,7 @@ class PassPlan:
 
     @property
     def num_shards(self) -> int:
+        """The number of shards in the pack."""
         return len(self._starts) - 1
 
     def push(self, indices: np.ndarray) -> None:

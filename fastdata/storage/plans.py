@@ -26,7 +26,7 @@ def publish_plan(folder: Path, distances: np.ndarray | None) -> None:
 
 
 def read_plans(folder: Path, num_shards: int) -> tuple[np.ndarray, int]:
-    """Per shard, the nearest next use over every live plan in ``folder`` (``inf``: none), and how many plans were read."""
+    """Per shard, the nearest next use over every live plan in ``folder`` (``inf``: none), and the plans read."""
     best = np.full(num_shards, np.inf)
     live = 0
     for path in folder.glob("*.npy"):

@@ -9,6 +9,8 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from typing_extensions import override
+
 from fastdata.storage.store import CHUNK, RemoteIOError, Store, _check_range
 
 S3_HINT = "reading s3:// needs boto3: `pip install 'fastdata[s3]'` (or `pip install boto3`)"
@@ -57,6 +59,7 @@ class S3Store(Store):
         except BotoCoreError as exc:
             raise RemoteIOError(f"{self.location.child(rel)}: {exc}") from exc
 
+    @override
     def read(self, rel: str, start: int | None = None, length: int | None = None) -> bytes:
         if start is None:
             return b"".join(self.stream(rel))
@@ -65,6 +68,7 @@ class S3Store(Store):
         _check_range(self.location.child(rel), response["ResponseMetadata"]["HTTPStatusCode"], len(data), length)
         return data
 
+    @override
     def stream(self, rel: str) -> Iterator[bytes]:
         body = self._call(rel, "get_object")["Body"]
         try:
@@ -86,6 +90,7 @@ class S3Store(Store):
         except (BotoCoreError, HTTPError, OSError) as exc:
             raise RemoteIOError(f"{self.location.child(rel)}: body ended early or failed ({exc})") from exc
 
+    @override
     def size(self, rel: str) -> int | None:
         try:
             return int(self._call(rel, "head_object")["ContentLength"])
@@ -96,6 +101,7 @@ class S3Store(Store):
                 return None
             raise
 
+    @override
     def upload(self, rel: str, path: str | os.PathLike) -> None:
         from boto3.exceptions import S3UploadFailedError
         from botocore.exceptions import BotoCoreError, ClientError
@@ -105,8 +111,10 @@ class S3Store(Store):
         except (S3UploadFailedError, BotoCoreError, ClientError) as exc:
             raise RemoteIOError(f"uploading {path} to {self.location.child(rel)} failed: {exc}") from exc
 
+    @override
     def put(self, rel: str, data: bytes) -> None:
         self._call(rel, "put_object", Body=data)
 
+    @override
     def delete(self, rel: str) -> None:
         self._call(rel, "delete_object")

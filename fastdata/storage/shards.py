@@ -68,7 +68,9 @@ def fetch_manifest(store: Store, *, compact: bool = False) -> tuple[Manifest, by
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{store.url}/{MANIFEST_NAME} is not valid JSON ({exc}): re-create it with `fastdata pack`")
+        raise ValueError(
+            f"{store.url}/{MANIFEST_NAME} is not valid JSON ({exc}): re-create it with `fastdata pack`"
+        ) from None
     if not isinstance(data, dict):
         raise ValueError(f"{store.url}/{MANIFEST_NAME} is not a fastdata manifest (top level is not an object)")
     return Manifest.from_dict(data, source=f"{store.url}/{MANIFEST_NAME}", compact=compact), raw

@@ -211,6 +211,7 @@ class CheckSource:
             (self.root / shard.path).unlink(missing_ok=True)
 
     def close(self) -> None:
+        """Remove the downloaded copy, if any (idempotent)."""
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

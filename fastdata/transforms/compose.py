@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from typing_extensions import override
 
 from fastdata.decode import Decoder
 from fastdata.transforms.base import DecodeTransform
@@ -166,6 +167,7 @@ class DecodeCompose(DecodeTransform):
         self.decode_into(data, out, rng=rng)
         return out
 
+    @override
     def decode_into(
         self,
         data: bytes,

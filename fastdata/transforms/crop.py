@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 
 import numpy as np
+from typing_extensions import override
 
 from fastdata.decode import Decoder
 from fastdata.decode.scaling import resize_into
@@ -132,6 +133,7 @@ class RandomResizedCrop(DecodeTransform):
         self.decode_into(data, out, rng=rng)
         return out
 
+    @override
     def decode_into(
         self,
         data: bytes,
@@ -224,6 +226,7 @@ class ResizeCenterCrop(DecodeTransform):
         self.decode_into(data, out)
         return out
 
+    @override
     def decode_into(
         self,
         data: bytes,

@@ -34,7 +34,10 @@ def _fake_cgroup(tmp_path, cpu_max: str, own: str = "/job/step"):
 def test_affinity_under_taskset_in_a_subprocess(clean_env):
     taskset = shutil.which("taskset")
     assert taskset, "taskset (util-linux) is needed by the tests: tools/setup.sh installs it"
-    code = "from fastdata._util.cpus import available_cpus; import os; print(available_cpus(), len(os.sched_getaffinity(0)))"
+    code = (
+        "from fastdata._util.cpus import available_cpus; import os; "
+        "print(available_cpus(), len(os.sched_getaffinity(0)))"
+    )
     env = {**os.environ, "PYTHONPATH": REPO}
     first = str(min(os.sched_getaffinity(0)))  # a CPU this job may use (not always CPU 0 in a container)
     out = subprocess.run(

@@ -1,4 +1,4 @@
-"""One native call per batch (fastdata.datasets.batch_decode): the per-sample path's pixels and errors, on 1 or more threads."""
+"""One native call per batch (fastdata.datasets.batch_decode): the per-sample path's pixels and errors, 1+ threads."""
 
 from __future__ import annotations
 

@@ -170,8 +170,9 @@ def test_crop_matches_per_sample_crop_and_interpolate(size, dtype):
     out, _ = RandomResizedCrop(size, scale=(0.05, 1.0), generator=gen(7))(x, None)
     out_hw = (size, size) if isinstance(size, int) else size
     src = x.double() / 255 if dtype == torch.uint8 else x.double()
-    for i, (t, l, h, w) in enumerate(boxes.tolist()):
-        ref = F.interpolate(src[i : i + 1, :, t : t + h, l : l + w], size=out_hw, mode="bilinear", align_corners=False)
+    for i, (top, left, h, w) in enumerate(boxes.tolist()):
+        box = src[i : i + 1, :, top : top + h, left : left + w]
+        ref = F.interpolate(box, size=out_hw, mode="bilinear", align_corners=False)
         torch.testing.assert_close(out[i : i + 1].double(), ref, atol=2e-5, rtol=0)
 
 

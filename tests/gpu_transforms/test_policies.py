@@ -117,7 +117,7 @@ def test_rand_augment_arguments_equal_timms_level_functions(increasing, monkeypa
             level = aa.LEVEL_TO_ARG[name]
             expected = set()
             for coin in (0.0, 1.0):  # timm's _randomly_negate: keep, then negate
-                monkeypatch.setattr(aa.random, "random", lambda: coin)
+                monkeypatch.setattr(aa.random, "random", lambda: coin)  # noqa: B023 (called within this iteration)
                 value = 0.0 if level is None else level(magnitude, {"translate_pct": 0.45})[0]
                 value *= {"TranslateXRel": 50, "TranslateYRel": 40}.get(name, 1)
                 expected.add(round(float(value), 9))

@@ -1,4 +1,4 @@
-"""Exceptions keep their type across DataLoader workers: ``except CorruptRecordError`` works with ``num_workers > 0``."""
+"""Exceptions keep their type across DataLoader workers: ``except CorruptRecordError`` works with workers."""
 
 from __future__ import annotations
 

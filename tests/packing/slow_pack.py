@@ -35,7 +35,7 @@ sys.exit(main(sys.argv[1:]))
 
 
 def make_small_images(root: Path, count: int, *, seed: int = 5, size: tuple[int, int] = (24, 30)) -> Path:
-    """``count`` small JPEGs (about ``size`` pixels) in 3 classes, plus one broken file (so the skip list is not empty)."""
+    """``count`` small JPEGs (about ``size`` pixels) in 3 classes, and one broken file (the skip list is not empty)."""
     import cv2
 
     rng = np.random.default_rng(seed)

@@ -131,7 +131,7 @@ def read_back(out: Path) -> tuple[Manifest, list[tuple[bytes, int, str]]]:
     records: list[tuple[bytes, int, str]] = []
     for shard in manifest.shards:
         got = []
-        problems = storage.verify(out, shard, lambda j, r: got.append((r.image, r.label, r.class_name)))
+        problems = storage.verify(out, shard, lambda j, r: got.append((r.image, r.label, r.class_name)))  # noqa: B023 (called within this iteration)
         assert not problems, problems
         records += got
     targets = np.load(out / manifest.targets)

@@ -1,4 +1,4 @@
-"""Fields per sample: types inferred, stored as Example features (and in the LMDB record), read back by name, collated."""
+"""Fields per sample: types inferred, stored as Example features (and in LMDB records), read back by name, collated."""
 
 from __future__ import annotations
 

@@ -54,9 +54,11 @@ def test_worker_failure_is_an_error_not_a_hang(fn, message):
     from fastdata.packing.pool import OrderedProcessMap
 
     started = time.monotonic()
-    with pytest.raises(RuntimeError, match=message):
-        with OrderedProcessMap(fn, list(range(20)), workers=2, chunksize=2) as results:
-            list(results)
+    with (
+        pytest.raises(RuntimeError, match=message),
+        OrderedProcessMap(fn, list(range(20)), workers=2, chunksize=2) as results,
+    ):
+        list(results)
     assert time.monotonic() - started < 10 and not children()
 
 
@@ -64,16 +66,18 @@ def test_interrupt_kills_workers_at_once():
     from fastdata.packing.pool import OrderedProcessMap
 
     started = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        with OrderedProcessMap(nap, list(range(400)), workers=2, chunksize=4) as results:
-            for i, _ in enumerate(results):
-                if i == 5:
-                    for proc in children():  # a terminal's Ctrl-C reaches the workers too: they ignore it
-                        os.kill(proc.pid, signal.SIGINT)
-                        os.kill(proc.pid, signal.SIGTERM)
-                    time.sleep(0.2)
-                    assert all(p.is_alive() for p in children())
-                    raise KeyboardInterrupt
+    with (
+        pytest.raises(KeyboardInterrupt),
+        OrderedProcessMap(nap, list(range(400)), workers=2, chunksize=4) as results,
+    ):
+        for i, _ in enumerate(results):
+            if i == 5:
+                for proc in children():  # a terminal's Ctrl-C reaches the workers too: they ignore it
+                    os.kill(proc.pid, signal.SIGINT)
+                    os.kill(proc.pid, signal.SIGTERM)
+                time.sleep(0.2)
+                assert all(p.is_alive() for p in children())
+                raise KeyboardInterrupt
     assert time.monotonic() - started < 3 and not children()
 
 

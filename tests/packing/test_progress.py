@@ -1,4 +1,4 @@
-"""pack's progress bar shows bytes actually written over time actually spent, and its last figure is the whole pack's."""
+"""pack's progress bar shows bytes really written over time really spent, and its last figure is the whole pack's."""
 
 import re
 

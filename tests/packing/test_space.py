@@ -1,4 +1,4 @@
-"""A full disk: "no space left" named (not a traceback), nothing lost, exit code 3, and --resume finishes byte-identical."""
+"""A full disk: "no space left" named (no traceback), nothing lost, exit code 3, and --resume ends byte-identical."""
 
 import errno
 import os

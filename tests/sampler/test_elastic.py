@@ -201,7 +201,7 @@ class Numbers(Dataset):
 def loader(
     world, rank, num_workers=0, *, ratio=2, drop_last=False, collate_fn=fast_collate, shuffle="blocks", **kwargs
 ):
-    """A DataLoaderX over ``Numbers`` with a DistributedSampler (``shuffle="blocks"`` unless told); global batch GLOBAL_BATCH."""
+    """A DataLoaderX over ``Numbers`` with a DistributedSampler (``shuffle="blocks"`` unless told)."""
     data = Numbers()
     sampler = DistributedSampler(
         data,
@@ -228,11 +228,11 @@ def labels(it, limit=None):
     return [batch[1].tolist() for batch in itertools.islice(it, limit)]
 
 
-def checkpoint_after(l, steps):
+def checkpoint_after(ld, steps):
     """Read ``steps`` batches of a new pass, then checkpoint (the state as a JSON file holds it): (labels, state)."""
-    it = iter(l)
+    it = iter(ld)
     seen = labels(it, steps)
-    state = json.loads(json.dumps(l.state_dict()))
+    state = json.loads(json.dumps(ld.state_dict()))
     it.close()
     return seen, state
 
@@ -255,9 +255,9 @@ def test_dataloaderx_state_from_4_ranks_resumes_on_another_world(new_world, num_
         loader(new_world, 0, shuffle=shuffle).load_state_dict(state)
     new_batches = []
     for rank in range(new_world):
-        l = loader(new_world, rank, num_workers=num_workers, shuffle=shuffle)
-        l.load_state_dict(adapt_loader_state(state, l))
-        new_batches.append(labels(iter(l)))
+        ld = loader(new_world, rank, num_workers=num_workers, shuffle=shuffle)
+        ld.load_state_dict(adapt_loader_state(state, ld))
+        new_batches.append(labels(iter(ld)))
     assert len({len(b) for b in new_batches}) == 1, "every rank gets the same number of batches"
     assert {len(b) for b in new_batches[0][:-1]} == {GLOBAL_BATCH // new_world}  # the same global batch
     consumed = set(itertools.chain(*(b[15:] for b in old_batches)))  # pass 1: from the 16th index of each rank
@@ -300,9 +300,9 @@ def test_each_new_rank_keeps_its_own_loader_generator():
     _, state = checkpoint_after(seeded(4, 0, 100), 2)
     new_states = []
     for rank in range(2):
-        l = seeded(2, rank, 200)
-        own = l.state_dict()["rng_pass_start"]
-        new_states.append(adapt_loader_state(state, l))
+        ld = seeded(2, rank, 200)
+        own = ld.state_dict()["rng_pass_start"]
+        new_states.append(adapt_loader_state(state, ld))
         assert new_states[-1]["rng_pass_start"] == own != state["rng_pass_start"]
     assert new_states[0]["rng_pass_start"] != new_states[1]["rng_pass_start"]
     same_world = seeded(4, 1, 100)

@@ -50,7 +50,9 @@ def test_runner_compares_the_two_loaders(tmp_path, capsys, monkeypatch):
         suite,
         "EXCLUDED",
         {
-            "TestDataLoader::test_default_persistent_workers": "DataLoaderX defaults persistent_workers to num_workers > 0"
+            "TestDataLoader::test_default_persistent_workers": (
+                "DataLoaderX defaults persistent_workers to num_workers > 0"
+            )
         },
     )
     test_file = tmp_path / "test_dataloader.py"

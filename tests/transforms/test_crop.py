@@ -325,7 +325,7 @@ def test_antialias_picks_the_opencv_interpolation(antialias, interpolation):
 
 
 def test_auto_antialias_uses_area_only_for_large_shrinks(monkeypatch):
-    """antialias=None: INTER_LINEAR below a 2x shrink (what remains after a DCT-scaled decode), INTER_AREA from 2x on."""
+    """antialias=None: INTER_LINEAR below a 2x shrink (what is left after a DCT-scaled decode), INTER_AREA from 2x."""
     from fastdata.decode.scaling import resize_into
 
     used = []

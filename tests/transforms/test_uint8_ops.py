@@ -287,7 +287,7 @@ def test_warps_match_pil_inside_the_image(name, interpolation):
         coeffs = GEOMETRIC[name](h, w)
         ours = geometry.affine(image, coeffs, interpolation, fill)
         ref = pil(
-            lambda im: im.transform((w, h), Image.AFFINE, coeffs, resample=RESAMPLE[interpolation], fillcolor=fill),
+            lambda im: im.transform((w, h), Image.AFFINE, coeffs, resample=RESAMPLE[interpolation], fillcolor=fill),  # noqa: B023 (called within this iteration)
             image,
         )
         d = diff(ours, ref).max(axis=2)
@@ -306,7 +306,7 @@ def test_translations_match_pils_bicubic_inside_the_image(name):
         h, w = image.shape[:2]
         coeffs = GEOMETRIC[name](h, w)
         ours = geometry.affine(image, coeffs, "bicubic", (0, 0, 0))
-        ref = pil(lambda im: im.transform((w, h), Image.AFFINE, coeffs, resample=Image.BICUBIC), image)
+        ref = pil(lambda im: im.transform((w, h), Image.AFFINE, coeffs, resample=Image.BICUBIC), image)  # noqa: B023 (called within this iteration)
         assert diff(ours, ref).max(axis=2)[interior(coeffs, h, w, margin=0.5)].max() <= 1
 
 
@@ -321,7 +321,13 @@ def test_shear_matches_torchvision(shear, interpolation):
             angles = [math.degrees(math.atan(shear)), 0.0][:: 1 if axis == 0 else -1]
             ref = tv(
                 lambda t: F.affine(
-                    t, angle=0.0, translate=[0, 0], scale=1.0, shear=angles, interpolation=mode, center=[0, 0]
+                    t,
+                    angle=0.0,
+                    translate=[0, 0],
+                    scale=1.0,
+                    shear=angles,  # noqa: B023 (called within this iteration)
+                    interpolation=mode,
+                    center=[0, 0],
                 ),
                 image,
             )
@@ -356,7 +362,7 @@ def test_whole_pixel_translation_matches_torchvision_exactly(pixels):
                 lambda t: F.affine(
                     t,
                     angle=0.0,
-                    translate=moved,
+                    translate=moved,  # noqa: B023 (called within this iteration)
                     scale=1.0,
                     shear=[0.0, 0.0],
                     interpolation=F.InterpolationMode.NEAREST,

@@ -236,5 +236,8 @@ def read_local(path: str | os.PathLike, max_bytes: int) -> bytes:
     except CorruptRecordError as exc:
         reason = (exc.reason or str(exc)).replace("refusing to read it", "not read")
         if "more than the" in reason:
-            reason = f"{reason.split(' bytes,')[0]} bytes, more than the {max_bytes} a source file may have under the pixel limit (--max-pixels)"
+            reason = (
+                f"{reason.split(' bytes,')[0]} bytes, more than the {max_bytes} a source file may have under the "
+                "pixel limit (--max-pixels)"
+            )
         raise SourceFileError(reason) from None

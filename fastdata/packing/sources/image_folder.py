@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from typing_extensions import override
+
 from fastdata.packing.scan import scan_image_folder
 from fastdata.packing.sources.base import Row, Source, read_local
 
@@ -21,6 +23,7 @@ class ImageFolderSource(Source):
         self.classes = self._scan.classes
         self.skipped = self._scan.skipped
 
+    @override
     def scan(self) -> Iterator[Row]:
         for path, label in zip(self._scan.paths, self._scan.labels, strict=False):
             yield Row(path, label)
@@ -29,5 +32,6 @@ class ImageFolderSource(Source):
         """A pickled copy (sent to a pool worker or a Ray task) opens images but does not carry the file list."""
         return {**self.__dict__, "_scan": None}
 
+    @override
     def open(self, locator: str) -> bytes:
         return read_local(self.root / locator, self.max_bytes)

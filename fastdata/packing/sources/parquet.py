@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from typing_extensions import override
+
 from fastdata.formats.manifest_entries import SkippedFile
 from fastdata.packing.sources.base import NO_LABEL, Labels, Row, Source, read_location, unlabelled_refused
 
@@ -111,6 +113,7 @@ class ParquetSource(Source):
             self.classes = self.labels.classes
         self._cached: tuple[tuple[str, int], Any] | None = None
 
+    @override
     def scan(self) -> Iterator[Row]:
         self.skipped = []
         columns = [c for c in dict.fromkeys([self.label_column, *self.fields]) if c != self.image_column]
@@ -128,6 +131,7 @@ class ParquetSource(Source):
                     continue
             yield Row(locator, label, {f: record.get(f) for f in self.fields}, row=number)
 
+    @override
     def open(self, locator: str) -> bytes:
         rel, group, i = locator.rsplit(":", 2)
         key = (rel, int(group))

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from typing_extensions import override
+
 from fastdata.formats.manifest_entries import SkippedFile
 from fastdata.packing.sources.base import Labels, Row, Source
 
@@ -47,6 +49,7 @@ class PackSource(Source):
         held = (self.pack.manifest.options or {}).get("field_types") or {}
         self.fields, self.field_types = field_types(self.pack.manifest, tuple(fields) or tuple(held))
 
+    @override
     def scan(self) -> Iterator[Row]:
         from fastdata.formats.errors import CorruptRecordError
         from fastdata.formats.fields import decode_values
@@ -84,6 +87,7 @@ class PackSource(Source):
             )
         return self._readers[shard]
 
+    @override
     def open(self, locator: str) -> bytes:
         path, j = locator.rsplit(":", 1)
         shard = next(i for i, s in enumerate(self.pack.manifest.shards) if s.path == path)
@@ -166,6 +170,7 @@ class TFRecordSource(Source):
                         continue
                     yield locator, record.label, "", values
 
+    @override
     def scan(self) -> Iterator[Row]:
         if self._found is None:  # every record is read once, however often the rows are scanned
             self._found = list(self._records())
@@ -206,6 +211,7 @@ class TFRecordSource(Source):
     def __getstate__(self) -> dict[str, Any]:
         return dict(self.__dict__, _found=None)
 
+    @override
     def open(self, locator: str) -> bytes:
         from fastdata.formats.errors import CorruptRecordError
         from fastdata.formats.example import decode_example

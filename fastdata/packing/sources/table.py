@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from typing_extensions import override
+
 from fastdata.formats.manifest_entries import SkippedFile
 from fastdata.packing.sources.base import NO_LABEL, Labels, Row, Source, read_location, unlabelled_refused
 from fastdata.storage.urls import is_url
@@ -91,6 +93,7 @@ class FileListSource(Source):
         )
         self.classes = self.labels.classes if self.labels else []
 
+    @override
     def scan(self) -> Iterator[Row]:
         self.skipped = []
         wanted = [self.image_column, self.label_column, *self.fields]
@@ -109,6 +112,7 @@ class FileListSource(Source):
                 continue
             yield Row(location, label, {f: record.get(f) for f in self.fields}, row=number)
 
+    @override
     def open(self, locator: str) -> bytes:
         if is_url(locator) or os.path.isabs(locator):
             return read_location(locator, self.max_bytes)

@@ -28,6 +28,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from typing_extensions import override
+
 from fastdata.formats.manifest_entries import SkippedFile
 from fastdata.packing.sources.base import NO_LABEL, Labels, Row, Source, unlabelled_refused
 from fastdata.storage.urls import is_url
@@ -215,6 +217,7 @@ class WebDatasetSource(Source):
         locator = f"{tar}:{image.offset_data}:{image.size}:{image.name}"
         return locator, label, fields, locator, problem
 
+    @override
     def scan(self) -> Iterator[Row]:
         if self._samples is None:  # the tar headers are read once, however often the rows are scanned
             self._samples = self._scan_tars()
@@ -251,6 +254,7 @@ class WebDatasetSource(Source):
     def __getstate__(self) -> dict[str, Any]:
         return dict(self.__dict__, _samples=None)
 
+    @override
     def open(self, locator: str) -> bytes:
         name, offset, size, _ = locator.split(":", 3)
         tar = next(t for t in self.tars if _name(t) == name)
@@ -323,14 +327,14 @@ def _open_tar(tar: Path | str) -> Iterator[tarfile.TarFile]:
     """
     try:
         if isinstance(tar, Path):
-            archive = tarfile.open(tar, "r:", tarinfo=_CheckedTarInfo)
+            archive = tarfile.open(tar, "r:", tarinfo=_CheckedTarInfo)  # noqa: SIM115 (closed by the with below)
             stream = None
         else:
             from fastdata.storage.fileobj import open_stream
 
             stream = open_stream(tar)
             try:
-                archive = tarfile.open(fileobj=stream, mode="r|", tarinfo=_CheckedTarInfo)
+                archive = tarfile.open(fileobj=stream, mode="r|", tarinfo=_CheckedTarInfo)  # noqa: SIM115 (as above)
             except BaseException:
                 stream.close()
                 raise
