@@ -80,9 +80,11 @@ _LARGEST = 1 << 62  # no offset or size of a real shard comes near it; numpy's t
 
 
 def _parse_lines(text: bytes) -> np.ndarray:
-    """The integers of whole ``offset size`` lines. numpy's C parser (4x faster than ``split``: an index is parsed
-    again each time its shard is read after its arrays were dropped) when the text is plainly two numbers a line;
-    anything else (a blank line, no final newline, a huge number) goes to the strict ``split`` parse.
+    """The integers of whole ``offset size`` lines.
+
+    numpy's C parser (4x faster than ``split``: an index is parsed again each time its shard is read after its arrays
+    were dropped) when the text is plainly two numbers a line; anything else (a blank line, no final newline, a huge
+    number) goes to the strict ``split`` parse.
     """
     lines = text.count(b"\n")
     if lines and text.endswith(b"\n"):
