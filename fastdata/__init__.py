@@ -12,7 +12,7 @@ import numpy  # noqa: E402, F401, I001
 
 from fastdata import gpu_transforms, transforms
 from fastdata._util.cpus import available_cpus
-from fastdata._version import __version__
+from fastdata._util.version import __version__
 from fastdata.datasets import MixedDataset, ShardDataset
 from fastdata.decode import get_decoder
 from fastdata.formats import CorruptRecordError, DatasetChangedError, Manifest

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from fastdata._util.text import escaped
-from fastdata._version import __version__
+from fastdata._util.version import __version__
 from fastdata.packing.command import add_pack_parser, appending_to, parse_size, summary
 
 __all__ = ["EXIT_STATUS", "build_parser", "main", "parse_size"]

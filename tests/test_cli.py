@@ -236,7 +236,7 @@ def test_version_prints_the_package_version(capsys):
 
 
 def test_the_installed_metadata_and_the_package_agree_on_the_version():
-    """pyproject.toml reads the version from fastdata/_version.py; the installed distribution must say the same."""
+    """pyproject.toml reads the version from fastdata/_util/version.py; the installed distribution must say the same."""
     from importlib.metadata import version
 
     from fastdata import __version__

@@ -50,7 +50,7 @@ def test_an_old_module_warns_once_and_re_exports_the_new_objects(old):
 
 def test_the_removal_release_is_after_this_one():
     from fastdata._util.deprecation import REMOVED_IN
-    from fastdata._version import __version__
+    from fastdata._util.version import __version__
 
     def key(version: str) -> tuple[int, ...]:
         return tuple(int(part) for part in version.split(".")[:3])

@@ -54,9 +54,17 @@ def test_at_most_six_modules_at_the_top_level():
     assert len(top) <= 6, top
 
 
-def test_a_module_over_330_lines_says_why_it_is_one_piece():
+#: Past this many lines a module says why it is one piece. The budget was 330 lines until the code was formatted
+#: with ruff (which puts each argument of a long call on a line of its own): the same code took 9.7% more lines
+#: over the package (26,999 -> 29,620), so the budget grew in proportion, to 360.
+SAYS_WHY_AFTER = 360
+
+
+def test_a_module_over_360_lines_says_why_it_is_one_piece():
     long = {
-        p.relative_to(PACKAGE).as_posix(): p for p in PACKAGE.rglob("*.py") if len(p.read_text().splitlines()) > 330
+        p.relative_to(PACKAGE).as_posix(): p
+        for p in PACKAGE.rglob("*.py")
+        if len(p.read_text().splitlines()) > SAYS_WHY_AFTER
     }
     assert {name for name, p in long.items() if "indivisible" not in _docstring(p)} == set()
 

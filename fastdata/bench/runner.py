@@ -21,12 +21,12 @@ from typing import Any
 import torch
 
 from fastdata.bench import report
+from fastdata.bench.decode_bound import measure_decode_bound
 from fastdata.bench.gpu_training import measure_gpu_training
 from fastdata.bench.loader_breakdown import BreakdownWindow
 from fastdata.bench.measure import (
     BatchCheck,
     MemorySampler,
-    measure_decode_bound,
     measure_run,
     run_isolated,
     set_page_cache,

@@ -9,7 +9,6 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from typing_extensions import override
 
 from fastdata.gpu_transforms.base import (
@@ -21,6 +20,7 @@ from fastdata.gpu_transforms.base import (
     gen_repr,
     to_device,
 )
+from fastdata.gpu_transforms.mix_sampling import sample_beta, soft_targets
 
 __all__ = ["CutMix", "MixParams", "MixUp", "Mixup", "MixupCutmix"]
 
@@ -69,12 +69,12 @@ class Mixup(_BatchMix):
 
     def get_params(self) -> float:
         """Draw ``lam`` from Beta(alpha, alpha) with the generator."""
-        return _sample_beta(self.alpha, self.generator)
+        return sample_beta(self.alpha, self.generator)
 
     @override
     def __call__(self, images: torch.Tensor, labels: Labels = None) -> tuple[torch.Tensor, torch.Tensor]:
         check_images(images)
-        targets = _soft_targets(labels, images.shape[0], self.num_classes, images.device)
+        targets = soft_targets(labels, images.shape[0], self.num_classes, images.device)
         lam = self.get_params()
         x = images.float() if images.dtype == torch.uint8 else images
         out = torch.lerp(x.flip(0), x, lam)
@@ -112,7 +112,7 @@ class CutMix(_BatchMix):
 
     def get_params(self, height: int, width: int) -> tuple[float, tuple[int, int, int, int]]:
         """Draw the box; return ``(lam, (y1, y2, x1, x2))`` with ``lam`` corrected to the box area."""
-        cut = math.sqrt(1.0 - _sample_beta(self.alpha, self.generator))
+        cut = math.sqrt(1.0 - sample_beta(self.alpha, self.generator))
         cut_h, cut_w = int(height * cut), int(width * cut)
         cy = int(torch.randint(0, height, (), generator=self.generator))
         cx = int(torch.randint(0, width, (), generator=self.generator))
@@ -123,57 +123,12 @@ class CutMix(_BatchMix):
     @override
     def __call__(self, images: torch.Tensor, labels: Labels = None) -> tuple[torch.Tensor, torch.Tensor]:
         check_images(images)
-        targets = _soft_targets(labels, images.shape[0], self.num_classes, images.device)
+        targets = soft_targets(labels, images.shape[0], self.num_classes, images.device)
         lam, (y1, y2, x1, x2) = self.get_params(images.shape[-2], images.shape[-1])
         out = images.clone()
         if y2 > y1 and x2 > x1:
             out[..., y1:y2, x1:x2] = images[..., y1:y2, x1:x2].flip(0)
         return out, torch.lerp(targets.flip(0), targets, lam)
-
-
-# ----------------------------------------------------------------------------- helpers
-
-
-def _soft_targets(labels: Labels, batch_size: int, num_classes: int, device: torch.device) -> torch.Tensor:
-    """Int labels ``[N]`` as float32 one-hot, or float soft targets ``[N, num_classes]`` as they are."""
-    if labels is None:
-        raise ValueError("Mixup/CutMix need labels; call transform(images, labels) with an int64 [N] tensor")
-    if not isinstance(labels, torch.Tensor):
-        raise TypeError(f"labels must be a torch.Tensor, got {type(labels).__name__}")
-    if labels.dim() == 1 and not labels.is_floating_point() and labels.shape[0] == batch_size:
-        return F.one_hot(labels.to(device=device, dtype=torch.int64), num_classes).float()
-    if labels.dim() == 2 and labels.is_floating_point() and tuple(labels.shape) == (batch_size, num_classes):
-        return labels.to(device)
-    raise ValueError(
-        f"labels must be int [{batch_size}] or float [{batch_size}, {num_classes}], "
-        f"got {labels.dtype} {tuple(labels.shape)}"
-    )
-
-
-def _log_gamma_sample(alpha: float, generator: torch.Generator | None) -> float:
-    """``log`` of one Gamma(alpha, 1) draw (Marsaglia-Tsang, boosted for alpha < 1), on the CPU."""
-    log_boost = 0.0
-    if alpha < 1.0:
-        u = float(torch.rand((), dtype=torch.float64, generator=generator))
-        log_boost = math.log(u) / alpha if u > 0 else -math.inf
-        alpha += 1.0
-    d = alpha - 1.0 / 3.0
-    c = 1.0 / math.sqrt(9.0 * d)
-    while True:
-        x = torch.randn(16, dtype=torch.float64, generator=generator)
-        u = torch.rand(16, dtype=torch.float64, generator=generator)
-        v = (1.0 + c * x) ** 3
-        ok = (v > 0) & (torch.log(u) < 0.5 * x * x + d - d * v + d * torch.log(v.clamp_min(1e-300)))
-        if bool(ok.any()):
-            return math.log(d * float(v[ok][0])) + log_boost
-
-
-def _sample_beta(alpha: float, generator: torch.Generator | None) -> float:
-    """One Beta(alpha, alpha) draw as ``G1 / (G1 + G2)`` from two gammas, computed in log space."""
-    diff = _log_gamma_sample(alpha, generator) - _log_gamma_sample(alpha, generator)
-    if diff != diff:  # both gammas underflowed (-inf - -inf): a fair coin between the two ends
-        return 0.5
-    return 1.0 / (1.0 + math.exp(-max(min(diff, 700.0), -700.0)))
 
 
 _MODES = ("batch", "pair", "elem")

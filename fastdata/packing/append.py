@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from fastdata._util.fs import atomic_write_bytes
-from fastdata._version import __version__
+from fastdata._util.version import __version__
 from fastdata.formats.files import crc32c_hex
 from fastdata.formats.manifest import MANIFEST_NAME, Manifest
 from fastdata.formats.manifest_entries import ShardInfo

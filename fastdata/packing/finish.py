@@ -11,7 +11,7 @@ import numpy as np
 
 from fastdata._util.fs import atomic_write_bytes
 from fastdata._util.text import escaped
-from fastdata._version import __version__
+from fastdata._util.version import __version__
 from fastdata.formats.files import crc32c_hex
 from fastdata.formats.manifest import Manifest
 from fastdata.formats.manifest_entries import SkippedFile
