@@ -12,6 +12,7 @@ import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +29,20 @@ class CacheBudget:
     """The budget half of :class:`~fastdata.storage.cache.ShardCache`, which it is mixed into: it uses the cache's
     ``root``, ``shards``, ``limit``, ``_index``, ``_warned``, ``_lock()`` and ``_tmp()``, and sets ``live_plans``.
     """
+
+    # What the cache it is mixed into provides (``shards`` holds its ``CachedShard`` entries: ``name``, ``nbytes``).
+    root: Path
+    shards: list[Any]
+    limit: int | None
+    _index: dict[str, int]
+    _warned: bool
+    live_plans: int
+
+    def _lock(self, name: str) -> FileLock:
+        raise NotImplementedError  # the cache's
+
+    def _tmp(self, shard: int) -> Path:
+        raise NotImplementedError  # the cache's
 
     def used_bytes(self) -> int:
         """Bytes in ``shards/`` (cached shards and downloads in progress)."""
@@ -46,7 +61,7 @@ class CacheBudget:
             files = self._scan(exclude=self.shards[shard].name)
             used = sum(size for _, size, _ in files)
             if self.limit is not None and used + need > self.limit:
-                used = self._evict(files, used, need, next_use, strict)
+                used = self._evict(files, used, need, next_use, strict, self.limit)
                 if used + need > self.limit:
                     if not exceed:
                         return False
@@ -96,7 +111,9 @@ class CacheBudget:
                 files.append((name, size, is_tmp))
         return files
 
-    def _evict(self, files: list[tuple[str, int, bool]], used: int, need: int, next_use: float, strict: bool) -> int:
+    def _evict(
+        self, files: list[tuple[str, int, bool]], used: int, need: int, next_use: float, strict: bool, limit: int
+    ) -> int:
         """Delete unheld shards, furthest next use first, until ``need`` more bytes fit; return the bytes left."""
         distance = self.next_uses()
         candidates = []
@@ -111,7 +128,7 @@ class CacheBudget:
         chosen: list[tuple[FileLock, str, int, int | None]] = []  # locked, not yet deleted
         freed = 0
         for _, size, name, number in candidates:
-            if used - freed + need <= self.limit:
+            if used - freed + need <= limit:
                 break
             lock = self._lock(name)
             if lock.acquire(exclusive=True, blocking=False):
@@ -119,7 +136,7 @@ class CacheBudget:
                 freed += size
             else:
                 lock.release()  # someone reads it
-        if strict and used - freed + need > self.limit:
+        if strict and used - freed + need > limit:
             freed = 0  # not enough: a prefetch evicts nothing rather than something in vain
         for lock, name, size, number in chosen:
             try:
