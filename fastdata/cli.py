@@ -274,7 +274,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _stdout_gone() -> bool:
-    """Whether standard output is a pipe whose reader has gone (``| head`` read what it wanted); what is buffered is
+    """Whether standard output is a pipe whose reader has gone.
+
+    Whether standard output is a pipe whose reader has gone (``| head`` read what it wanted); what is buffered is
     flushed first.
     """
     with contextlib.suppress(BrokenPipeError):
@@ -289,7 +291,9 @@ def _stdout_gone() -> bool:
 
 
 def _quiet_exit() -> int:
-    """Stop printing, as a coreutils program stopped by SIGPIPE does: what is still buffered goes to /dev/null (not
+    """Stop printing, as a coreutils program stopped by SIGPIPE does.
+
+    What is still buffered goes to /dev/null (not
     to a "Broken pipe" message when Python flushes at exit).
     """
     try:

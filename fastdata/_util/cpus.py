@@ -165,7 +165,9 @@ def available_cpus(*, cgroup_root: str | os.PathLike | None = None) -> int:
 
 
 def pin_to_one_core(core: int | None = None) -> list[int]:
-    """Pin this process to one core (``core``, or the last it may use) and OpenCV and torch to one thread each, as
+    """Pin this process to one core, and OpenCV and torch to one thread each.
+
+    Pin this process to one core (``core``, or the last it may use) and OpenCV and torch to one thread each, as
     the one-core benchmarks measure; return the cores it could use before (``os.sched_setaffinity`` restores them).
     """
     import cv2

@@ -57,7 +57,9 @@ def file_crc32c(path: str | os.PathLike | int, chunk: int = 1 << 22) -> str:
 
 
 def data_bytes(path: str | os.PathLike, enough: int) -> int:
-    """How many bytes of ``path`` hold data rather than holes (a sparse file's unwritten ranges), counted until
+    """How many bytes of ``path`` hold data rather than holes, counted up to ``enough``.
+
+    How many bytes of ``path`` hold data rather than holes (a sparse file's unwritten ranges), counted until
     ``enough`` are found (so a result of at least ``enough`` means "enough"; a smaller one is exact).
 
     ``st_blocks`` answers at once when the blocks on disk already hold ``enough``; else the file's data ranges are

@@ -29,7 +29,9 @@ _done_in_pid: int | None = None
 
 
 def pin_mmap_threshold(nbytes: int = MMAP_THRESHOLD_BYTES, keep: int = TRIM_THRESHOLD_BYTES) -> bool:
-    """Fix glibc's mmap threshold at ``nbytes`` and its trim threshold at ``keep`` in this process (once); False
+    """Fix glibc's mmap and trim thresholds in this process (once).
+
+    Fix glibc's mmap threshold at ``nbytes`` and its trim threshold at ``keep`` in this process (once); False
     where not glibc.
     """
     global _done_in_pid

@@ -118,7 +118,9 @@ def marker() -> Callable[[str], None]:
 
 
 def charged(iterable: Iterable[T], stage: str, then: str) -> Iterable[T]:
-    """``iterable`` itself when the counters are off; else its items, each ``next()`` charged to ``stage``, and the
+    """``iterable`` with each ``next()`` charged to ``stage`` when the counters are on.
+
+    ``iterable`` itself when the counters are off; else its items, each ``next()`` charged to ``stage``, and the
     thread back in ``then`` after it (the loader's sampler, drawn inside torch's fetch).
     """
     mark = marker()
@@ -148,7 +150,9 @@ def process_cpu_ns(pid: int) -> int | None:
 
 
 def _thread_sched_ns(pid: int, tid: int) -> tuple[int, int] | None:
-    """Another process's thread's CPU time (the clock ``thread_time_ns`` reads there) and its time spent runnable
+    """Another process's thread's CPU time and its time waiting for a CPU, in nanoseconds.
+
+    Another process's thread's CPU time (the clock ``thread_time_ns`` reads there) and its time spent runnable
     but waiting for a CPU, in nanoseconds (``/proc/<pid>/task/<tid>/schedstat``).
     """
     try:
@@ -160,7 +164,9 @@ def _thread_sched_ns(pid: int, tid: int) -> tuple[int, int] | None:
 
 
 def read_counters(folder: str | os.PathLike) -> dict[int, dict[str, int]]:
-    """Every process's counters in ``folder``: ``{pid: {stage: ns, ..., "worker_threads": ns, "worker_wait": ns,
+    """Every process's stage counters in ``folder``.
+
+    Every process's counters in ``folder``: ``{pid: {stage: ns, ..., "worker_threads": ns, "worker_wait": ns,
     "worker": 0 or 1}}``.
 
     In a worker, the stage in progress is charged up to now (its data thread's CPU clock read now),

@@ -61,7 +61,9 @@ def pil_loader(path: str) -> Any:
 
 
 def cv2_decode_bgr(data: bytes | np.ndarray, name: str = "the image") -> np.ndarray:
-    """``cv2.imdecode`` of encoded bytes: BGR uint8 HWC, as OpenCV decodes (:class:`CV2RandomResizedCropFlip` turns
+    """``cv2.imdecode`` of encoded bytes: BGR uint8 HWC.
+
+    As OpenCV decodes (:class:`CV2RandomResizedCropFlip` turns
     its crop into RGB).
     """
     bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
@@ -187,7 +189,9 @@ def pil_train_transform(size: int = 224) -> Callable[[Any], torch.Tensor]:
 
 
 class CV2RandomResizedCropFlip:
-    """RandomResizedCrop (torchvision's parameters) of a BGR image, ``cv2.resize(INTER_LINEAR)``, BGR → RGB of the
+    """torch-cv2's per-image work: RandomResizedCrop, resize, BGR to RGB and a flip with OpenCV.
+
+    RandomResizedCrop (torchvision's parameters) of a BGR image, ``cv2.resize(INTER_LINEAR)``, BGR → RGB of the
     resized crop only (the careful order: the colour conversion touches 224x224 pixels, not the whole image) and a
     50 % numpy flip. Returns RGB uint8 HWC.
     """
@@ -206,7 +210,9 @@ class CV2RandomResizedCropFlip:
 
 
 def uint8_collate(batch: Sequence[tuple[np.ndarray, int]]) -> tuple[torch.Tensor, torch.Tensor]:
-    """The careful collate: the HWC uint8 images stacked once, inside a DataLoader worker straight into shared
+    """The careful uint8 collate of the torch-cv2 pipeline.
+
+    The careful collate: the HWC uint8 images stacked once, inside a DataLoader worker straight into shared
     memory (as ``default_collate`` allocates), seen as NCHW (channels_last in memory); int64 labels.
     """
     first = batch[0][0]

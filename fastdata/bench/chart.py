@@ -33,7 +33,9 @@ def _kind(name: str) -> str:
 
 
 def plot_results(results: dict[str, Any], path: str | os.PathLike) -> Path | None:
-    """Horizontal bars of images/s (median, min-max whiskers, ratio labels, fastdata's kernel bound as a line), with
+    """Horizontal bars of images/s, one per pipeline.
+
+    Horizontal bars of images/s (median, min-max whiskers, ratio labels, fastdata's kernel bound as a line), with
     a legend naming the colours, the line and the whiskers.
 
     Returns:

@@ -112,7 +112,9 @@ class BreakdownWindow:
         )
 
     def result(self, images: int, seconds: float) -> dict[str, Any] | None:
-        """Core-nanoseconds of each stage in the window (``ns``), the images and the wall seconds; None without a
+        """The stage times, images and wall seconds of the timed window.
+
+        Core-nanoseconds of each stage in the window (``ns``), the images and the wall seconds; None without a
         window (a run too short to leave its warm-up out).
         """
         if "start" not in self._marks or "end" not in self._marks or images <= 0:

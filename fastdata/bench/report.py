@@ -82,7 +82,9 @@ def summarize(values: Sequence[float]) -> dict[str, float]:
 
 
 def summarize_pipelines(entries: dict[str, dict[str, Any]], batch_size: int | None = None) -> None:
-    """Add statistics, ratios to ``torch-pil``, each pipeline's fraction of its kernel bound, the output check and the
+    """Add statistics, ratios and flags to each pipeline's entry (in place).
+
+    Add statistics, ratios to ``torch-pil``, each pipeline's fraction of its kernel bound, the output check and the
     flags of untrustworthy rows to each entry (in place).
 
     Args:

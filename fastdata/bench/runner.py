@@ -78,7 +78,9 @@ def _one_run(
     breakdown: bool = False,
     warmup: int | None = None,
 ) -> dict[str, Any]:
-    """Set the page cache, then measure one run of ``name`` with the memory sampler on (and the loader's stage
+    """Measure one run of pipeline ``name`` after setting the page cache.
+
+    Set the page cache, then measure one run of ``name`` with the memory sampler on (and the loader's stage
     counters with ``breakdown``, for fastdata's loaders).
     """
     cache_s = set_page_cache(inputs(name, ctx), warm=warm)

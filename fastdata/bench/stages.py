@@ -315,7 +315,9 @@ def measure_breakdown(
 
 
 def _match_files(payloads: Sequence[bytes], files: Sequence[str], names: Sequence[str]) -> list[str | None]:
-    """The source file of each packed record: same bytes, else the file the record names (a JPEG pack re-coded
+    """The source file of each packed record.
+
+    Same bytes, else the file the record names (a JPEG pack re-coded
     losslessly: same pixels), or None where neither matches (a re-encoded pack).
     """
     by_size: dict[int, list[str]] = {}

@@ -144,7 +144,9 @@ def decode_batch_into(
 
 
 def _job(data, box: tuple[int, int, int, int], size: tuple[int, int], out_h: int, out_w: int) -> list:
-    """``[data, scale, y0, y1, x0, x1, region or None, scratch bytes]``: what ``native.decode_crop_into`` would decode
+    """The decode plan of one record for the batch call.
+
+    ``[data, scale, y0, y1, x0, x1, region or None, scratch bytes]``: what ``native.decode_crop_into`` would decode
     for ``box`` (the smallest of :data:`~fastdata.decode.native.NATIVE_SCALES` that keeps the box at least the
     output's size, the box mapped into it: :func:`~fastdata.decode.scaling.plan_region`).
     """
@@ -154,7 +156,9 @@ def _job(data, box: tuple[int, int, int, int], size: tuple[int, int], out_h: int
 
 
 class SampleGenerators(Sequence):
-    """The per-sample generators of a batch's indices (:func:`fastdata.sampler.seeding.sample_generator`), each made
+    """The per-sample generators of a batch's indices, made only when asked for.
+
+    The per-sample generators of a batch's indices (:func:`fastdata.sampler.seeding.sample_generator`), each made
     only when asked for: the batch call draws the crops of all seeded samples in one native call instead
     (:meth:`uniforms`), the same numbers, without a ``numpy.random.Generator`` per sample (9 us each).
     """
@@ -169,7 +173,9 @@ class SampleGenerators(Sequence):
         return sample_generator(self.indices[i])
 
     def uniforms(self, draws: int) -> np.ndarray | None:
-        """``[n, draws]``: row i is ``self[i].random(draws)``; None unless every index carries its pass (and its
+        """All seeded samples' uniform draws in one array, or None.
+
+        ``[n, draws]``: row i is ``self[i].random(draws)``; None unless every index carries its pass (and its
         position and index are below 2**63, as numpy takes them).
         """
         keys = [getattr(index, "pass_key", None) for index in self.indices]
@@ -187,7 +193,9 @@ class SampleGenerators(Sequence):
 
 
 def sample_generators(indices: Sequence[Any]) -> SampleGenerators:
-    """The generators of a batch's samples, made lazily (:class:`SampleGenerators`); what ``ShardDataset`` hands
+    """The generators of a batch's samples, made lazily.
+
+    The generators of a batch's samples, made lazily (:class:`SampleGenerators`); what ``ShardDataset`` hands
     :func:`decode_all_into`.
     """
     return SampleGenerators(indices)
@@ -260,7 +268,9 @@ def _decode_chunk(
 def decode_all_into(
     transform: Any, datas: Sequence[bytes], slots: np.ndarray, rngs: Sequence[Any], *, threads: int = 1
 ) -> None:
-    """Decode a batch's records into ``slots``: in one native call when the transform allows it
+    """Decode a batch's records into ``slots``.
+
+    In one native call when the transform allows it
     (:func:`batch_capable`), else one ``transform.decode_into`` per record.
 
     A :class:`~fastdata.transforms.DecodeCompose` whose crop is batch-capable has its crops decoded in one call, then

@@ -1,4 +1,6 @@
-"""``MixedDataset``: several datasets read in fixed proportions per pass (ImageNet + a domain set, pre-training
+"""``MixedDataset``: several datasets read in fixed proportions per pass.
+
+``MixedDataset``: several datasets read in fixed proportions per pass (ImageNet + a domain set, pre-training
 mixtures).
 
 The dataset is the sources side by side: index ``source_offsets[k] + i`` is sample ``i`` of source

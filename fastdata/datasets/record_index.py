@@ -32,7 +32,9 @@ Located = tuple[np.ndarray, ...]  # per record of the shard: (positions, sizes),
 
 
 class RecordIndex:
-    """A per-process LRU of shard → a tuple of per-record int64 arrays (``(positions, sizes)``, or a pack's
+    """A per-process LRU of each shard's per-record arrays.
+
+    A per-process LRU of shard → a tuple of per-record int64 arrays (``(positions, sizes)``, or a pack's
     ``(labels,)``: :class:`~fastdata.datasets.shard_source.ShardSource` keeps one of each).
 
     Args:

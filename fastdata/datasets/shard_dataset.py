@@ -249,7 +249,9 @@ class ShardDataset(ShardSource, Dataset):
         return decode_values(self._field_types, self.fields, feature)
 
     def _checked_label(self, shard: int, position: int, label: int | None, packed: int) -> int:
-        """The label of a packed sample: ``packed`` (``targets.npy``'s), which must equal the record's own (when it
+        """The label of a packed sample, checked against the record's own.
+
+        The label of a packed sample: ``packed`` (``targets.npy``'s), which must equal the record's own (when it
         has one).
         """
         if label is not None and label != packed:

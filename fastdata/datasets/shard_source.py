@@ -1,4 +1,6 @@
-"""Where a ``ShardDataset``'s records come from: a pack (its manifest and labels checked, every shard's size) or
+"""Where a ``ShardDataset``'s records come from, and the readers that read them.
+
+Where a ``ShardDataset``'s records come from: a pack (its manifest and labels checked, every shard's size) or
 third-party TFRecord files (counted by their indexes, built where missing) opened at construction; each shard's
 record positions (a TFRecord ``.idx``) where a process first reads the shard, and a pack's labels of that shard (one
 ``pread`` of ``targets.npy``), both in a bounded per-process LRU (:mod:`~fastdata.datasets.record_index`); and the shard
@@ -30,7 +32,9 @@ __all__ = ["ShardSource"]
 
 
 class ShardSource:
-    """The opening and reading half of :class:`~fastdata.datasets.shard_dataset.ShardDataset`, which sets the
+    """The opening and reading half of ``ShardDataset``.
+
+    The opening and reading half of :class:`~fastdata.datasets.shard_dataset.ShardDataset`, which sets the
     attributes below before calling :meth:`_init_packed` or :meth:`_init_tfrecords`.
     """
 
@@ -65,7 +69,9 @@ class ShardSource:
         self.classes: list[str] = list(pack.manifest.classes)
 
     def __getstate__(self) -> dict:
-        """A pack's dataset pickles without its shard list (the pack reads it again), so a spawn or forkserver worker
+        """The pickled state: a pack's dataset leaves its shard list out.
+
+        A pack's dataset pickles without its shard list (the pack reads it again), so a spawn or forkserver worker
         gets a few KB whatever the number of shards.
         """
         state = dict(self.__dict__)
@@ -125,7 +131,9 @@ class ShardSource:
         return (self._pack.shard_labels(shard, int(self._starts[shard]), int(self._starts[shard + 1])),)
 
     def read_batch(self, indices: Sequence[int]) -> tuple[list[bytes], np.ndarray]:
-        """The encoded images and int64 labels of samples ``indices``: ``read(i)`` of each, in order, located in
+        """The encoded images and int64 labels of samples ``indices``.
+
+        ``read(i)`` of each, in order, located in
         one vectorized step and read shard by shard through the reader's ``read_many`` (a TFRecord shard's stamp
         checked once per batch, not per record). A remote dataset reads record by record.
 
@@ -192,7 +200,9 @@ class ShardSource:
         return self._readers.get(shard, self._open_reader)
 
     def _open_reader(self, shard: int) -> ShardReaderBase:
-        """Open shard ``shard`` in this process, checked on every (re-)open: for a pack, only if it is still the
+        """Open shard ``shard`` in this process, checked on every (re-)open.
+
+        For a pack, only if it is still the
         file the pack was opened with; for third-party TFRecords, only if it is the file this dataset first opened.
         """
         if self._pack is not None:

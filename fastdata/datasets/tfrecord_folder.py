@@ -1,4 +1,6 @@
-"""Third-party TFRecord files read without a fastdata manifest: which files in a folder or glob are records,
+"""Third-party TFRecord files read without a fastdata manifest.
+
+Which files in a folder or glob are records,
 and each file's DALI-style ``.idx`` (read if present, else built and written beside it when the folder allows).
 """
 

@@ -1,4 +1,6 @@
-"""Reading encoded image headers without decoding: the container format from its signature, a JPEG's size and
+"""Reading encoded image headers without decoding.
+
+The container format from its signature, a JPEG's size and
 colour components from its markers, a PNG's size from its IHDR chunk.
 """
 

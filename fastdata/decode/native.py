@@ -132,7 +132,9 @@ class RecoveredDamage(DecodeError):
 
 
 def _region(data, scale: Scale | int, y0: int, y1: int, x0: int, x1: int, out, strict: bool = False) -> None:
-    """Run the kernel at DCT ``scale`` (``(num, denom)`` equal to M/8, or an int d for 1/d); libjpeg errors become
+    """Run the kernel at DCT ``scale``.
+
+    Run the kernel at DCT ``scale`` (``(num, denom)`` equal to M/8, or an int d for 1/d); libjpeg errors become
     DecodeError, its warnings a DecodeWarning (a UserWarning).
 
     With ``strict``, a warning raises :class:`RecoveredDamage` instead, so that the caller can hand

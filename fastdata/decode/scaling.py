@@ -1,4 +1,6 @@
-"""DCT scales and the resize helpers: which libjpeg scale to decode at, a box mapped into the scaled pixels, and the
+"""DCT scales and the resize helpers.
+
+Which libjpeg scale to decode at, a box mapped into the scaled pixels, and the
 resize of a decoded image (or region) into the caller's ``uint8`` ``(H, W, 3)`` slot.
 """
 
@@ -70,7 +72,9 @@ def choose_scale(scales: Iterable[Scale], height: int, width: int, min_height: i
 def plan_region(
     box: Box, height: int, width: int, out_h: int, out_w: int, scales: tuple[Scale, ...]
 ) -> tuple[Scale, int, int, int, int]:
-    """``(scale, y0, y1, x0, x1)``: :func:`choose_scale` of ``scales`` for ``box`` and an ``out_h x out_w`` output,
+    """The crop kernel's per-image plan: the DCT scale and the box at that scale.
+
+    ``(scale, y0, y1, x0, x1)``: :func:`choose_scale` of ``scales`` for ``box`` and an ``out_h x out_w`` output,
     then :func:`scaled_box` of the ``height x width`` image at that scale, in one step (the per-image plan of the
     crop kernel, computed once per image; the same numbers as the two functions).
 

@@ -106,7 +106,9 @@ _madvise: Any = None
 
 
 def _populate(storage: torch.UntypedStorage) -> torch.UntypedStorage:
-    """Fault a fresh segment's pages in with one ``madvise(MADV_POPULATE_WRITE)`` instead of one fault per 4 KiB
+    """Fault a fresh segment's pages in with one ``madvise``.
+
+    Fault a fresh segment's pages in with one ``madvise(MADV_POPULATE_WRITE)`` instead of one fault per 4 KiB
     as the batch is written (measured under load: 20% less CPU to write a fresh 38 MB batch in full); a no-op
     where the kernel lacks it.
     """

@@ -101,7 +101,9 @@ class StorageFormat(abc.ABC):
 
     @abc.abstractmethod
     def reader(self, path: Path, *, expected: ShardInfo | None = None, index: Path | None = None) -> ShardReaderBase:
-        """A reader for the shard at ``path``; given its manifest entry, a file that does not match
+        """A reader for the shard at ``path``.
+
+        Given its manifest entry, a file that does not match
         it (size; what else the format can check cheaply on open) is refused with CorruptRecordError.
 
         ``index`` is the shard's index file (the manifest's ``index``, resolved inside the pack) for a format whose
@@ -119,7 +121,9 @@ class StorageFormat(abc.ABC):
         """
 
     def check_declared(self, root: Path, shard: ShardInfo) -> None:
-        """Check, without reading anything, that what the manifest records for ``shard`` can be true (e.g. that an
+        """Check, without reading anything, that what the manifest records for ``shard`` can be true.
+
+        Check, without reading anything, that what the manifest records for ``shard`` can be true (e.g. that an
         index of the recorded size can list its records); called for every shard when a pack is opened, so it
         must cost O(1). The shard's own count is checked where it is first read (its reader, :meth:`positions`).
 

@@ -144,7 +144,9 @@ def decode_example(data: bytes, *, label_offset: int = 0) -> ImageRecord:
 
 
 def decode_image_label(data: bytes, *, label_offset: int = 0) -> tuple[bytes, int]:
-    """``(image bytes, label)`` of a serialized ``tf.train.Example``: :func:`decode_example` without the fields a
+    """``(image bytes, label)`` of a serialized ``tf.train.Example``.
+
+    :func:`decode_example` without the fields a
     reader does not return (class text, file name, format, size), the per-record read of ``ShardDataset``.
 
     Raises:

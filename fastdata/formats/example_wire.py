@@ -65,7 +65,9 @@ def _varint(buf: bytes, i: int, end: int) -> tuple[int, int]:
 
 
 def _lists(buf: bytes, i: int, end: int, kind: int) -> int | None:
-    """Walk the values of one ``Feature``'s list (its content ``buf[i:end]``): every leaf inside ``end``, packed
+    """Walk the values of one ``Feature``'s list, checking every one.
+
+    Walk the values of one ``Feature``'s list (its content ``buf[i:end]``): every leaf inside ``end``, packed
     floats a multiple of 4 bytes, packed int64s whole varints. The first int64 (None: none, or not an int list).
     """
     first = None

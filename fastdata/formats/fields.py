@@ -1,4 +1,6 @@
-"""Per-sample fields beyond the image and its class: types inferred at pack time, stored as
+"""Per-sample fields beyond the image and its class.
+
+Types inferred at pack time, stored as
 ``tf.train.Example`` features, decoded back by name.
 
 Kinds (recorded in the manifest as ``options.field_types``, ``{name: {"kind", "shape"}}``):
@@ -120,7 +122,9 @@ def infer_types(names: Iterable[str], rows: Iterable[Mapping[str, Any]], *, text
 
 
 def fits(spec: Mapping[str, Any], value: Any) -> bool:
-    """True when ``value`` is stored unchanged as a field of type ``spec`` (``{"kind", "shape"}``): an int in a
+    """True when ``value`` is stored unchanged as a field of type ``spec``.
+
+    True when ``value`` is stored unchanged as a field of type ``spec`` (``{"kind", "shape"}``): an int in a
     float field fits, a float in an int field does not (it would be cut), a list of 3 in a ``[-1]`` array does.
     """
     declared = (spec["kind"], list(spec.get("shape") or []))

@@ -74,7 +74,9 @@ def resolve_inside(root: str | os.PathLike, rel: str) -> Path:
 
 
 def inside(root: str | os.PathLike, rel: str) -> Path:
-    """:func:`resolve_inside` at the cost of one ``lstat`` for a plain file name that is no symlink (what the packer
+    """:func:`resolve_inside` at the cost of one ``lstat`` for a plain file name.
+
+    :func:`resolve_inside` at the cost of one ``lstat`` for a plain file name that is no symlink (what the packer
     writes): ``root / rel`` as it is; anything else (a sub-folder, a symlink) resolved and checked.
 
     Raises:

@@ -24,7 +24,9 @@ def sample_key(j: int) -> bytes:
 
 
 def classify(keys: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
-    """The kind and number of each of a shard's keys: ``sample_key(j)`` → (RECORD, j), its fields' key → (FIELDS, j),
+    """The kind and number of each of a shard's keys.
+
+    ``sample_key(j)`` → (RECORD, j), its fields' key → (FIELDS, j),
     ``__meta__`` → (META, 0); any other key, or a number not spelled as the writer spells it, → (-1, 0).
 
     The writer's keys below 10**8 (8 digits, with FIELDS_SUFFIX for fields) are read all at once; others one by one.

@@ -1,4 +1,6 @@
-"""What a walked LMDB shard holds (the path of packs without ``.loc`` sidecars, and of ``fastdata verify``): every
+"""What a walked LMDB shard holds.
+
+What a walked LMDB shard holds (the path of packs without ``.loc`` sidecars, and of ``fastdata verify``): every
 value located by the checked walk of :mod:`~fastdata.formats.lmdb_pages`, and the ``__meta__`` record read and parsed
 (a UTF-8 JSON object: ``num_samples`` and a list per record of ``labels``, ``filenames``, ``heights``, ``widths``,
 ``formats``, ``crc32c``, ``class_names``, and ``fields_crc32c`` where the shard stores fields).
@@ -51,7 +53,9 @@ def int_array(values: list, dtype: type, path: str | os.PathLike, key: str) -> n
 
 
 def locate_values(fd: int, file_size: int, path: str | os.PathLike) -> LMDBIndex:
-    """Where each record, fields record and ``__meta__`` lies: compact arrays by record number, from the checked walk
+    """Where each record, fields record and ``__meta__`` of a shard lies.
+
+    Where each record, fields record and ``__meta__`` lies: compact arrays by record number, from the checked walk
     of :mod:`~fastdata.formats.lmdb_pages` (which raises CorruptRecordError for a damaged or foreign file).
     """
     return index_values(fd, file_size, path, classify, 3)

@@ -184,7 +184,9 @@ def _located(
     path: str | os.PathLike,
     what: str,
 ) -> Located:
-    """The values of one kind, each checked to lie where an LMDB file of ``file_size`` bytes can hold it: past the two
+    """The values of one kind, each checked to lie where the file can hold it.
+
+    The values of one kind, each checked to lie where an LMDB file of ``file_size`` bytes can hold it: past the two
     meta pages and inside the file; an overflow value right after its run's page header; any other inside one page.
     """
     if not len(offsets):
@@ -216,7 +218,9 @@ def sidecar_problems(
     fields_crc32c: np.ndarray | None,
     file_size: int,
 ) -> list[str]:
-    """What ``fastdata verify`` finds wrong with the sidecar the manifest names for ``shard`` (none: ``[]``): missing,
+    """What ``fastdata verify`` finds wrong with a shard's sidecar.
+
+    What ``fastdata verify`` finds wrong with the sidecar the manifest names for ``shard`` (none: ``[]``): missing,
     damaged, or disagreeing with the walk of the shard and its ``__meta__`` (each problem names the sidecar).
     """
     if not shard.index:

@@ -79,7 +79,9 @@ class Manifest:
 
     @property
     def side_files(self) -> list[str]:
-        """The files besides the shards and their indexes that this manifest names: the labels, and the transcoded
+        """The files besides the shards and their indexes that this manifest names.
+
+        The labels, and the transcoded
         side file when there is one (uploaded, mirrored and verified with the shards).
         """
         return [self.targets] + ([self.transcoded_file] if self.transcoded_file else [])
@@ -169,7 +171,9 @@ class Manifest:
 
     @classmethod
     def load(cls, root: str | os.PathLike, *, compact: bool = False) -> Manifest:
-        """Read ``root/manifest.json`` (``root`` may also be the manifest file itself); ``compact`` as
+        """Read ``root/manifest.json``.
+
+        Read ``root/manifest.json`` (``root`` may also be the manifest file itself); ``compact`` as
         :meth:`from_dict`.
 
         The file must be a regular file inside ``root`` (no symlink out of it) of at most

@@ -1,4 +1,6 @@
-"""The entries a manifest lists: each shard (:class:`ShardInfo`), each source file left out (:class:`SkippedFile`) and
+"""The entries a manifest lists, as plain frozen values.
+
+The entries a manifest lists: each shard (:class:`ShardInfo`), each source file left out (:class:`SkippedFile`) and
 each packed file whose codec reported damage it worked around (:class:`FileWarnings`), as plain frozen values.
 """
 

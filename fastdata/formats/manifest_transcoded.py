@@ -39,7 +39,9 @@ _NUMBERED = re.compile(r"targets-(\d+)\.npy")
 
 
 def bits_name(targets: str) -> str:
-    """The side file that goes with a labels file: ``targets.npy`` → ``transcoded.bits``, ``targets-3.npy`` →
+    """The transcoded side file that goes with a labels file.
+
+    The side file that goes with a labels file: ``targets.npy`` → ``transcoded.bits``, ``targets-3.npy`` →
     ``transcoded-3.bits`` (an append writes new ones beside the old, which a reader of the old manifest still uses).
     """
     match = _NUMBERED.fullmatch(Path(targets).name)
@@ -61,7 +63,9 @@ class TranscodedBits:
         self._partial = False
 
     def add(self, shard: ShardInfo | None, samples: int, positions: Sequence[int] | np.ndarray) -> None:
-        """The next ``samples`` samples (``shard``'s records; None: no shard), of which ``positions`` (indices in
+        """The next ``samples`` samples, of which ``positions`` were re-coded.
+
+        The next ``samples`` samples (``shard``'s records; None: no shard), of which ``positions`` (indices in
         the shard, or a bool per record) were re-coded.
         """
         first, self._next = self._next, self._next + samples
@@ -78,7 +82,9 @@ class TranscodedBits:
             self._partial |= 0 < len(index) < samples
 
     def write(self, out: Path, targets: str) -> dict[str, Any]:
-        """Write the side file beside ``targets`` if some shard is partly re-coded; return the manifest's fields
+        """Write the transcoded side file if needed; return the manifest's fields for it.
+
+        Write the side file beside ``targets`` if some shard is partly re-coded; return the manifest's fields
         (``transcoded_records`` and, with the file, ``transcoded_file/_nbytes/_crc32c``).
         """
         if self._next != self.samples:

@@ -1,4 +1,6 @@
-"""Reading a manifest without trusting it: strict JSON (:func:`parse_json`: UTF-8, no NaN, no overflow) and typed,
+"""Reading a manifest without trusting it.
+
+Strict JSON (:func:`parse_json`: UTF-8, no NaN, no overflow) and typed,
 range-checked access to every field (integers in ``[0, 2**63)``, 8-hex-digit checksums, paths inside the dataset
 folder, sorted ``transcoded`` ranges), each error one line naming the file and the field, never echoing its text.
 """

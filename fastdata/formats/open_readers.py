@@ -102,7 +102,9 @@ MAX_HELD_RECORDS = 1 << 20  # records the open readers of one process may keep a
 
 
 class OpenReaders:
-    """The shard readers one process holds open: at most ``limit`` (and :data:`MAX_HELD_RECORDS` records kept in
+    """The shard readers one process holds open, bounded.
+
+    The shard readers one process holds open: at most ``limit`` (and :data:`MAX_HELD_RECORDS` records kept in
     memory by them together), the least recently used closed first.
 
     :meth:`get` returns the open reader of a shard, or opens it (with the opener given, which makes

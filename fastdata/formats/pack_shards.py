@@ -29,7 +29,9 @@ MIN_RECORD_BYTES = 16  # the smallest record either format can store (TFRecord f
 
 
 class ShardPaths(Rows):
-    """Every shard's resolved path, as ``str``: the folder and the manifest's own names (shared with the manifest: a
+    """Every shard's resolved path, as ``str``.
+
+    The folder and the manifest's own names (shared with the manifest: a
     reader's :class:`~fastdata.formats.shard_table.Names`), and whole paths only for the few shards that resolve
     elsewhere inside the folder (a symlink, a sub-folder). A numpy array of the paths would take 4 bytes a character.
     """
@@ -45,7 +47,9 @@ class ShardPaths(Rows):
 
 
 def check_shards(base: Path, manifest: Manifest, shards_here: bool) -> tuple[ShardPaths, np.ndarray]:
-    """Every shard's resolved path and identity (device, inode, mtime; zeros when not here), checked as
+    """Every shard's resolved path and identity, checked.
+
+    Every shard's resolved path and identity (device, inode, mtime; zeros when not here), checked as
     :func:`open_pack` says: one ``lstat`` each, no read (a shard's count is proven where it is first read).
     """
     storage = get_format(manifest.format)
@@ -65,7 +69,9 @@ def check_shards(base: Path, manifest: Manifest, shards_here: bool) -> tuple[Sha
 
 
 def _shard_here(root: Path, rel: str) -> tuple[str | Path, os.stat_result]:
-    """A shard's path resolved inside ``root`` and its ``lstat``: one system call for a plain file name (what the
+    """A shard's path resolved inside ``root``, and its ``lstat``.
+
+    A shard's path resolved inside ``root`` and its ``lstat``: one system call for a plain file name (what the
     packer writes), :func:`resolve_inside` for anything else (a symlink, a sub-folder).
 
     Raises:

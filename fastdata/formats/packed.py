@@ -101,7 +101,9 @@ class OpenedPack:
         return np.concatenate([[0], np.cumsum(self.counts, dtype=np.int64)]).astype(np.int64)
 
     def shard_labels(self, shard: int, start: int, stop: int) -> np.ndarray:
-        """Labels ``start`` to ``stop - 1`` (shard ``shard``'s samples) from ``targets.npy``: one ``pread``, a new
+        """Labels ``start`` to ``stop - 1`` from ``targets.npy``.
+
+        Labels ``start`` to ``stop - 1`` (shard ``shard``'s samples) from ``targets.npy``: one ``pread``, a new
         int64 array.
 
         Raises:
@@ -132,7 +134,9 @@ class OpenedPack:
             _reopen(self, state.pop("shards_digest"))
 
     def locate(self, shard: int) -> tuple[np.ndarray, np.ndarray]:
-        """The (position, size) int64 arrays of the records of shard ``shard`` (:meth:`StorageFormat.positions`:
+        """The (position, size) arrays of the records of shard ``shard``.
+
+        The (position, size) int64 arrays of the records of shard ``shard`` (:meth:`StorageFormat.positions`:
         a TFRecord shard's ``.idx``, read with a bound and checked against the manifest and the shard's size).
 
         Call it where the shard is first read; its cost is the shard's, not the dataset's.
@@ -162,7 +166,9 @@ class OpenedPack:
         return located
 
     def index_path(self, shard: int) -> Path | None:
-        """Shard ``shard``'s index file (a TFRecord ``.idx``, an LMDB ``.loc`` sidecar) inside the folder, or None
+        """Shard ``shard``'s index file inside the folder, or None.
+
+        Shard ``shard``'s index file (a TFRecord ``.idx``, an LMDB ``.loc`` sidecar) inside the folder, or None
         when the manifest names none (:func:`~fastdata.formats.files.inside`: one ``lstat`` for a plain name).
 
         Raises:
@@ -251,7 +257,9 @@ def open_pack(root: str | os.PathLike, *, shards_here: bool = True, compact: boo
 def _load(
     base: Path, identity: FileIdentity, *, shards_here: bool, compact: bool
 ) -> tuple[Manifest, ShardPaths, np.ndarray]:
-    """The manifest in ``base`` with every shard's path and identity (:func:`check_shards`), read while the
+    """The manifest in ``base`` with every shard's path and identity.
+
+    The manifest in ``base`` with every shard's path and identity (:func:`check_shards`), read while the
     manifest kept ``identity``: what :func:`open_pack` and an unpickled reader's pack both do.
 
     Raises:
@@ -276,7 +284,9 @@ def _digest(identities: np.ndarray) -> tuple[int, str]:
 
 
 def _reopen(pack: OpenedPack, digest: tuple[int, str]) -> None:
-    """Fill an unpickled reader's pack again from its folder, if it is still the pack its parent checked (the
+    """Fill an unpickled reader's pack again from its folder, if it is unchanged.
+
+    Fill an unpickled reader's pack again from its folder, if it is still the pack its parent checked (the
     manifest's identity, and every shard's); otherwise record what changed in ``pack.error``. Never raises.
     """
     pack.manifest, pack.shard_paths, pack.counts = None, ShardPaths(pack.root, [], {}), np.zeros(0, dtype=np.int64)

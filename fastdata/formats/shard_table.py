@@ -23,7 +23,9 @@ _CHECKSUMS = ("crc32c", "index_crc32c", "meta_crc32c")  # 8 hex digits → uint3
 
 
 class Rows(Sequence):
-    """A read-only sequence whose items are built on access by :meth:`_row` (a normalised index in range); slices
+    """A read-only sequence whose items are built on access.
+
+    A read-only sequence whose items are built on access by :meth:`_row` (a normalised index in range); slices
     give lists, and an index out of range raises ``IndexError``.
     """
 
@@ -37,7 +39,9 @@ class Rows(Sequence):
 
 
 class ShardTable(Rows):
-    """The shards of a manifest, in order, as columns (see the module docstring); a read-only sequence of
+    """The shards of a manifest, in order, as columns.
+
+    The shards of a manifest, in order, as columns (see the module docstring); a read-only sequence of
     :class:`ShardInfo` built on access.
 
     Args:
@@ -101,7 +105,9 @@ class ShardTable(Rows):
 
 
 class Names(Rows):
-    """Strings (or None) held as one UTF-8 blob and an int64 array of offsets (-1: None): no ``str`` object per
+    """Strings (or None) held as one UTF-8 blob and an array of offsets.
+
+    Strings (or None) held as one UTF-8 blob and an int64 array of offsets (-1: None): no ``str`` object per
     entry survives the manifest's parse, so its memory goes back to the allocator; an entry is decoded when read.
     """
 

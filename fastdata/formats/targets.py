@@ -116,7 +116,9 @@ def load_targets(root: Path, manifest: Manifest, path: Path) -> np.ndarray:
 
 
 def map_targets(manifest: Manifest, path: Path) -> MappedTargets:
-    """Check the labels file of a packed dataset as :func:`load_targets` does, in one pass of bounded memory, and
+    """Check the labels file of a packed dataset and map it read-only.
+
+    Check the labels file of a packed dataset as :func:`load_targets` does, in one pass of bounded memory, and
     map it read-only (``path``: already resolved inside the dataset folder).
 
     Raises:

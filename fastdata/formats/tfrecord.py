@@ -109,7 +109,9 @@ class TFRecordShardReader(ShardReaderBase):
         return payload
 
     def _check_stamp(self) -> None:
-        """Raise if the file was rewritten in place since the open: a record's own CRCs cannot tell a record of
+        """Raise if the file was rewritten in place since the open.
+
+        A record's own CRCs cannot tell a record of
         another image, the file's size and times can (checked after the reads it vouches for).
         """
         st = os.fstat(self._fd)
@@ -120,7 +122,9 @@ class TFRecordShardReader(ShardReaderBase):
             )
 
     def read(self, position: int, size: int) -> tuple[bytes, int | None]:
-        """The image bytes (a ``bytes`` of their own, read straight from the file) and the label of a record,
+        """The image bytes and the label of a record, every byte checked.
+
+        The image bytes (a ``bytes`` of their own, read straight from the file) and the label of a record,
         every byte checked (:mod:`~fastdata.formats.tfrecord_read`).
         """
         return self.read_many((position,), (size,))[0]

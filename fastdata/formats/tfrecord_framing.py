@@ -1,4 +1,6 @@
-"""TFRecord framing: ``uint64 length | uint32 masked_crc32c(length) | data | uint32 masked_crc32c(data)``
+"""TFRecord framing, exactly as TensorFlow writes it.
+
+TFRecord framing: ``uint64 length | uint32 masked_crc32c(length) | data | uint32 masked_crc32c(data)``
 (little-endian) around each record, exactly as TensorFlow writes it; :func:`frame` and :func:`unframe` wrap and check
 one record, and :func:`build_index` walks a whole file's framing (payloads unread) into the ``(offset, size)`` rows
 a DALI ``.idx`` file lists (:mod:`~fastdata.formats.tfrecord_index`).

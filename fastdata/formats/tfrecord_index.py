@@ -1,4 +1,6 @@
-"""DALI-compatible ``.idx`` files of TFRecord shards: one ``"offset size"`` line per record, ``size`` covering the
+"""DALI-compatible ``.idx`` files of TFRecord shards.
+
+One ``"offset size"`` line per record, ``size`` covering the
 whole framed record (the format DALI's ``tfrecord2idx`` writes and ``fn.readers.tfrecord`` reads), written beside
 each shard, and read back bounded by what the shard can hold and checked against the manifest's size and CRC32C.
 """
@@ -64,7 +66,9 @@ def read_index(
 
 
 def _parse_index(data: bytes, chunk: int = 1 << 22) -> np.ndarray:
-    """The integers of an index's text, parsed a few MB at a time: memory stays a small multiple of the file
+    """The integers of an index's text, parsed a few MB at a time.
+
+    Memory stays a small multiple of the file
     (one ``bytes`` object per number for the whole file would be about 20 times its size).
     """
     parts, start = [], 0

@@ -41,7 +41,9 @@ def _pread(fd: int, size: int, offset: int) -> bytes:
 def read_image_record(
     fd: int, position: int, size: int, *, shard: os.PathLike | str, check_crc: bool = True, label_offset: int = 0
 ) -> tuple[bytes, int]:
-    """``(image bytes, label)`` of the record of ``size`` bytes at ``position`` of the open shard ``fd``, as
+    """``(image bytes, label)`` of one record of an open shard.
+
+    ``(image bytes, label)`` of the record of ``size`` bytes at ``position`` of the open shard ``fd``, as
     ``decode_image_label(unframe(pread(fd, size, position)), label_offset=label_offset)`` gives them.
 
     Raises:

@@ -76,7 +76,9 @@ def lock_holder(folder: str | os.PathLike) -> str | None:
 
 
 def unfinished_pack(folder: str | os.PathLike) -> str | None:
-    """What says that ``folder`` is a pack being written or left unfinished, in words; None for a finished pack
+    """What says that ``folder`` holds an unfinished pack, in words; None otherwise.
+
+    What says that ``folder`` is a pack being written or left unfinished, in words; None for a finished pack
     (``manifest.json`` there) and for a folder no pack wrote into.
     """
     path = Path(folder)
@@ -96,7 +98,9 @@ def unfinished_pack(folder: str | os.PathLike) -> str | None:
 
 
 def refuse_unfinished(folder: str | os.PathLike) -> None:
-    """Refuse to read ``folder``, found without ``manifest.json``, as anything but a pack while it holds one that
+    """Refuse to read a folder that holds a pack still without its manifest.
+
+    Refuse to read ``folder``, found without ``manifest.json``, as anything but a pack while it holds one that
     has no ``manifest.json`` yet; nothing happens for a folder no pack wrote into.
 
     Raises:

@@ -74,7 +74,9 @@ class RandomErasing(BatchTransform):
         self.generator = check_generator(generator)
 
     def get_params(self, batch_size: int, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """Draw the boxes: CPU int64 ``[batch_size, max_count, 4]`` ``(top, left, h, w)``, a bool mask of the
+        """Draw the boxes, their mask and a seed for the fill noise.
+
+        Draw the boxes: CPU int64 ``[batch_size, max_count, 4]`` ``(top, left, h, w)``, a bool mask of the
         boxes used ``[batch_size, max_count]``, and a seed for the fill noise.
         """
         g, n, k = self.generator, batch_size, self.max_count

@@ -1,4 +1,6 @@
-"""Sample mixing in one place: ``Mixup`` and ``CutMix`` (torchvision v2's, soft targets) and ``MixupCutmix`` (timm's
+"""Sample mixing in one place: Mixup, CutMix and timm's Mixup.
+
+Sample mixing in one place: ``Mixup`` and ``CutMix`` (torchvision v2's, soft targets) and ``MixupCutmix`` (timm's
 ``Mixup``: switch probability, batch / pair / elem modes, label smoothing). ``MixUp`` is an alias of ``Mixup``
 (torchvision v2's spelling).
 """
@@ -147,7 +149,9 @@ class MixParams:
 
 
 class MixupCutmix(BatchTransform):
-    """timm's ``Mixup``: per call, with probability ``prob``, Mixup (``lam ~ Beta(mixup_alpha)``) or CutMix
+    """timm's ``Mixup``: Mixup or CutMix per call, with timm's modes.
+
+    timm's ``Mixup``: per call, with probability ``prob``, Mixup (``lam ~ Beta(mixup_alpha)``) or CutMix
     (``lam ~ Beta(cutmix_alpha)``, a box of area ``1 - lam``), chosen with ``switch_prob`` when both are on.
 
     ``mode="batch"`` draws once for the batch, ``"elem"`` per image, ``"pair"`` per pair ``(i, n - 1 - i)`` (both
@@ -208,7 +212,9 @@ class MixupCutmix(BatchTransform):
         return torch.where(total > 0, g1 / total.clamp_min(1e-300), torch.full_like(g1, 0.5))
 
     def draw(self, batch_size: int, height: int, width: int) -> dict[str, torch.Tensor]:
-        """The raw CPU draws, one per batch / pair / image: ``mixed``, ``cutmix``, ``lam`` (Beta, 1 where not
+        """The raw CPU draws, one per batch, pair or image.
+
+        The raw CPU draws, one per batch / pair / image: ``mixed``, ``cutmix``, ``lam`` (Beta, 1 where not
         mixed) and the box centre ``cy``, ``cx`` (drawn for every entry, used for CutMix only).
         """
         draws = {"batch": 1, "pair": batch_size // 2, "elem": batch_size}[self.mode]

@@ -224,7 +224,9 @@ def _pil_box_taps(radius: torch.Tensor, passes: int) -> torch.Tensor:
 
 
 def _box_pass(y: torch.Tensor, taps: torch.Tensor, dim: int) -> torch.Tensor:
-    """One box pass along ``dim``, edges repeated, rounded half up as Pillow's ``SAVE`` (float64 holds the 8.24
+    """One box pass along ``dim``, rounded as Pillow's.
+
+    One box pass along ``dim``, edges repeated, rounded half up as Pillow's ``SAVE`` (float64 holds the 8.24
     fixed-point sums of whole values exactly, and is faster than int64 on the CPU).
     """
     reach, size = taps.shape[1] // 2, y.shape[dim]

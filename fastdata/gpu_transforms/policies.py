@@ -1,4 +1,6 @@
-"""Augmentation policies that draw their ops and magnitudes per image: TrivialAugmentWide, AutoAugment (ImageNet) and
+"""Augmentation policies that draw their ops and magnitudes per image.
+
+TrivialAugmentWide, AutoAugment (ImageNet) and
 3-Augment (DeiT III); RandAugment (torchvision's and timm's) lives in :mod:`.rand_augment` and is re-exported here.
 
 Each policy draws a plan (:mod:`.plan`) for the whole batch on the CPU from its ``generator`` (reproducible, and
@@ -81,7 +83,9 @@ class TrivialAugmentWide(PlanPolicy):
 
 
 class AutoAugment(PlanPolicy):
-    """AutoAugment's ImageNet policy as torchvision defines it, drawn per image: one of 25 sub-policies, each
+    """AutoAugment's ImageNet policy, drawn per image.
+
+    AutoAugment's ImageNet policy as torchvision defines it, drawn per image: one of 25 sub-policies, each
     a pair of (op, probability, magnitude bin) out of 10 bins.
 
     Args:
@@ -128,7 +132,9 @@ class AutoAugment(PlanPolicy):
 
 
 class ThreeAugment(PlanPolicy):
-    """DeiT III's 3-Augment per image: one of grayscale, solarize (threshold 128) or Gaussian blur, uniformly, then a
+    """DeiT III's 3-Augment, drawn per image.
+
+    DeiT III's 3-Augment per image: one of grayscale, solarize (threshold 128) or Gaussian blur, uniformly, then a
     per-image colour jitter of strength ``color_jitter`` (0: none) as torchvision's ``ColorJitter(x, x, x)``:
     brightness, contrast and saturation factors uniform in ``[max(0, 1 - x), 1 + x]``, applied in a random order
     drawn per image.

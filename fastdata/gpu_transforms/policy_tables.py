@@ -1,4 +1,6 @@
-"""The policies' op tables and magnitude definitions: timm's RandAugment ops with their magnitude-to-argument maps,
+"""The policies' op tables and magnitude definitions.
+
+Timm's RandAugment ops with their magnitude-to-argument maps,
 torchvision's magnitude bins and arguments (RandAugment, AutoAugment, TrivialAugmentWide) and AutoAugment's ImageNet
 sub-policies.
 """

@@ -23,7 +23,9 @@ __all__ = ["RandAugment", "TimmRandAugment", "rand_augment"]
 
 
 class RandAugment(PlanPolicy):
-    """torchvision's RandAugment per image: ``num_ops`` ops in a row, each chosen uniformly (with replacement) from
+    """torchvision's RandAugment, drawn per image.
+
+    torchvision's RandAugment per image: ``num_ops`` ops in a row, each chosen uniformly (with replacement) from
     Identity, ShearX, ShearY, TranslateX, TranslateY, Rotate, Brightness, Color, Contrast, Sharpness, Posterize,
     Solarize, AutoContrast and Equalize, at torchvision's magnitude bin ``magnitude`` of ``num_magnitude_bins`` for
     every op; the shears, translations, rotation and the four enhance ops are negated with probability 1/2.
@@ -119,7 +121,9 @@ class RandAugment(PlanPolicy):
 
 
 class TimmRandAugment(PlanPolicy):
-    """timm's RandAugment (``rand_augment_transform``), drawn per image: ``num_ops`` ops chosen uniformly (with
+    """timm's RandAugment, drawn per image.
+
+    timm's RandAugment (``rand_augment_transform``), drawn per image: ``num_ops`` ops chosen uniformly (with
     replacement) from timm's 15 (no Identity; Invert and SolarizeAdd), each applied with probability ``prob`` (so
     about one op per image at timm's 0.5) at a magnitude ``~ N(magnitude, magnitude_std)`` clipped to
     ``[0, magnitude_max]`` out of 10 (at 9: rotation 27 degrees). torchvision's RandAugment is :class:`RandAugment`.

@@ -259,7 +259,9 @@ def _refuse(options: dict[str, Any], collate_fn: Callable | None) -> None:
 def _policy(
     auto_augment: str | None, size: tuple[int, int], mean: Sequence[float], interpolation: str, at_decode: bool
 ) -> Any:
-    """Timm's ``--aa`` policy, built as timm's ``transforms_imagenet_train`` builds it (fill = the mean colour,
+    """Timm's ``--aa`` policy, at decode time or batched for the device.
+
+    Timm's ``--aa`` policy, built as timm's ``transforms_imagenet_train`` builds it (fill = the mean colour,
     translations relative to the size), at decode time or batched for the device; None without one.
     """
     if auto_augment is None:

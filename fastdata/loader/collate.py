@@ -98,7 +98,9 @@ def _collate(batch: Sequence[tuple[Any, ...]], pad_fields: bool) -> tuple[Any, .
 
 
 def collate_fields(samples: Sequence[dict[str, Any]], *, pad: bool = False) -> dict[str, Any]:
-    """Each field of a batch's samples: numbers and same-shape arrays stacked into one tensor ``[N, ...]``;
+    """Each field of a batch's samples, collated.
+
+    Each field of a batch's samples: numbers and same-shape arrays stacked into one tensor ``[N, ...]``;
     arrays whose first dimension varies (boxes, multi-labels) into a list of tensors, or with ``pad``
     one tensor padded with zeros along that dimension and a bool ``name + "_mask"`` tensor ``[N, L]``
     (True where a value is real); text and JSON values into a list.

@@ -1,4 +1,6 @@
-"""``DataLoaderX``'s resume glue: :meth:`~LoaderState.state_dict` and :meth:`~LoaderState.load_state_dict`, the
+"""``DataLoaderX``'s resume glue.
+
+:meth:`~LoaderState.state_dict` and :meth:`~LoaderState.load_state_dict`, the
 check that a setup's index order can be restored exactly, and where that order comes from (the order source, its
 seeded generators, a sampler that skips whole batches itself). What a state holds is :mod:`fastdata.loader.resume`'s.
 """
@@ -33,7 +35,9 @@ _NO_ATTRIBUTE = object()
 
 
 class LoaderState:
-    """The ``state_dict`` half of :class:`~fastdata.loader.dataloader.DataLoaderX`, which sets the attributes below
+    """The ``state_dict`` half of ``DataLoaderX``.
+
+    The ``state_dict`` half of :class:`~fastdata.loader.dataloader.DataLoaderX`, which sets the attributes below
     (torch's ``DataLoader`` the public ones).
     """
 

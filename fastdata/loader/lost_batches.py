@@ -47,7 +47,9 @@ def watch_receives(torch_iter: Any) -> None:
 
 
 def lost_batch(torch_iter: Any, exc: Exception) -> BaseException | None:
-    """The error to end the pass with when ``exc`` (raised by ``next(torch_iter)``) followed a failed receipt, else
+    """The error to end the pass with after a failed receipt, else None.
+
+    The error to end the pass with when ``exc`` (raised by ``next(torch_iter)``) followed a failed receipt, else
     None.
 
     The error is the receipt's (``exc`` itself, or what torch raised as its consequence is added as a note).

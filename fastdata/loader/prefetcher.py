@@ -143,7 +143,9 @@ class DataPrefetcher:
             close()
 
     def state_dict(self) -> dict[str, Any]:
-        """The loader's ``state_dict()``, minus the batch this prefetcher has read ahead, plus the transform's
+        """The loader's ``state_dict()`` as of the batches the training loop has received.
+
+        The loader's ``state_dict()``, minus the batch this prefetcher has read ahead, plus the transform's
         generators.
 
         Returns:

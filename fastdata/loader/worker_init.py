@@ -24,7 +24,9 @@ __all__ = ["WorkerInit"]
 
 
 class WorkerInit:
-    """A ``worker_init_fn`` that makes this worker wrap its exceptions in :class:`TypedExceptionWrapper`, report
+    """The ``worker_init_fn`` of every DataLoaderX worker.
+
+    A ``worker_init_fn`` that makes this worker wrap its exceptions in :class:`TypedExceptionWrapper`, report
     the results it cannot send (:func:`report_failed_sends`) and freeze the objects it started with out of the
     garbage collector, then runs the user's (picklable, so spawn workers get it).
     """

@@ -65,7 +65,9 @@ def append_locked(
     options: PackOptions,
     on_shard: Callable[[ShardInfo], None] | None,
 ) -> Manifest:
-    """Append the rows of ``source`` (``identity``: their count, field types and digest) to the finished pack in
+    """Append the rows of ``source`` to the finished pack in ``out``.
+
+    Append the rows of ``source`` (``identity``: their count, field types and digest) to the finished pack in
     ``out`` (locked by the caller).
 
     Raises:

@@ -1,4 +1,6 @@
-"""``verify`` (``fastdata verify``): whether every byte and label of a packed dataset is sound, shard by shard in a
+"""``verify``: whether every byte and label of a packed dataset is sound.
+
+``verify`` (``fastdata verify``): whether every byte and label of a packed dataset is sound, shard by shard in a
 process pool, in memory that grows with the shards, not with the samples.
 
 Each shard is checked in one worker (file size and CRC32C, framing, per-record checksums, index file, each
@@ -150,7 +152,9 @@ class _Context:
 
 
 def _check_shard(task: tuple[_Context, int, int]) -> tuple[list[str], np.ndarray | None]:
-    """One shard's problems, and its records' labels (-1 for a record that could not be read; None when the
+    """One shard's problems and its records' labels.
+
+    One shard's problems, and its records' labels (-1 for a record that could not be read; None when the
     shard's records could not be read at all). Runs in a worker.
     """
     context, k, _ = task

@@ -31,7 +31,9 @@ _CHUNK = 1 << 22  # bytes streamed at a time
 
 
 def sparse_shard(root: Path, manifest: Manifest) -> str | None:
-    """One line naming the first shard whose data on disk cannot hold the records the manifest declares for it
+    """The first shard whose data cannot hold the records declared for it, or None.
+
+    One line naming the first shard whose data on disk cannot hold the records the manifest declares for it
     (``MIN_RECORD_BYTES`` each), else None. Missing and non-regular files are left to the checks that name them.
     """
     for shard in manifest.shards:

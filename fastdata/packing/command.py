@@ -1,4 +1,6 @@
-"""``fastdata pack``'s command line: its flags (one per :class:`~fastdata.packing.options.PackOptions` field, with
+"""``fastdata pack``'s command line: its flags and its summary.
+
+``fastdata pack``'s command line: its flags (one per :class:`~fastdata.packing.options.PackOptions` field, with
 their argparse types) and the summary it prints. :mod:`fastdata.cli` adds the subcommand and runs it.
 """
 
@@ -218,7 +220,9 @@ def add_pack_parser(sub: argparse._SubParsersAction, epilog: str, run: Callable[
 
 
 def appending_to(args: argparse.Namespace) -> Manifest | None:
-    """The manifest an ``--append`` adds to (for its summary), ``args.format`` filled in with the pack's own when
+    """The manifest an ``--append`` adds to, or None.
+
+    The manifest an ``--append`` adds to (for its summary), ``args.format`` filled in with the pack's own when
     ``--format`` is left out; None for a pack that is not an append.
 
     Raises:

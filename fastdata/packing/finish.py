@@ -1,4 +1,6 @@
-"""The end of every pack: labels, the transcoded side file when one is needed, and the manifest last, from the
+"""The end of every pack: labels, the transcoded side file, and the manifest last.
+
+The end of every pack: labels, the transcoded side file when one is needed, and the manifest last, from the
 finished shards' entries (the manifest grows with the shards, never with the samples).
 """
 
@@ -54,7 +56,9 @@ def finalize(
     options: dict,
     journal: PackJournal | None = None,
 ) -> Manifest:
-    """Write ``targets.npy``, ``transcoded.bits`` (when some shard is partly re-coded) and then ``manifest.json`` for
+    """Write the labels, the transcoded side file and the manifest; remove the journal.
+
+    Write ``targets.npy``, ``transcoded.bits`` (when some shard is partly re-coded) and then ``manifest.json`` for
     the shards of ``entries``; remove the journal.
     """
     bits = transcoded_bits(entries)
@@ -85,7 +89,9 @@ def finalize(
 
 
 def transcoded_bits(entries: list[JournalEntry], old: TranscodedRecords | None = None) -> TranscodedBits:
-    """The transcoded records of ``entries`` (each shard's positions), after those of ``old`` (the pack an append
+    """The transcoded records of ``entries``, after those of ``old``.
+
+    The transcoded records of ``entries`` (each shard's positions), after those of ``old`` (the pack an append
     adds to) if given; its ``shards`` are the old shards and the entries' shards, each with its count.
     """
     before = old.manifest.shards if old is not None else []

@@ -35,7 +35,9 @@ SAME_OPTIONS = ("format", "keep_bytes", "samples_per_shard", "shard_size", "max_
 
 
 def fingerprint(recorded: Mapping[str, Any]) -> str:
-    """A hash of the recorded pack options, ``source_files`` (the digest of the source's rows) included; a resume
+    """A hash of the recorded pack options.
+
+    ``source_files`` (the digest of the source's rows) included; a resume
     must match it.
     """
     return hashlib.sha256(json.dumps(recorded, sort_keys=True).encode()).hexdigest()
@@ -78,7 +80,9 @@ class PackIdentity:
 
     @classmethod
     def of(cls, options: PackOptions, source: Source, samples: int, types: dict[str, dict]) -> PackIdentity:
-        """The identity of a pack of ``samples`` rows of ``source`` (scanned once more, for its digest) with
+        """The identity of a pack of ``samples`` rows of ``source``.
+
+        The identity of a pack of ``samples`` rows of ``source`` (scanned once more, for its digest) with
         ``options``; ``types``: the kept fields' types.
         """
         settings = options.recorded()
@@ -113,7 +117,9 @@ class PackIdentity:
         )
 
     def append_header(self, out: Path, pack: Manifest) -> dict[str, Any]:
-        """The journal's first line for an append of these samples to ``pack`` (the manifest in ``out``): the
+        """The journal's first line for an append.
+
+        The journal's first line for an append of these samples to ``pack`` (the manifest in ``out``): the
         settings with the source's digest as ``append`` (not ``source_files``), and what it goes ``onto``.
 
         Raises:
@@ -173,7 +179,9 @@ class PackIdentity:
 
 
 def changed(then: Mapping[str, Any], now: Mapping[str, Any], keys: Iterable[str]) -> list[str]:
-    """The recorded options among ``keys`` whose values differ between ``then`` and ``now`` (a missing one is None),
+    """The recorded options among ``keys`` whose values differ.
+
+    The recorded options among ``keys`` whose values differ between ``then`` and ``now`` (a missing one is None),
     in the order of ``keys``: the one comparison every check here makes.
     """
     return [key for key in keys if then.get(key) != now.get(key)]
@@ -207,7 +215,9 @@ def differences(recorded: Mapping[str, Any], expected: Mapping[str, Any]) -> lis
 
 
 def check_journal(folder: Path, recorded: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
-    """Refuse a ``--resume`` of the unfinished pack in ``folder`` whose journal starts with ``recorded`` when this
+    """Refuse a ``--resume`` of a pack started with other settings.
+
+    Refuse a ``--resume`` of the unfinished pack in ``folder`` whose journal starts with ``recorded`` when this
     run's first line would be ``expected``.
 
     Raises:
@@ -224,7 +234,9 @@ def check_journal(folder: Path, recorded: Mapping[str, Any], expected: Mapping[s
 
 
 def _check_same_options(out: Path, then: Mapping[str, Any], identity: PackIdentity) -> None:
-    """Refuse, in one line, an append whose options differ from the pack's (``then``: its manifest's options)
+    """Refuse, in one line, an append whose options differ from the pack's.
+
+    Refuse, in one line, an append whose options differ from the pack's (``then``: its manifest's options)
     where mixing them would be wrong (:data:`SAME_OPTIONS`).
 
     Raises:

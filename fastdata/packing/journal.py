@@ -49,13 +49,17 @@ class PackJournal:
         return self.path.is_file()
 
     def start(self, header: dict[str, Any]) -> None:
-        """Begin a new journal whose first line is ``header`` (:attr:`PackIdentity.journal_header
+        """Begin a new journal whose first line is ``header``.
+
+        Begin a new journal whose first line is ``header`` (:attr:`PackIdentity.journal_header
         <fastdata.packing.identity.PackIdentity.journal_header>`, or an append's header).
         """
         atomic_write_bytes(self.path, (json.dumps(header, sort_keys=True) + "\n").encode("utf-8"))
 
     def header(self) -> dict[str, Any]:
-        """The journal's first line: what the run that wrote it recorded (compare it with
+        """The journal's first line.
+
+        What the run that wrote it recorded (compare it with
         :func:`fastdata.packing.identity.check_journal` before :meth:`load`).
 
         Raises:
@@ -71,7 +75,9 @@ class PackJournal:
         return recorded
 
     def load(self, root: Path) -> list[JournalEntry]:
-        """Entries of a previous run whose shards are still intact on disk; the journal is rewritten to hold
+        """Entries of a previous run whose shards are still intact on disk.
+
+        The journal is rewritten to hold
         just those (after its first line, kept as it is).
 
         Args:

@@ -115,7 +115,9 @@ def _holder_text() -> str:
 
 
 def _lock_exclusive(fd: int) -> None:
-    """``flock(fd, LOCK_EX)`` without blocking on a writer; shared locks (readers probing for a running pack) are
+    """``flock(fd, LOCK_EX)`` without blocking on a writer.
+
+    Shared locks (readers probing for a running pack) are
     waited out for up to :data:`_PROBE_WAIT_S`.
 
     Raises:

@@ -45,7 +45,9 @@ def is_own_name(name: str) -> bool:
 
 
 def is_fastdata_manifest(path: Path) -> bool:
-    """True when ``path`` is a ``manifest.json`` that fastdata wrote: a regular file of at most 256 MiB holding a
+    """True when ``path`` is a ``manifest.json`` that fastdata wrote.
+
+    A regular file of at most 256 MiB holding a
     JSON object whose ``created_by`` is ``"fastdata ..."``, with a known ``format``, an integer ``version`` and a
     list of ``shards``. Anyone's ``manifest.json`` (a web app's, another tool's) is not, and is never deleted.
     """

@@ -51,7 +51,9 @@ def pack(
     on_shard: Callable[[ShardInfo], None] | None = None,
     **keywords: Any,
 ) -> Manifest | PartResult:
-    """Pack ``src`` (an ImageFolder tree, a file list, Parquet, WebDataset tars, a pack or TFRecords) into
+    """Pack ``src`` into shards in ``out`` (a folder or a URL).
+
+    Pack ``src`` (an ImageFolder tree, a file list, Parquet, WebDataset tars, a pack or TFRecords) into
     ``format`` shards in ``out`` (a folder or a URL).
 
     The options are given as keywords (below), or as one :class:`~fastdata.packing.options.PackOptions`
@@ -236,7 +238,9 @@ def _pack_locked(
     options: PackOptions,
     on_shard: Callable[[ShardInfo], None] | None,
 ) -> Manifest:
-    """The pack itself, with ``out`` locked and checked; the rows are streamed from the source (held in
+    """The pack itself, with ``out`` locked and checked.
+
+    The rows are streamed from the source (held in
     memory only for a shuffled pack).
     """
     count, types = identity.samples, identity.field_types

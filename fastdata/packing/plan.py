@@ -63,7 +63,9 @@ class RangePlan:
 
 
 def make_plan(samples: int, range_size: int | None = None, samples_per_shard: int | None = None) -> RangePlan:
-    """The plan for ``samples`` samples; ``range_size`` (default :data:`DEFAULT_RANGE_SIZE`) is rounded up
+    """The plan for ``samples`` samples.
+
+    ``range_size`` (default :data:`DEFAULT_RANGE_SIZE`) is rounded up
     to a multiple of ``samples_per_shard``, so that count-bounded shards are not cut short by a range end.
     """
     size = DEFAULT_RANGE_SIZE if range_size is None else range_size

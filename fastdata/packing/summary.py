@@ -1,4 +1,6 @@
-"""``fastdata inspect``: what a packed dataset holds, as text (:func:`describe`) or one JSON-ready dict
+"""``fastdata inspect``: what a packed dataset holds.
+
+As text (:func:`describe`) or one JSON-ready dict
 (:func:`summary`, ``fastdata inspect --json``), read from the manifest and the labels alone, in memory that grows
 with the shards and classes, not with the samples.
 """

@@ -1,4 +1,6 @@
-"""``fastdata.write``: a pack written from Python, from any iterable of ``(image bytes, label)`` or ``(image bytes,
+"""``fastdata.write``: a pack written from Python.
+
+From any iterable of ``(image bytes, label)`` or ``(image bytes,
 label, fields)``, in one pass and with what ``pack`` guarantees.
 
 The samples become the pipeline's jobs as they are drawn (:func:`~fastdata.packing.pipeline.write_shards`: each

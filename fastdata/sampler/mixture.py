@@ -138,7 +138,9 @@ class MixedSampler(DistributedSampler):
         return rng.permutation(self._lengths[source]).astype(np.int64)
 
     def _leading_tail(self, source: int, rnd: int) -> tuple[int, int, int] | None:
-        """``(cycle j, offset, head)`` when cycle ``rnd`` ends inside a pass that began at ``offset`` inside an
+        """Where a pass that ends inside cycle ``rnd`` began.
+
+        ``(cycle j, offset, head)`` when cycle ``rnd`` ends inside a pass that began at ``offset`` inside an
         earlier cycle ``j`` (the pass reads ``j[offset:]`` and the first ``head`` of cycle ``rnd``); else None.
         """
         n, c = self._lengths[source], self._counts[source]
@@ -151,7 +153,9 @@ class MixedSampler(DistributedSampler):
         return start // n, start % n, start + c - begin
 
     def _tail_unmoved(self, source: int, rnd: int, offset: int) -> bool:
-        """Whether cycle ``rnd`` from ``offset`` on is its own permutation's: its head took its samples from before
+        """Whether cycle ``rnd`` from ``offset`` on is its own permutation's.
+
+        Its head took its samples from before
         ``offset`` (a source read at most half of its size per pass is always so, which keeps its chain short).
         """
         link = self._leading_tail(source, rnd)
@@ -207,7 +211,9 @@ class MixedSampler(DistributedSampler):
 
 
 def _lead_with_unread(perm: np.ndarray, tail: np.ndarray, head: int) -> np.ndarray:
-    """``perm`` reordered so that its first ``head`` samples are, in ``perm``'s order, those not in ``tail`` (then,
+    """``perm`` reordered so that its first ``head`` samples are those not in ``tail``.
+
+    ``perm`` reordered so that its first ``head`` samples are, in ``perm``'s order, those not in ``tail`` (then,
     when ``head`` is longer than those, the first of ``tail``); the rest keep ``perm``'s order.
     """
     n = len(perm)

@@ -1,4 +1,6 @@
-"""Which indices a ``DistributedSampler`` pass yields on this rank: each virtual pass's order from its seed
+"""Which indices a ``DistributedSampler`` pass yields on this rank.
+
+Each virtual pass's order from its seed
 (``randperm``, ``range(N)``, block by block, or value by value from a keyed bijection with ``"index"`` and
 ``"index-blocks"``), padded or truncated for all ranks alike, generated lazily from a resume position; and the
 shard blocks of a pass.
@@ -23,7 +25,9 @@ _CHUNK = 8192
 
 
 class PassOrder:
-    """The pass-order half of :class:`~fastdata.sampler.distributed.DistributedSampler`, which sets the attributes
+    """The pass-order half of ``DistributedSampler``.
+
+    The pass-order half of :class:`~fastdata.sampler.distributed.DistributedSampler`, which sets the attributes
     below; the sampler's ``__iter__`` hands :meth:`_generate` where the pass starts.
     """
 

@@ -42,7 +42,9 @@ def check_state_repeats(state: Mapping[str, Any], repeats: int) -> None:
 
 
 def take_repeated(order: np.ndarray, positions: np.ndarray, repeats: int) -> np.ndarray:
-    """The indices at global ``positions`` of ``order`` with each entry repeated ``repeats`` times in a row
+    """The indices at global ``positions`` of ``order``, each repeated.
+
+    The indices at global ``positions`` of ``order`` with each entry repeated ``repeats`` times in a row
     (positions past the end wrap around, as torch pads a pass).
     """
     if len(order) == 0:

@@ -66,7 +66,9 @@ class SampleIndex(int):
 
 
 def wants_sample_index(dataset: Any) -> bool:
-    """Whether ``dataset`` asks the loader for :class:`SampleIndex` indices (class attribute ``wants_sample_index =
+    """Whether ``dataset`` asks the loader for ``SampleIndex`` indices.
+
+    Whether ``dataset`` asks the loader for :class:`SampleIndex` indices (class attribute ``wants_sample_index =
     True``).
 
     A dataset that draws random decode-time transforms from :func:`sample_generator` sets it; every other

@@ -1,4 +1,6 @@
-"""The shard cache's byte budget (:class:`CacheBudget`, a part of :class:`~fastdata.storage.cache.ShardCache`):
+"""The shard cache's byte budget.
+
+The shard cache's byte budget (:class:`CacheBudget`, a part of :class:`~fastdata.storage.cache.ShardCache`):
 ``shards/`` summed under ``budget.lock``, room reserved for a download as a full-size ``.tmp`` before it starts,
 stale ``.tmp`` files of dead downloaders removed, and eviction of unheld shards furthest-next-use first, by every
 planning process's published plan (a strict prefetch only evicts shards needed later than the one it brings).
@@ -26,7 +28,9 @@ TMP = ".tmp"
 
 
 class CacheBudget:
-    """The budget half of :class:`~fastdata.storage.cache.ShardCache`, which it is mixed into: it uses the cache's
+    """The budget half of ``ShardCache``, which it is mixed into.
+
+    The budget half of :class:`~fastdata.storage.cache.ShardCache`, which it is mixed into: it uses the cache's
     ``root``, ``shards``, ``limit``, ``_index``, ``_warned``, ``_lock()`` and ``_tmp()``, and sets ``live_plans``.
     """
 

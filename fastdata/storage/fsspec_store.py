@@ -1,4 +1,6 @@
-"""Any other protocol through fsspec (:class:`FsspecStore`): ``gs://`` with gcsfs, ``az://`` with adlfs,
+"""Any other protocol through fsspec.
+
+Any other protocol through fsspec (:class:`FsspecStore`): ``gs://`` with gcsfs, ``az://`` with adlfs,
 ``memory://``..., the generic fallback; a missing fsspec or driver is an ImportError saying what to install.
 """
 

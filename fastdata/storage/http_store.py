@@ -1,4 +1,6 @@
-"""``http://`` and ``https://`` through urllib3 (:class:`HTTPStore`): read-only, retried on 5xx, and a ranged read
+"""``http://`` and ``https://`` through urllib3.
+
+``http://`` and ``https://`` through urllib3 (:class:`HTTPStore`): read-only, retried on 5xx, and a ranged read
 must be answered with 206 (a server that ignores ``Range`` raises rather than being read whole).
 """
 

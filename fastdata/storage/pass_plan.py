@@ -1,4 +1,6 @@
-"""One pass's plan (:class:`PassPlan`): which shard each upcoming sample of the pass needs and when, fed by the
+"""One pass's plan: which shard each upcoming sample needs, and when.
+
+One pass's plan (:class:`PassPlan`): which shard each upcoming sample of the pass needs and when, fed by the
 loader's index stream and read by the prefetcher: each shard's distance to its next use (in samples, from the sample
 presumed being read), whether downloading it pays off under a budget, and the shards to bring next in order of need.
 """

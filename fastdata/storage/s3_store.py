@@ -1,4 +1,6 @@
-"""``s3://`` through boto3 (:class:`S3Store`): credentials, region and endpoint come from the standard environment
+"""``s3://`` through boto3.
+
+``s3://`` through boto3 (:class:`S3Store`): credentials, region and endpoint come from the standard environment
 (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL`` /
 ``AWS_ENDPOINT_URL_S3`` for MinIO, R2, moto...), exactly as the AWS CLI reads them; one client per process.
 """

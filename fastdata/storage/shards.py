@@ -52,7 +52,9 @@ _RANGE_ATTEMPTS = 3
 
 
 def fetch_manifest(store: Store, *, compact: bool = False) -> tuple[Manifest, bytes]:
-    """The dataset's manifest (always read afresh) and its raw bytes; ``compact`` as
+    """The dataset's manifest and its raw bytes.
+
+    The dataset's manifest (always read afresh) and its raw bytes; ``compact`` as
     :meth:`~fastdata.formats.manifest.Manifest.from_dict`.
 
     Raises:
@@ -77,7 +79,9 @@ def fetch_manifest(store: Store, *, compact: bool = False) -> tuple[Manifest, by
 
 
 def mirror_metadata(store: Store, dest: Path) -> tuple[Manifest, Path]:
-    """Download the manifest, labels and index files into ``dest/meta/<manifest hash>/``; return the manifest and that
+    """Download the manifest, labels and index files of a remote dataset.
+
+    Download the manifest, labels and index files into ``dest/meta/<manifest hash>/``; return the manifest and that
     folder.
 
     The folder is keyed by the manifest's bytes, so a re-pack at the same URL never reuses stale

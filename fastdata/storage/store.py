@@ -1,4 +1,6 @@
-"""The :class:`Store` interface every object-store client implements (whole and ranged reads, streamed downloads,
+"""The ``Store`` interface every object-store client implements.
+
+The :class:`Store` interface every object-store client implements (whole and ranged reads, streamed downloads,
 uploads; a client made lazily in each process and never inherited across ``fork``), the errors a store raises, and
 the check that a ranged read was answered ``206 Partial Content`` with exactly the bytes asked for.
 """

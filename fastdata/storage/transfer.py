@@ -1,4 +1,6 @@
-"""Moving whole datasets: ``pack`` to a URL, ``upload`` a local pack, and the local view ``inspect`` / ``verify``
+"""Moving whole datasets to and from object stores.
+
+Moving whole datasets: ``pack`` to a URL, ``upload`` a local pack, and the local view ``inspect`` / ``verify``
 use for a URL.
 """
 

@@ -1,4 +1,6 @@
-"""Decode-time augmentations of the uint8 crop: ``RandomHorizontalFlip`` and ``ColorJitter`` (torchvision's), and the
+"""Decode-time augmentations of the uint8 crop.
+
+``RandomHorizontalFlip`` and ``ColorJitter`` (torchvision's), and the
 argument checks the decode-time policies share (fill colour, interpolation, probabilities).
 
 Each is an :class:`~fastdata.transforms.compose.ImageAugment`: put it after the crop in a

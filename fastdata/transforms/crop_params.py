@@ -38,7 +38,9 @@ def _uniform(low: float, high: float) -> float:
 
 
 def _randint(high: int) -> int:
-    """``int(torch.randint(0, high, size=(1,)).item())``: the same draw (randint is ``random_(0, high)`` on a new int64
+    """Torch's ``randint`` draw, into a reused tensor.
+
+    ``int(torch.randint(0, high, size=(1,)).item())``: the same draw (randint is ``random_(0, high)`` on a new int64
     tensor), into a reused tensor.
     """
     buffer = getattr(_local, "int_buffer", None)

@@ -1,4 +1,6 @@
-"""Augmentation policies on the uint8 crop at decode time: torchvision v2's ``RandAugment``, ``TrivialAugmentWide``
+"""Augmentation policies on the uint8 crop at decode time.
+
+Torchvision v2's ``RandAugment``, ``TrivialAugmentWide``
 and ``AutoAugment`` (ImageNet policy), and DeiT III's ``ThreeAugment``.
 
 Each draws its ops and magnitudes per image from the sample's generator, with torchvision's distributions (an op
@@ -42,7 +44,9 @@ def _check_bins(value: Any, name: str, low: int) -> int:
 
 
 class _TorchvisionPolicy(ImageAugment):
-    """The fill colour and interpolation of torchvision's ``_AutoAugmentBase``; :meth:`draw` picks the entries of
+    """The shared part of the decode-time policies.
+
+    The fill colour and interpolation of torchvision's ``_AutoAugmentBase``; :meth:`draw` picks the entries of
     :attr:`SPACE` an image gets, :meth:`apply` applies them as torchvision does.
     """
 
@@ -79,7 +83,9 @@ class _TorchvisionPolicy(ImageAugment):
 
 
 class RandAugment(_TorchvisionPolicy):
-    """torchvision v2's ``RandAugment`` on the uint8 crop: ``num_ops`` ops, each uniformly from torchvision's 14
+    """torchvision v2's ``RandAugment`` on the uint8 crop.
+
+    ``num_ops`` ops, each uniformly from torchvision's 14
     (Identity, ShearX/Y, TranslateX/Y, Rotate, Brightness, Color, Contrast, Sharpness, Posterize, Solarize,
     AutoContrast, Equalize), at magnitude bin ``magnitude`` of ``num_magnitude_bins``, signed ops negated with
     probability 1/2.
@@ -141,7 +147,9 @@ class RandAugment(_TorchvisionPolicy):
 
 
 class TrivialAugmentWide(_TorchvisionPolicy):
-    """torchvision v2's ``TrivialAugmentWide`` on the uint8 crop: one op uniformly from its 14, at a magnitude bin
+    """torchvision v2's ``TrivialAugmentWide`` on the uint8 crop.
+
+    One op uniformly from its 14, at a magnitude bin
     drawn uniformly from ``num_magnitude_bins`` (the wide ranges: shear 0.99, translate 32 px, rotate 135 degrees).
 
     Args:
@@ -170,7 +178,9 @@ class TrivialAugmentWide(_TorchvisionPolicy):
 
 
 class AutoAugment(_TorchvisionPolicy):
-    """torchvision v2's ``AutoAugment`` with the ImageNet policy on the uint8 crop: one of its 25 sub-policies
+    """torchvision v2's ``AutoAugment`` (ImageNet policy) on the uint8 crop.
+
+    torchvision v2's ``AutoAugment`` with the ImageNet policy on the uint8 crop: one of its 25 sub-policies
     uniformly, each of its two ops applied with its probability at its bin of 10.
 
     Args:
@@ -205,7 +215,9 @@ class AutoAugment(_TorchvisionPolicy):
 
 
 class ThreeAugment(ImageAugment):
-    """DeiT III's 3-Augment on the uint8 crop: one of grayscale (PIL's ``L``), solarize (threshold 128) or PIL's
+    """DeiT III's 3-Augment on the uint8 crop.
+
+    One of grayscale (PIL's ``L``), solarize (threshold 128) or PIL's
     ``GaussianBlur`` (radius uniform in ``blur_radius``), uniformly, then ``ColorJitter(x, x, x)`` with
     ``x = color_jitter`` (0: none), all as DeiT III runs them on PIL images.
 

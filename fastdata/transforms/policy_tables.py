@@ -1,4 +1,6 @@
-"""The decode-time policies' op tables: one dispatcher over the uint8 ops, timm's RandAugment ops with their
+"""The decode-time policies' op tables.
+
+One dispatcher over the uint8 ops, timm's RandAugment ops with their
 magnitude-to-argument maps (``timm.data.auto_augment.LEVEL_TO_ARG``), torchvision v2's magnitude bins
 (``RandAugment``, ``TrivialAugmentWide``, ``AutoAugment``) and AutoAugment's ImageNet sub-policies.
 

@@ -160,7 +160,9 @@ class TimmRandAugment(ImageAugment):
 
 
 def parse_rand_config(config: str) -> dict[str, Any]:
-    """Timm's RandAugment config string (``"rand-m9-mstd0.5-inc1"``) as keyword arguments: ``magnitude``,
+    """Timm's RandAugment config string as keyword arguments.
+
+    Timm's RandAugment config string (``"rand-m9-mstd0.5-inc1"``) as keyword arguments: ``magnitude``,
     ``num_ops``, ``prob``, ``magnitude_std``, ``magnitude_max``, ``increasing`` and ``transforms`` (the ``t`` section),
     only those the string sets. Shared by the decode-time and the batched ``TimmRandAugment``.
 

@@ -73,7 +73,9 @@ def _check_flavour(flavour: str) -> None:
 
 
 def _native_lut(image: np.ndarray) -> bool:
-    """Whether ``image``'s tables go through ``_lut``: its fast kernel runs on this CPU, and the image is C-contiguous
+    """Whether ``image``'s tables go through ``_lut``.
+
+    Its fast kernel runs on this CPU, and the image is C-contiguous
     (else ``cv2.LUT``, as fast as ``_lut``'s one-byte-at-a-time kernel).
     """
     return _lut is not None and _lut.KERNELS[-1] != "baseline" and image.flags.c_contiguous and not native_disabled()
@@ -116,7 +118,9 @@ def brightness(image: np.ndarray, factor: float, flavour: str = "pil") -> np.nda
 
 
 def _mean_grey(image: np.ndarray, flavour: str) -> float:
-    """The mean grey: PIL's ``int(mean(L) + 0.5)``; torchvision's mean of the floored grey (from the channel means:
+    """The mean grey, as PIL or torchvision computes it.
+
+    The mean grey: PIL's ``int(mean(L) + 0.5)``; torchvision's mean of the floored grey (from the channel means:
     a floored grey is on average 0.5 below the weighted sum).
     """
     r, g, b = cv2.mean(image)[:3]
@@ -132,7 +136,9 @@ def contrast(image: np.ndarray, factor: float, flavour: str = "pil") -> np.ndarr
 
 
 def _grey(image: np.ndarray, flavour: str) -> np.ndarray:
-    """The one-channel grey image: PIL's ``L`` (OpenCV's rounded 0.299/0.587/0.114 grey, within one level of it;
+    """The one-channel grey image.
+
+    PIL's ``L`` (OpenCV's rounded 0.299/0.587/0.114 grey, within one level of it;
     torchvision floors 0.2989/0.587/0.114, within one level too, and the blends that use it stay within one).
     """
     return cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)
@@ -153,14 +159,18 @@ def _blend_images(image: np.ndarray, degenerate: np.ndarray, factor: float, bias
 
 
 def saturation(image: np.ndarray, factor: float, flavour: str = "pil") -> np.ndarray:
-    """PIL's ``ImageEnhance.Color`` / torchvision's ``adjust_saturation``: a blend with the grey image (for
+    """PIL's ``ImageEnhance.Color``.
+
+    PIL's ``ImageEnhance.Color`` / torchvision's ``adjust_saturation``: a blend with the grey image (for
     torchvision's floored grey, the rounded grey less 0.5: its mean).
     """
     return _blend_images(image, grayscale(image, flavour), factor, -0.5 if flavour == "tv" else 0.0)
 
 
 def _smooth(image: np.ndarray) -> np.ndarray:
-    """PIL's ``ImageFilter.SMOOTH`` (``[[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13``, rounded; the border pixels the image's
+    """PIL's ``ImageFilter.SMOOTH``, exactly.
+
+    PIL's ``ImageFilter.SMOOTH`` (``[[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13``, rounded; the border pixels the image's
     own) of an image of at least 3 x 3, exactly: 13 times each value is the 3 x 3 sum (a box filter, in 16 bits) plus 4
     times the centre, and a sum over 13 is never half-way between two integers, so OpenCV's float rounding of it is
     exact (and faster than ``cv2.filter2D`` with the kernel).
@@ -174,7 +184,9 @@ def _smooth(image: np.ndarray) -> np.ndarray:
 
 
 def sharpness(image: np.ndarray, factor: float, flavour: str = "pil") -> np.ndarray:
-    """PIL's ``ImageEnhance.Sharpness`` / torchvision's ``adjust_sharpness``: a blend with the image smoothed by
+    """PIL's ``ImageEnhance.Sharpness``.
+
+    PIL's ``ImageEnhance.Sharpness`` / torchvision's ``adjust_sharpness``: a blend with the image smoothed by
     ``[[1, 1, 1], [1, 5, 1], [1, 1, 1]] / 13`` (rounded), whose border pixels are the image's own.
     """
     _check_flavour(flavour)
@@ -228,7 +240,9 @@ def _rows(image: np.ndarray) -> np.ndarray:
 
 
 def solarize(image: np.ndarray, threshold: float) -> np.ndarray:
-    """``image`` through :func:`solarize_lut` (``threshold``), in place: the values ``>= threshold`` (for a value, at
+    """Solarize ``image`` in place.
+
+    ``image`` through :func:`solarize_lut` (``threshold``), in place: the values ``>= threshold`` (for a value, at
     least its ceiling) marked by one threshold pass and inverted by an exclusive or with the mark.
     """
     if image.size == 0 or not threshold <= 255:  # above every value, or NaN: nothing to invert
@@ -242,7 +256,9 @@ def solarize(image: np.ndarray, threshold: float) -> np.ndarray:
 
 
 def solarize_add(image: np.ndarray, add: int, threshold: int = 128) -> np.ndarray:
-    """``image`` through :func:`solarize_add_lut` (``add``, ``threshold``), in place: ``add`` put where a value is
+    """Solarize-add ``image`` in place.
+
+    ``image`` through :func:`solarize_add_lut` (``add``, ``threshold``), in place: ``add`` put where a value is
     below ``threshold`` by one threshold pass, then a saturating add (a negative ``add`` takes the table).
     """
     add = int(add)
@@ -259,7 +275,9 @@ def solarize_add(image: np.ndarray, add: int, threshold: int = 128) -> np.ndarra
 
 
 def _apply_tables(image: np.ndarray, planes: Sequence[np.ndarray], tables: np.ndarray) -> np.ndarray:
-    """``image`` (split into ``planes``) mapped through one table per channel (``(3, 256)``), in place: by ``_lut``
+    """``image`` mapped through one table per channel, in place.
+
+    ``image`` (split into ``planes``) mapped through one table per channel (``(3, 256)``), in place: by ``_lut``
     where it is fast, else three one-channel lookups and a merge (they beat OpenCV's three-channel table).
     """
     if _native_lut(image):
@@ -271,7 +289,9 @@ def _apply_tables(image: np.ndarray, planes: Sequence[np.ndarray], tables: np.nd
 
 
 def autocontrast(image: np.ndarray, flavour: str = "pil") -> np.ndarray:
-    """PIL's ``ImageOps.autocontrast`` (no cutoff) / torchvision's ``autocontrast``: each channel stretched from its
+    """PIL's ``ImageOps.autocontrast`` (no cutoff).
+
+    PIL's ``ImageOps.autocontrast`` (no cutoff) / torchvision's ``autocontrast``: each channel stretched from its
     darkest to its lightest value onto 0..255 (a channel of one value is left alone).
     """
     _check_flavour(flavour)
@@ -289,7 +309,9 @@ def autocontrast(image: np.ndarray, flavour: str = "pil") -> np.ndarray:
 
 
 def equalize(image: np.ndarray) -> np.ndarray:
-    """PIL's ``ImageOps.equalize`` (torchvision's ``equalize`` is the same): per channel, ``step`` = the pixels
+    """PIL's ``ImageOps.equalize``.
+
+    PIL's ``ImageOps.equalize`` (torchvision's ``equalize`` is the same): per channel, ``step`` = the pixels
     below the channel's largest value // 255, ``lut[i] = (step // 2 + cumulative[i - 1]) // step``.
     """
     planes = cv2.split(image)
@@ -321,7 +343,9 @@ def _box_kernel(radius: float) -> np.ndarray:
 
 
 def gaussian_blur(image: np.ndarray, radius: float, passes: int = 3) -> np.ndarray:
-    """PIL's ``ImageFilter.GaussianBlur(radius)``: ``passes`` box blurs along the rows, then along the columns, each
+    """PIL's ``ImageFilter.GaussianBlur(radius)``.
+
+    ``passes`` box blurs along the rows, then along the columns, each
     rounded to uint8, edges extended (``ImagingGaussianBlur``).
     """
     if radius <= 0:
@@ -337,7 +361,9 @@ def gaussian_blur(image: np.ndarray, radius: float, passes: int = 3) -> np.ndarr
 
 
 def hue(image: np.ndarray, factor: float) -> np.ndarray:
-    """Torchvision's ``adjust_hue`` on a PIL image: PIL's HSV (hue and saturation truncated to 0..255), the hue
+    """Torchvision's ``adjust_hue`` on a PIL image.
+
+    PIL's HSV (hue and saturation truncated to 0..255), the hue
     shifted by ``int(factor * 255)`` with wrap-around, back to RGB (PIL rounds). Computed from OpenCV's float HSV.
     """
     if not -0.5 <= factor <= 0.5:

@@ -1,4 +1,6 @@
-"""MosaicML Streaming: MDS shards written by ``streaming.MDSWriter``, read by ``StreamingDataset`` in DataLoader
+"""MosaicML Streaming as a benchmark peer.
+
+MosaicML Streaming: MDS shards written by ``streaming.MDSWriter``, read by ``StreamingDataset`` in DataLoader
 workers.
 
 Per sample the workers do what ``torch-cv2`` does (``cv2.imdecode``, RandomResizedCrop box, ``cv2.resize``, 50%
@@ -21,7 +23,9 @@ INSTALL = "pip install mosaicml-streaming"
 
 
 def import_library() -> Any:
-    """``import streaming``; its package imports its vision/text/multimodal datasets (torchvision, transformers)
+    """``import streaming``, stepping around the parts that need torchvision.
+
+    ``import streaming``; its package imports its vision/text/multimodal datasets (torchvision, transformers)
     eagerly, which the MDS reader and writer do not use, so a missing or broken torchvision is stepped around.
     """
     try:

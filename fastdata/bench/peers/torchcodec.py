@@ -25,7 +25,9 @@ _CUDA_NAMES = ("cuda", "nvrtc", "cudart", "nvjpeg")
 
 
 def import_library() -> Any:
-    """``torchcodec.decoders.decode_image``; where the package is there but its image library does not load, an
+    """Torchcodec's ``decode_image``, or an ImportError that says why it does not load.
+
+    ``torchcodec.decoders.decode_image``; where the package is there but its image library does not load, an
     ImportError that says why in one line (for torchcodec 0.17 beside a CPU-only torch: the CUDA libraries it
     links).
     """

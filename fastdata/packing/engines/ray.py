@@ -35,7 +35,9 @@ class RayEngine:
         self.address = address
 
     def run(self, tasks: Iterable[RangeTask]) -> Iterator[dict[str, Any]]:
-        """Keep twice the cluster's CPUs of tasks in flight; yield each range's record as its task finishes
+        """Run the Ray tasks with a bounded number in flight.
+
+        Keep twice the cluster's CPUs of tasks in flight; yield each range's record as its task finishes
         (in any order). Tasks are taken from ``tasks`` only as they are submitted.
         """
         ray = _import_ray()

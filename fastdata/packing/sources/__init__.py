@@ -42,7 +42,9 @@ __all__ = [
 
 
 def open_source(src: str | os.PathLike, options: PackOptions) -> Source:
-    """The source for ``src``: chosen by ``options.source``, or (``"auto"``) by what ``src`` is (:func:`source_kind`);
+    """The source for ``src``.
+
+    Chosen by ``options.source``, or (``"auto"``) by what ``src`` is (:func:`source_kind`);
     it reads no source file larger than the pixel limit allows (:func:`~fastdata.packing.sources.base.max_file_bytes`).
 
     Raises:
@@ -83,7 +85,9 @@ def _open(src: str | os.PathLike, options: PackOptions) -> Source:
 
 
 def source_kind(src: str | os.PathLike) -> str:
-    """What ``src`` is: ``"pack"`` (a folder with ``manifest.json``), ``"webdataset"`` (``.tar``, a brace pattern
+    """What ``src`` is: its source kind.
+
+    What ``src`` is: ``"pack"`` (a folder with ``manifest.json``), ``"webdataset"`` (``.tar``, a brace pattern
     or a folder of tars), ``"tfrecord"``, ``"parquet"`` (files with an image column of ``{bytes, path}``),
     ``"list"`` (``.csv``, ``.jsonl``, or ``.parquet`` of paths) or ``"imagefolder"``.
     """

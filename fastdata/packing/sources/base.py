@@ -28,14 +28,18 @@ NO_LABEL = -1
 
 
 def max_file_bytes(max_pixels: int | None) -> int:
-    """The largest source file a pack reads under a pixel limit: 8 bytes per allowed pixel (more than any
+    """The largest source file a pack reads under a pixel limit.
+
+    8 bytes per allowed pixel (more than any
     image format needs, uncompressed 16-bit RGBA included) plus 16 MiB of metadata; 1 TiB without a limit.
     """
     return _NO_LIMIT_BYTES if not max_pixels else 8 * int(max_pixels) + (16 << 20)
 
 
 class SourceFileError(OSError):
-    """A source file that is not read: not a regular file (a FIFO, a device, ``/dev/zero`` behind a symlink), or larger
+    """A source file that is not read.
+
+    Not a regular file (a FIFO, a device, ``/dev/zero`` behind a symlink), or larger
     than the pack's byte bound. The pack skips it with this reason.
     """
 
@@ -100,7 +104,9 @@ class Source(abc.ABC):
 
 
 def unlabelled_refused(what: str, seen: str, label_column: str) -> ValueError:
-    """The one-line refusal of a source without labels: ``what`` (the list, tars, Parquet) has no
+    """The one-line refusal of a source without labels.
+
+    ``what`` (the list, tars, Parquet) has no
     ``label_column``; ``seen`` says what it has instead (its columns, the members of its samples).
     """
     return ValueError(

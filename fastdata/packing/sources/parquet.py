@@ -1,4 +1,6 @@
-"""Parquet datasets as the Hugging Face Hub stores them: ``.parquet`` files with an image column of
+"""Parquet datasets as the Hugging Face Hub stores them.
+
+``.parquet`` files with an image column of
 ``{bytes, path}`` structs and label columns.
 
 The scan reads only the label and field columns, one row group at a time; a worker reads a row

@@ -1,4 +1,6 @@
-"""Existing shards as a source: a fastdata pack (converted to another format or layout), or
+"""Existing shards as a source.
+
+A fastdata pack (converted to another format or layout), or
 third-party TFRecords with the standard ``image/encoded`` and ``image/class/label`` features.
 
 Fields come along: a pack's per-sample fields (all of them, or those ``--fields`` names) keep the types

@@ -54,7 +54,9 @@ class DamagedTarError(ValueError):
 
 
 class _CheckedTarInfo(tarfile.TarInfo):
-    """``tarfile``'s member header, but a damaged header is an error rather than the end of the archive (tarfile
+    """``tarfile``'s member header, with damage an error.
+
+    ``tarfile``'s member header, but a damaged header is an error rather than the end of the archive (tarfile
     stops silently at one found after the first member), and an extended header is bounded before it is read.
     """
 
@@ -87,7 +89,9 @@ def expand_braces(pattern: str) -> list[str]:
 
 
 def tar_files(src: str | os.PathLike) -> list[Path] | list[str]:
-    """The tars of ``src``: a brace pattern, a glob, a folder (its ``*.tar``, sorted) or one tar; or the URLs of
+    """The tars of ``src``.
+
+    A brace pattern, a glob, a folder (its ``*.tar``, sorted) or one tar; or the URLs of
     a brace pattern or one tar at a URL.
 
     Raises:
@@ -295,7 +299,9 @@ def _size(tar: Path | str) -> int:
 def _members(
     archive: tarfile.TarFile, tar: Path | str, size: int, skipped: list[SkippedFile]
 ) -> Iterator[tarfile.TarInfo]:
-    """The members of ``archive``, up to the first one that reaches past its ``size`` bytes (nothing after it can be
+    """The members of ``archive``, up to the first damaged one.
+
+    The members of ``archive``, up to the first one that reaches past its ``size`` bytes (nothing after it can be
     read) or the first damaged header, which is recorded in ``skipped`` with its offset.
     """
     while True:
