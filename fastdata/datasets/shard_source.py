@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -41,6 +42,25 @@ class ShardSource:
     label_offset: int
     _readers: OpenReaders
     _remote: RemoteShards | None
+    # set here, by _init_packed / _adopt or _init_tfrecords
+    manifest: Manifest | None
+    classes: list[str]
+    format: str
+    _pack: OpenedPack | None
+    _root: Path | None
+    _targets: np.ndarray | None
+    _shard_paths: Sequence[str]
+    _starts: np.ndarray
+    _length: int  # an unpickled pack's length, while its pack cannot be read again
+
+    if TYPE_CHECKING:  # the dataset's
+
+        def __len__(self) -> int: ...
+        def read(self, index: int) -> tuple[bytes, int]:
+            """The encoded image and label of sample ``index``."""
+
+        def _verify_hint(self, index: int) -> str: ...
+        def _checked_label(self, shard: int, position: int, label: int | None, packed: int) -> int: ...
 
     # -- construction -------------------------------------------------------------------------
     def _init_packed(self, root: Path, *, shards_here: bool = True) -> None:
@@ -48,9 +68,9 @@ class ShardSource:
             pack = open_pack(root, shards_here=shards_here, compact=True)
         except CorruptRecordError as exc:
             raise exc.with_hint(f"run `fastdata verify {root}`") from None
-        self._pack: OpenedPack | None = pack  # nothing per sample: labels are read a shard at a time
+        self._pack = pack  # nothing per sample: labels are read a shard at a time
         self._root = pack.root
-        self._targets: np.ndarray | None = None  # third-party TFRecords only
+        self._targets = None  # third-party TFRecords only
         self._adopt(pack)
 
     def _adopt(self, pack: OpenedPack) -> None:
@@ -61,12 +81,12 @@ class ShardSource:
             self._starts = np.array([0, self._length], dtype=np.int64)
             self.manifest, self.classes = None, []
             return
-        self.manifest: Manifest | None = pack.manifest
+        self.manifest = pack.manifest
         self.format = pack.manifest.format
         self._storage = get_format(self.format)
         self._shard_paths = pack.shard_paths
         self._starts = pack.starts
-        self.classes: list[str] = list(pack.manifest.classes)
+        self.classes = list(pack.manifest.classes)
 
     def __getstate__(self) -> dict:
         """The pickled state: a pack's dataset leaves its shard list out.
@@ -92,7 +112,7 @@ class ShardSource:
         self.format = "tfrecord"
         self._storage = get_format("tfrecord")
         self._root = None
-        self._shard_paths = np.array([str(p) for p in paths])
+        self._shard_paths = [str(p) for p in paths]
         self._set_index([len(load_or_build_index(p)) for p in paths])  # the counts; positions again at first use
         self._targets = None
         self.classes = []
@@ -128,6 +148,7 @@ class ShardSource:
         return self._labels.get(shard, self._load_labels)[0]
 
     def _load_labels(self, shard: int) -> tuple[np.ndarray]:
+        assert self._pack is not None  # labels are read a shard at a time for packs only
         return (self._pack.shard_labels(shard, int(self._starts[shard]), int(self._starts[shard + 1])),)
 
     def read_batch(self, indices: Sequence[int]) -> tuple[list[bytes], np.ndarray]:
@@ -142,8 +163,8 @@ class ShardSource:
                 is named (shard, record, sample and the ``fastdata verify`` to run) as ``read(i)`` names it.
         """
         if self._remote is not None:
-            records = [self.read(index) for index in indices]
-            return [data for data, _ in records], np.array([label for _, label in records], dtype=np.int64)
+            remote = [self.read(index) for index in indices]
+            return [data for data, _ in remote], np.array([label for _, label in remote], dtype=np.int64)
         n = len(self)
         wanted = np.array([int(index) for index in indices], dtype=np.int64).reshape(-1)
         bad = np.flatnonzero((wanted < -n) | (wanted >= n))
@@ -152,9 +173,9 @@ class ShardSource:
         wanted %= max(n, 1)
         shards = np.searchsorted(self._starts, wanted, side="right") - 1
         numbers = wanted - self._starts[shards]
-        datas: list = [None] * len(wanted)
+        datas: list[bytes] = [b""] * len(wanted)
         labels = np.zeros(len(wanted), dtype=np.int64)
-        own = [None] * len(wanted)  # each record's own label (None: it holds none)
+        own: list[int | None] = [None] * len(wanted)  # each record's own label (None: it holds none)
         for shard in np.unique(shards).tolist():
             where = np.flatnonzero(shards == shard)
             at = numbers[where]  # record numbers, then (indexed formats) byte positions
@@ -167,7 +188,7 @@ class ShardSource:
                     size = np.zeros(len(where), dtype=np.int64)
                 records = reader.read_many(at.tolist(), size.tolist())
             except CorruptRecordError as exc:  # named as read(i) names it: the sample whose record failed
-                hits = np.flatnonzero(at == exc.offset) if exc.offset is not None else []
+                hits = np.flatnonzero(at == exc.offset) if exc.offset is not None else np.empty(0, np.int64)
                 index = int(wanted[where[hits[0]]]) if len(hits) else int(wanted[where[0]])
                 raise exc.with_hint(self._verify_hint(index)) from None
             for k, (data, label) in zip(where.tolist(), records, strict=False):
@@ -175,7 +196,7 @@ class ShardSource:
             if self._pack is not None:
                 labels[where] = self._shard_labels(shard)[numbers[where]]
         if self._pack is None:
-            labels[:] = own
+            labels[:] = own  # type: ignore[assignment]  # a third-party record always holds its label
             return datas, labels
         for k, label in enumerate(own):
             if label is not None and label != labels[k]:
@@ -209,16 +230,19 @@ class ShardSource:
             self._pack.check_current(shard)  # replaced since the dataset was opened: say so, before any size check
         path = Path(self._shard_paths[shard])
         if self._pack is None:
-            reader = TFRecordShardReader(path, label_offset=self.label_offset)
-            first = self._readers.identities.setdefault(shard, reader.identity)
-            if reader.identity != first:
-                reader.close()
+            tfrecord = TFRecordShardReader(path, label_offset=self.label_offset)
+            if tfrecord.identity is None:
+                raise RuntimeError(f"{path}: its reader recorded no file identity")  # every TFRecord reader does
+            first = self._readers.identities.setdefault(shard, tfrecord.identity)
+            if tfrecord.identity != first:
+                tfrecord.close()
                 raise DatasetChangedError(
                     f"{path} was replaced or rewritten since this dataset first read it; create a new ShardDataset "
                     "(and DataLoader) to read the new files"
                 )
-            return reader
-        reader = self._storage.reader(path, expected=self.manifest.shards[shard], index=self._pack.index_path(shard))
+            return tfrecord
+        expected = self._pack.manifest.shards[shard]
+        reader = self._storage.reader(path, expected=expected, index=self._pack.index_path(shard))
         try:
             self._pack.check_current(shard, reader.identity)  # the file opened is the file checked
         except DatasetChangedError:

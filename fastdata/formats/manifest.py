@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ class Manifest:
 
     format: str
     classes: list[str]
-    shards: list[ShardInfo]
+    shards: Sequence[ShardInfo]  # a list, or the compact ShardTable
     skipped: list[SkippedFile] = field(default_factory=list)
     warnings: list[FileWarnings] = field(default_factory=list)
     targets: str = "targets.npy"

@@ -138,7 +138,7 @@ class TranscodedRecords:
                 f"{where}: field transcoded of {over[0].path} is {over[0].transcoded}, more than its "
                 f"{over[0].num_samples} records; re-create it with `fastdata pack`"
             )
-        if any(c is None for c in counts) or sum(counts) != manifest.transcoded_records:
+        if any(c is None for c in counts) or sum(c or 0 for c in counts) != manifest.transcoded_records:
             raise ValueError(
                 f"{where}: field transcoded_records is {manifest.transcoded_records} but its shards "
                 "do not count as many; re-create it with `fastdata pack`"
@@ -161,7 +161,8 @@ class TranscodedRecords:
         check_crc32c(data, manifest.transcoded_crc32c, path)
         records = cls(manifest, np.frombuffer(data, np.uint8))
         for k in partial:
-            found = int(np.count_nonzero(records.shard_mask(k)))
+            mask = records.shard_mask(k)  # a partly re-coded shard has one
+            found = 0 if mask is None else int(np.count_nonzero(mask))
             if found != shards[k].transcoded:
                 raise CorruptRecordError(
                     path,
@@ -199,6 +200,6 @@ class TranscodedRecords:
         masks = [self.shard_mask(k) for k in range(len(self.manifest.shards))]
         if any(m is None for m in masks):
             return None
-        flat = np.concatenate(masks) if masks else np.zeros(0, bool)
+        flat = np.concatenate([m for m in masks if m is not None]) if masks else np.zeros(0, bool)
         edges = np.flatnonzero(np.diff(np.concatenate([[0], flat.astype(np.int8), [0]])))
         return [[int(a), int(b)] for a, b in zip(edges[::2], edges[1::2], strict=False)]

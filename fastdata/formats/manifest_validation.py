@@ -8,7 +8,7 @@ folder, sorted ``transcoded`` ranges), each error one line naming the file and t
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal, overload
 
 from fastdata.formats.manifest_entries import FileWarnings, ShardInfo, SkippedFile
 
@@ -73,14 +73,26 @@ class _Fields:
     def mapping(self, value: Any, name: str) -> dict:
         return self.check(value, name, dict, "an object")
 
+    @overload
+    def array(self, data: dict, key: str, *, required: Literal[True], name: str | None = None) -> list: ...
+    @overload
+    def array(self, data: dict, key: str, *, required: bool = False, name: str | None = None) -> list | None: ...
     def array(self, data: dict, key: str, *, required: bool = False, name: str | None = None) -> list | None:
         value = self.get(data, key, name or key, required)
         return None if value is None and not required else self.check(value, name or key, list, "a list")
 
+    @overload
+    def string(self, data: dict, key: str, *, required: Literal[True], name: str | None = None) -> str: ...
+    @overload
+    def string(self, data: dict, key: str, *, required: bool = False, name: str | None = None) -> str | None: ...
     def string(self, data: dict, key: str, *, required: bool = False, name: str | None = None) -> str | None:
         value = self.get(data, key, name or key, required)
         return None if value is None and not required else self.check(value, name or key, str, "a string")
 
+    @overload
+    def integer(self, data: dict, key: str, *, required: Literal[True], name: str | None = None) -> int: ...
+    @overload
+    def integer(self, data: dict, key: str, *, required: bool = False, name: str | None = None) -> int | None: ...
     def integer(self, data: dict, key: str, *, required: bool = False, name: str | None = None) -> int | None:
         value = self.get(data, key, name or key, required)
         if value is None and not required:
@@ -89,12 +101,20 @@ class _Fields:
             raise self.fail(name or key, "an integer in [0, 2**63)", value)
         return value
 
+    @overload
+    def checksum(self, data: dict, key: str, *, required: Literal[True], name: str | None = None) -> str: ...
+    @overload
+    def checksum(self, data: dict, key: str, *, required: bool = False, name: str | None = None) -> str | None: ...
     def checksum(self, data: dict, key: str, *, required: bool = False, name: str | None = None) -> str | None:
         value = self.string(data, key, required=required, name=name)
         if value is not None and (len(value) != 8 or not set(value) <= _HEX):
             raise self.fail(name or key, "a CRC32C of 8 lowercase hex digits", value)
         return value
 
+    @overload
+    def path(self, data: dict, key: str, *, required: Literal[True], name: str | None = None) -> str: ...
+    @overload
+    def path(self, data: dict, key: str, *, required: bool = False, name: str | None = None) -> str | None: ...
     def path(self, data: dict, key: str, *, required: bool = False, name: str | None = None) -> str | None:
         value = self.string(data, key, required=required, name=name)
         if value is not None:
@@ -163,7 +183,8 @@ def _kind(value: Any) -> str:
         return str(value) if abs(value) < 10**20 else "an integer of more than 20 digits"
     if isinstance(value, float):
         return f"the float {value!r}"
-    return {str: "a string", list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
+    kinds: dict[type, str] = {str: "a string", list: "a list", dict: "an object"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def _check_relative(rel: str, source: str, name: str) -> None:

@@ -140,7 +140,7 @@ class OpenReaders:
             self._cap = self.limit if self.limit is not None else default_max_open_shards()
         return self._cap
 
-    def get(self, key: Hashable, opener: Callable[[Hashable], ShardReaderBase]) -> ShardReaderBase:
+    def get(self, key: Hashable, opener: Callable[[Any], ShardReaderBase]) -> ShardReaderBase:
         """The open reader of ``key``, opened by ``opener(key)`` if this process holds none.
 
         Raises:

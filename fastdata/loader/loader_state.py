@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.data import BatchSampler, Dataset, IterableDataset, SequentialSampler
@@ -48,6 +48,11 @@ class LoaderState:
     num_workers: int
     persistent_workers: bool
     _iterator: Any
+
+    if TYPE_CHECKING:  # DataLoader's, which DataLoaderX inherits after this class
+
+        def __len__(self) -> int: ...
+
     _pass: PassState | None
     _pending: dict[str, Any] | None
     _passes_begun: int
@@ -188,7 +193,7 @@ class LoaderState:
         """
         if not isinstance(state, Mapping):
             raise TypeError(f"state must be a dict from DataLoaderX.state_dict(), got {type(state).__name__}")
-        state = copy.deepcopy(dict(state))
+        state = dict(copy.deepcopy(dict(state)))
         reason = self._inexact_reason()
         if reason is not None or state.get("exact") is False:
             state.update(in_pass=False, batches_consumed=0, exact=False, sampler_seed=None)

@@ -14,7 +14,7 @@ import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,11 +42,10 @@ class CacheBudget:
     _warned: bool
     live_plans: int
 
-    def _lock(self, name: str) -> FileLock:
-        raise NotImplementedError  # the cache's
+    if TYPE_CHECKING:  # the cache's
 
-    def _tmp(self, shard: int) -> Path:
-        raise NotImplementedError  # the cache's
+        def _lock(self, name: str) -> FileLock: ...
+        def _tmp(self, shard: int) -> Path: ...
 
     def used_bytes(self) -> int:
         """Bytes in ``shards/`` (cached shards and downloads in progress)."""
