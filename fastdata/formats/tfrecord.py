@@ -132,7 +132,7 @@ class TFRecordShardReader(ShardReaderBase):
     def read_many(self, positions: Sequence[int], sizes: Sequence[int]) -> list[tuple[bytes, int | None]]:
         """:meth:`read` of each record in turn, the file's stamp checked once after the last read."""
         fd, path, check, offset = self._fd, self.path, self.check_crc, self.label_offset
-        records = [
+        records: list[tuple[bytes, int | None]] = [
             read_image_record(fd, position, size, shard=path, check_crc=check, label_offset=offset)
             for position, size in zip(positions, sizes, strict=False)
         ]

@@ -49,6 +49,8 @@ class FsspecStore(Store):
     def read(self, rel: str, start: int | None = None, length: int | None = None) -> bytes:
         if start is None:
             return self._wrap(rel, lambda: self.client().cat_file(self._path(rel)))
+        if length is None:
+            raise ValueError(f"{self.location.child(rel)}: a ranged read needs a length with its start")
         data = self._wrap(rel, lambda: self.client().cat_file(self._path(rel), start=start, end=start + length))
         if len(data) != length:
             raise RemoteIOError(f"{self.location.child(rel)}: ranged read returned {len(data)} of {length} bytes")

@@ -47,6 +47,8 @@ class HTTPStore(Store):
     def read(self, rel: str, start: int | None = None, length: int | None = None) -> bytes:
         if start is None:
             return b"".join(self.stream(rel))
+        if length is None:
+            raise ValueError(f"{self.location.child(rel)}: a ranged read needs a length with its start")
         from urllib3.exceptions import HTTPError
 
         response = self._request("GET", rel, {"Range": f"bytes={start}-{start + length - 1}"}, preload=False)

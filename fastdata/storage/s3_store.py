@@ -65,6 +65,8 @@ class S3Store(Store):
     def read(self, rel: str, start: int | None = None, length: int | None = None) -> bytes:
         if start is None:
             return b"".join(self.stream(rel))
+        if length is None:
+            raise ValueError(f"{self.location.child(rel)}: a ranged read needs a length with its start")
         response = self._call(rel, "get_object", Range=f"bytes={start}-{start + length - 1}")
         data = self._body(rel, lambda: response["Body"].read())
         _check_range(self.location.child(rel), response["ResponseMetadata"]["HTTPStatusCode"], len(data), length)
