@@ -5,6 +5,7 @@
 # fastdata is set up (tools/setup.sh test,dali with a CUDA build of torch), or carry the missing packages as wheels in
 # .whl/ (installed offline). Without a CUDA device it says so in one line and exits 0.
 # Usage: bash tools/gpu_check.sh [--out FILE]     (default: bench/results/gpu-check-DATE.json)
+# Time limits (worst case 45 + 180 + 50 + 90 + 90 s = 7.6 min): extensions build, tests, prefetcher, policies, dali.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
@@ -24,7 +25,7 @@ fi
 # The C extensions are built for this Python if the ones here are for another (a build error is left to the tests).
 if ! "$PY" -c 'import fastdata.loader._floatbatch' 2>/dev/null; then
   echo "==> building fastdata's extensions for $("$PY" -V)"
-  "$PY" setup.py -q build_ext --inplace >/dev/null 2>&1 || echo "gpu_check: build_ext failed; tests will say what is missing"
+  timeout 45 "$PY" setup.py -q build_ext --inplace >/dev/null 2>&1 || echo "gpu_check: build_ext failed; tests will say what is missing"
 fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -32,8 +33,8 @@ trap 'rm -rf "$work"' EXIT
 # Only the files that hold cuda-marked tests are collected (a module whose imports fail elsewhere cannot stop the
 # run), and a skip for another reason (say, no nvidia-dali there) is counted with its reason in the JSON, not fatal.
 mapfile -t files < <(grep -rlE 'mark\.cuda|pytestmark.*cuda' tests --include='test_*.py' | sort)
-echo "==> the CUDA tests (pytest -m cuda over ${#files[@]} files, at most 4 minutes)"
-FASTDATA_ALLOW_SKIPS=1 timeout 240 "$PY" -m pytest -q -p no:cacheprovider -m cuda -rs --continue-on-collection-errors \
+echo "==> the CUDA tests (pytest -m cuda over ${#files[@]} files, at most 3 minutes)"
+FASTDATA_ALLOW_SKIPS=1 timeout 180 "$PY" -m pytest -q -p no:cacheprovider -m cuda -rs --continue-on-collection-errors \
   --junitxml="$work/junit.xml" "${files[@]}" >"$work/pytest.log" 2>&1
 echo "pytest exit $?" >>"$work/pytest.log"
 tail -n 5 "$work/pytest.log"
@@ -46,8 +47,8 @@ bench() {  # bench NAME LIMIT ARGS...: one benchmark command, its JSON kept, its
     || echo "exit $? after $((SECONDS - start)) s" >>"$work/$name.log"
   tail -n 2 "$work/$name.log"
 }
-bench prefetcher 60 --batch 256 --steps 30 --repeats 3
-bench policies 120 --batch 128 --repeats 3
-bench dali 120 --images 1024 --batch 128 --repeats 3
+bench prefetcher 50 --batch 256 --steps 30 --repeats 3
+bench policies 90 --batch 128 --repeats 3
+bench dali 90 --images 1024 --batch 128 --repeats 3
 
 "$PY" tools/gpu_check_report.py "$work" "$out" "$((SECONDS - start))"
