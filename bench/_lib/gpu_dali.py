@@ -64,6 +64,14 @@ def main() -> None:
     if not torch.cuda.is_available():
         print("bench/gpu.py dali: no CUDA device here; nothing measured")
         return
+    from fastdata._util.optional import has_dali
+
+    if not has_dali():
+        reason = "nvidia-dali is not installed (the `dali` extra)"
+        print(f"bench/gpu.py dali: {reason}; nothing measured")
+        if args.out:
+            args.out.write_text(json.dumps({"skipped": reason}) + "\n")
+        return
     from fastdata.dali import DALILoader
 
     with tempfile.TemporaryDirectory() as tmp:

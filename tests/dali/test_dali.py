@@ -172,10 +172,18 @@ def pil_eval_reference(data: bytes, size: int, resize_size: int) -> np.ndarray:
 @pytest.mark.dali
 @requires_dali
 @pytest.mark.parametrize("packed", ["tfrecord"], indirect=True)
-def test_every_stored_format_decodes_correctly(packed):
-    """JPEG (baseline, progressive, 4:4:4, grayscale, CMYK, tiny), PNG (RGB, RGBA, palette), BMP, WebP."""
+@pytest.mark.parametrize("device", ["cpu", pytest.param("gpu", marks=pytest.mark.cuda)])
+def test_every_stored_format_decodes_correctly(packed, device):
+    """JPEG (baseline, progressive, 4:4:4, grayscale, CMYK, tiny), PNG (RGB, RGBA, palette), BMP, WebP.
+
+    On ``"gpu"`` the ``"mixed"`` decoder (nvJPEG, with its fallbacks for what it does not decode) must give the same
+    batch contract and the same pixels as the CPU decoder, in the same order.
+    """
     root, info = packed
-    images = torch.cat([im for im, _ in loader(root, 4, size=32, train=False, shuffle=False, **NO_NORM)])
+    batches = list(loader(root, 4, size=32, train=False, shuffle=False, device=device, **NO_NORM))
+    assert all(im.is_cuda == (device == "gpu") and lab.dtype == torch.int64 for im, lab in batches)
+    images = torch.cat([im.cpu() for im, _ in batches])
+    assert torch.cat([lab.cpu() for _, lab in batches]).tolist() == [label for _, label in info.good]
     assert len(images) == len(info.good)
     for image, (rel, _) in zip(images, info.good, strict=False):
         got = image.double().mean(dim=(1, 2)).numpy() * 255

@@ -282,6 +282,56 @@ def test_cuda_batches_from_worker_processes_arrive_pinned_and_whole():
         torch.testing.assert_close(images.cpu(), raw.float() / 255)
 
 
+SPIN_CYCLES = 1_000_000_000  # torch.cuda._sleep: about half a second of GPU time at 2 GHz
+
+
+def _pinned_batches(count: int, seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Distinct pinned uint8 batches, as DataLoaderX's pin_memory hands them over."""
+    gen = torch.Generator().manual_seed(seed)
+    return [
+        (
+            torch.randint(0, 256, (8, 3, 64, 64), dtype=torch.uint8, generator=gen).pin_memory(),
+            torch.arange(8).pin_memory(),
+        )
+        for _ in range(count)
+    ]
+
+
+@pytest.mark.cuda
+def test_cuda_copy_of_the_next_batch_overlaps_the_training_step():
+    """While the current stream still runs the step on batch i, batch i + 1 is copied (and converted) on the side
+    stream: the side stream never waits for the training step."""
+    batches = _pinned_batches(3)
+    prefetcher = DataPrefetcher(batches, "cuda")
+    list(prefetcher)  # warm-up: the caching allocator holds the blocks, so no cudaMalloc below
+    it = iter(prefetcher)  # batch 0 is copied
+    torch.cuda.synchronize()
+    torch.cuda._sleep(SPIN_CYCLES)  # the training step, on the current stream
+    images, _ = next(it)  # hands out batch 0 and queues batch 1's copy on the side stream
+    prefetcher.stream.synchronize()
+    step_still_running = not torch.cuda.current_stream().query()
+    torch.cuda.synchronize()
+    assert step_still_running, "batch 1's copy on the side stream waited for the step on the current stream"
+    torch.testing.assert_close(images.cpu(), batches[0][0].float() / 255)
+
+
+@pytest.mark.cuda
+def test_cuda_step_waits_for_a_slow_transform_on_the_side_stream():
+    """A batch's copy and transform are queued, not done, when it is handed out: the current stream waits for the
+    side stream, so the step reads the transformed batch, never memory the side stream is still writing."""
+
+    def slow(images, labels):
+        torch.cuda._sleep(SPIN_CYCLES // 10)  # the transform's kernels, still running when the batch is handed out
+        return images.float().div_(255), labels
+
+    batches = _pinned_batches(4, seed=1)
+    got = [(images.cpu(), labels.cpu()) for images, labels in DataPrefetcher(batches, "cuda", transform=slow)]
+    assert len(got) == len(batches)
+    for (images, labels), (raw, raw_labels) in zip(got, batches, strict=True):
+        torch.testing.assert_close(images, raw.float() / 255)
+        assert torch.equal(labels, raw_labels)
+
+
 def test_iter_of_the_pass_iterator_continues_the_pass():
     loader = [(torch.full((2, 3, 4, 4), k, dtype=torch.uint8), torch.tensor([k, k])) for k in range(4)]
     prefetcher = DataPrefetcher(loader, device="cpu")

@@ -204,6 +204,35 @@ def test_auto_augment_runs_in_the_workers_without_a_cuda_device(pack):
     assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(one, two, strict=False))
 
 
+@pytest.mark.cuda
+def test_auto_augment_runs_batched_on_a_cuda_device(pack):
+    """train.py's --aa rand-m9-mstd0.5-inc1 --reprob 0.25 on its default device, CUDA: the workers only crop, the
+    recipe runs batched in the prefetcher on the device (pinned batches, side stream), and a step trains on it."""
+    from fastdata import gpu_transforms as G
+    from fastdata import transforms as T
+
+    dataset = create_dataset("", root=pack, split="train", **_dataset_kwargs(True))
+    kwargs = dict(_loader_kwargs(True), auto_augment="rand-m9-mstd0.5-inc1", device=torch.device("cuda"))
+    loader = create_loader(dataset, **dict(kwargs, pin_memory=True))
+    assert isinstance(loader.dataset.transform, T.RandomResizedCrop)
+    assert [type(t) for t in loader.prefetcher.transform.transforms] == [
+        G.RandomHorizontalFlip,
+        G.TimmRandAugment,
+        G.Normalize,
+        G.RandomErasing,
+    ]
+    model = tiny_model().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for images, labels in loader:
+        assert images.is_cuda and labels.is_cuda and images.shape == (8, 3, CROP, CROP)
+        assert images.dtype == torch.float32 and torch.isfinite(images).all()
+        loss = torch.nn.functional.cross_entropy(model(images), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert torch.isfinite(loss)
+
+
 def test_augment_at_picks_where_the_recipe_runs(pack):
     from fastdata import gpu_transforms as G
     from fastdata import transforms as T
