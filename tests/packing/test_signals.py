@@ -126,7 +126,11 @@ def test_sigterm_stops_like_ctrl_c_and_resumes_byte_identical(src, reference, tm
     out = tmp_path / "out"
     proc = start_pack(src, out, *ARGS, delay=0.003, session=True)
     wait_for(out / JOURNAL_NAME, proc)
-    time.sleep(0.25)
+    # the first complete shard, however busy the machine (a fixed sleep was too short under load)
+    deadline = time.monotonic() + 60
+    while not list(out.glob("shard-*.lmdb")):
+        assert proc.poll() is None and time.monotonic() < deadline, "pack ended or stalled before its first shard"
+        time.sleep(0.005)
     code, err, seconds = signal_group(proc, signal.SIGTERM)
     assert code == 143 and "terminated; run the same command with --resume" in err and "Traceback" not in err, err
     assert seconds < 5.0 and not (out / "manifest.json").exists() and not list(out.glob("*.tmp"))
