@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -40,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from imagenet_like import make_images  # noqa: E402 (a neighbour in bench/_lib, on sys.path)
 
 from fastdata._util.cpus import pin_to_one_core  # noqa: E402
 from fastdata.datasets import shard_dataset as dataset_module  # noqa: E402
@@ -54,21 +54,7 @@ BATCH = 256
 def _prepare(data_dir: Path, images: int) -> Path:
     folder = data_dir / f"imagenet-like-{images}"
     if not (folder.is_dir() and any(folder.iterdir())):
-        subprocess.run(
-            [
-                sys.executable,
-                str(ROOT / "tools" / "make_imagenet_like.py"),
-                str(folder),
-                "--num-images",
-                str(images),
-                "--num-classes",
-                "100",
-                "--profile",
-                "imagenet",
-                "--quiet",
-            ],
-            check=True,
-        )
+        make_images(folder, images, "imagenet", 100)
     packed = data_dir / f"imagenet-like-{images}-default-pack"
     if not (packed / "manifest.json").is_file():
         pack(folder, packed, format="tfrecord", progress=False, overwrite=True)

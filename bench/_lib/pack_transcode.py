@@ -31,7 +31,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +38,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from imagenet_like import make_images  # noqa: E402 (a neighbour in bench/_lib, on sys.path)
 
 from fastdata.decode import is_jpeg  # noqa: E402
 from fastdata.packing import _jpegtranscode, pack  # noqa: E402
@@ -49,21 +50,7 @@ from fastdata.packing.transcode import MIN_INTERVAL_BYTES, transcode_jpeg  # noq
 def _ensure(folder: Path, count: int, profile: str = "imagenet") -> None:
     if folder.is_dir() and any(folder.iterdir()):
         return
-    subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "tools" / "make_imagenet_like.py"),
-            str(folder),
-            "--num-images",
-            str(count),
-            "--num-classes",
-            "100",
-            "--profile",
-            profile,
-            "--quiet",
-        ],
-        check=True,
-    )
+    make_images(folder, count, profile, 100)
 
 
 def _pack_once(src: Path, keep_bytes: bool, workers: int) -> tuple[float, int]:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -35,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+from imagenet_like import make_images  # noqa: E402 (a neighbour in bench/_lib, on sys.path)
 
 from fastdata._util.cpus import pin_to_one_core  # noqa: E402
 from fastdata.decode import is_jpeg  # noqa: E402
@@ -51,21 +51,7 @@ DINO = [RandomResizedCrop(224, scale=(0.4, 1.0), decoder="native")] * 2 + [
 def _ensure(folder: Path, profile: str, count: int) -> None:
     if folder.is_dir() and any(folder.iterdir()):
         return
-    subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "tools" / "make_imagenet_like.py"),
-            str(folder),
-            "--num-images",
-            str(count),
-            "--num-classes",
-            "100",
-            "--profile",
-            profile,
-            "--quiet",
-        ],
-        check=True,
-    )
+    make_images(folder, count, profile, 100)
 
 
 def _load(folder: Path, limit: int) -> list[bytes]:

@@ -23,13 +23,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from imagenet_like import make_images  # noqa: E402 (a neighbour in bench/_lib, on sys.path)
 
 from fastdata.bench.measure import MemorySampler, run_isolated  # noqa: E402
 from fastdata.datasets.shard_dataset import ShardDataset  # noqa: E402
@@ -42,21 +43,7 @@ from fastdata.transforms import RandomResizedCrop  # noqa: E402
 def _prepare(data_dir: Path, images: int, keep_bytes: bool) -> Path:
     folder = data_dir / f"imagenet-like-{images}"
     if not (folder.is_dir() and any(folder.iterdir())):
-        subprocess.run(
-            [
-                sys.executable,
-                str(ROOT / "tools" / "make_imagenet_like.py"),
-                str(folder),
-                "--num-images",
-                str(images),
-                "--num-classes",
-                "100",
-                "--profile",
-                "imagenet",
-                "--quiet",
-            ],
-            check=True,
-        )
+        make_images(folder, images, "imagenet", 100)
     packed = data_dir / f"imagenet-like-{images}-{'keep-bytes' if keep_bytes else 'default'}-tfrecord"
     if not (packed / "manifest.json").is_file():
         pack(folder, packed, format="tfrecord", progress=False, overwrite=True, keep_bytes=keep_bytes)
