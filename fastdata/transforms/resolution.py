@@ -72,14 +72,13 @@ def transform_at(transform: DecodeTransform, size: tuple[int, int]) -> DecodeTra
         )
     other = copy.copy(transform)
     other.__dict__.pop("_at_sizes", None)
-    if isinstance(transform, ResizeCenterCrop):
-        old = transform.size
-        if isinstance(transform.resize, int):  # the shorter side: scale it as the crop's shorter side scales
-            other.resize = max(int(round(transform.resize * min(size) / min(old))), *size)
-        else:
-            other.resize = tuple(
-                max(s, int(round(r * s / o))) for r, s, o in zip(transform.resize, size, old, strict=False)
-            )
+    if isinstance(other, ResizeCenterCrop):
+        old, resize = other.size, other.resize  # still the transform's own
+        if isinstance(resize, int):  # the shorter side: scale it as the crop's shorter side scales
+            other.resize = max(int(round(resize * min(size) / min(old))), *size)
+        else:  # (h, w), or (s,) for (s, s)
+            pair = _pair(resize, "resize")
+            other.resize = tuple(max(s, int(round(r * s / o))) for r, s, o in zip(pair, size, old, strict=True))
     other.size = size
     cache[size] = other
     return other

@@ -97,6 +97,13 @@ def test_validation_resize_center_crop_at_another_size(root):
     assert images.shape == (BATCH, 3, 20, 20) and torch.equal(images, expected)
 
 
+def test_a_one_element_resize_scales_as_its_pair():
+    # (s,) resizes to (s, s): at another crop size it scales per side, as (s, s) does
+    pair = transform_at(ResizeCenterCrop((256, 256), (224, 160)), (224, 80))
+    single = transform_at(ResizeCenterCrop((256,), (224, 160)), (224, 80))
+    assert pair.resize == single.resize == (256, 128)
+
+
 class Thumbnail(DecodeTransform):
     output_size = (8, 8)
 
