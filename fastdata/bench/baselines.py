@@ -140,7 +140,7 @@ class PILRandomResizedCrop:
 
         top, left, height, width = _crop_params(img.height, img.width)
         box = (left, top, left + width, top + height)
-        return img.crop(box).resize((self.size, self.size), Image.BILINEAR)
+        return img.crop(box).resize((self.size, self.size), Image.Resampling.BILINEAR)
 
 
 class PILRandomHorizontalFlip:
@@ -154,7 +154,7 @@ class PILRandomHorizontalFlip:
         from PIL import Image
 
         if torch.rand(1) < self.p:
-            return img.transpose(Image.FLIP_LEFT_RIGHT)
+            return img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
         return img
 
 
@@ -219,7 +219,7 @@ def uint8_collate(batch: Sequence[tuple[np.ndarray, int]]) -> tuple[torch.Tensor
     shape = (len(batch), *first.shape)
     if get_worker_info() is not None:  # the batch goes to the main process through shared memory: put it there now
         storage = torch.UntypedStorage._new_shared(int(np.prod(shape)))
-        images = torch.empty(0, dtype=torch.uint8).set_(storage, 0, shape)
+        images = torch.empty(0, dtype=torch.uint8).set_(storage).view(shape)
     else:
         images = torch.empty(shape, dtype=torch.uint8)
     np.stack([image for image, _ in batch], out=images.numpy())

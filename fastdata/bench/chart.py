@@ -5,9 +5,12 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +63,7 @@ def plot_results(results: dict[str, Any], path: str | os.PathLike) -> Path | Non
     colours = dict((kind, colour) for kind, colour, _ in _KINDS)
     ax.barh(names, med, xerr=[low, high], color=[colours[_kind(n)] for n in names], capsize=4, ecolor="black")
     peak = max(med.max() if len(med) else 0.0, 1.0)
-    handles = [
+    handles: list[Artist] = [
         Patch(color=colour, label=label) for kind, colour, label in _KINDS if any(_kind(n) == kind for n in names)
     ]
     handles.append(Line2D([], [], color="black", marker="|", linestyle="-", label="whiskers: min-max of the repeats"))

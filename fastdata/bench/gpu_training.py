@@ -90,6 +90,7 @@ def measure_gpu_training(
     torch.cuda.synchronize()
     if not events:
         return {"note": f"too few batches for a GPU measurement (need more than {warmup})"}
+    assert t0 is not None  # set at batch `warmup`, before the first timed step
     wall = time.perf_counter() - t0
     busy = sum(b.elapsed_time(e) for b, e in events) / 1e3
     span = events[0][0].elapsed_time(events[-1][1]) / 1e3

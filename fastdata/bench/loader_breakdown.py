@@ -148,17 +148,17 @@ class BreakdownWindow:
 
 def combine(parts: list[dict[str, Any] | None]) -> dict[str, Any] | None:
     """The runs' windows together: per-image core-microseconds of every stage (``us_per_image``), and the total."""
-    parts = [p for p in parts if p]
-    if not parts:
+    windows = [p for p in parts if p]
+    if not windows:
         return None
-    images = sum(p["images"] for p in parts)
-    ns = {stage: sum(p["ns"][stage] for p in parts) for stage in LABELS}
+    images = sum(p["images"] for p in windows)
+    ns = {stage: sum(p["ns"][stage] for p in windows) for stage in LABELS}
     per_image = {stage: value / images / 1e3 for stage, value in ns.items()}
     total = sum(per_image.values())
     kernel = sum(per_image[s] for s in GROUPS[0][1])
-    seconds = sum(p["seconds"] for p in parts)
+    seconds = sum(p["seconds"] for p in windows)
     threads = {
-        key: sum(p["worker_threads"][key] for p in parts) / images / 1e3 for key in ("waiting_for_core", "blocked")
+        key: sum(p["worker_threads"][key] for p in windows) / images / 1e3 for key in ("waiting_for_core", "blocked")
     }
     return {
         "us_per_image": per_image,
@@ -168,10 +168,10 @@ def combine(parts: list[dict[str, Any] | None]) -> dict[str, Any] | None:
         "images": images,
         "seconds": seconds,
         "images_per_s": images / seconds if seconds else 0.0,
-        "cores": parts[0]["cores"],
-        "runs": len(parts),
+        "cores": windows[0]["cores"],
+        "runs": len(windows),
         "worker_threads_us": threads,
-        "workers": parts[0]["worker_threads"]["workers"],
+        "workers": windows[0]["worker_threads"]["workers"],
     }
 
 

@@ -204,7 +204,8 @@ def measure_run(
     from tqdm import tqdm
 
     per_pass = len(iterable) if hasattr(iterable, "__len__") else None  # type: ignore[arg-type]
-    total = batches + warmup if batches else (per_pass * epochs if per_pass else None)
+    stop_at = batches + warmup if batches else None  # batches seen when a batch-counted run stops
+    total = stop_at if stop_at is not None else (per_pass * epochs if per_pass else None)
     bar = tqdm(total=total, desc=desc, unit="batch", disable=not progress, leave=False)
     seen = all_images = timed_images = passes = 0
     first = t_start = None
@@ -225,13 +226,13 @@ def measure_run(
                         on_window("start")
                 elif seen > warmup:
                     timed_images += n
-                if batches and seen >= total:
+                if stop_at is not None and seen >= stop_at:
                     break
             getattr(it, "close", lambda: None)()
             passes += 1
             if seen == 0:
                 raise ValueError("the pipeline yielded no batch: is the dataset empty?")
-            if (batches and seen >= total) or (not batches and passes >= epochs):
+            if (stop_at is not None and seen >= stop_at) or (stop_at is None and passes >= epochs):
                 break
         _sync(device)
         end = time.perf_counter()
@@ -240,7 +241,7 @@ def measure_run(
     finally:
         bar.close()
     excluded = t_start is not None and timed_images > 0
-    if not excluded:  # too few batches for a warm-up: time everything from iter()
+    if t_start is None or not excluded:  # too few batches for a warm-up: time everything from iter()
         t_start, timed_images = begin, all_images
     seconds = end - t_start
     return {

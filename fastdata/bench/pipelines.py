@@ -159,11 +159,11 @@ def build(name: str, ctx: Context) -> tuple[Iterable, Callable[[], None]]:
         )
         return dali, getattr(dali, "close", lambda: None)
     fmt = "lmdb" if name == "fastdata-lmdb" else "tfrecord"
-    ds = ShardDataset(ctx.roots[fmt], transform=RandomResizedCrop(ctx.size))
+    shards = ShardDataset(ctx.roots[fmt], transform=RandomResizedCrop(ctx.size))
     if name != "fastdata-uint8" and not cuda:  # CPU training: normalized float made in the workers
         collate = NormalizeCollate(IMAGENET_MEAN, IMAGENET_STD, hflip_p=0.5)
         loader = DataLoaderX(
-            ds,
+            shards,
             ctx.batch_size,
             shuffle=True,
             num_workers=ctx.workers,
@@ -172,7 +172,7 @@ def build(name: str, ctx: Context) -> tuple[Iterable, Callable[[], None]]:
         )
         return loader, lambda: _shutdown(loader)
     loader = DataLoaderX(
-        ds,
+        shards,
         ctx.batch_size,
         shuffle=True,
         num_workers=ctx.workers,

@@ -90,8 +90,8 @@ def _one_run(
             run = measure_decode_bound(ctx.roots["tfrecord"], size=ctx.size, limit=limit, method=_BOUNDS[name])
         else:
             counted = breakdown and name in BREAKDOWN_PIPELINES
-            window = BreakdownWindow(usable_cores(), lambda: mem.cpu_ns) if counted else contextlib.nullcontext()
-            with window:
+            window = BreakdownWindow(usable_cores(), lambda: mem.cpu_ns) if counted else None
+            with window if window is not None else contextlib.nullcontext():
                 iterable, close = build(name, ctx)
                 try:
                     check = BatchCheck(ctx.size, ctx.batch_size, torch.float32 if name in FLOAT_OUTPUT else torch.uint8)
@@ -105,12 +105,12 @@ def _one_run(
                         device=device,
                         desc=label,
                         progress=progress,
-                        on_window=window.event if counted else None,
+                        on_window=window.event if window is not None else None,
                     )
                     run["output"] = check.result()
                 finally:
                     close()
-                if counted:
+                if window is not None:
                     run["loader_breakdown"] = window.result(run["images"], run["seconds"])
     run.update(peak_rss_mb=mem.peak_rss_mb, peak_pss_mb=mem.peak_pss_mb, page_cache_s=cache_s)
     return run
@@ -256,7 +256,7 @@ def run_benchmark(
             continue
         label = f"[{k}/{len(order)}] {name}"
         try:
-            kwargs = {
+            kwargs: dict[str, Any] = {
                 "warm": warm,
                 "epochs": epochs,
                 "batches": batches,
@@ -280,7 +280,7 @@ def run_benchmark(
         )
     report.summarize_pipelines(entries, batch_size)
     files = [str(p) for p in ctx.folder_files]
-    breakdown = (
+    stage_breakdown = (
         measure_breakdown(roots, files, size=size, samples=breakdown_samples, batch_size=batch_size)
         if breakdown_samples > 0
         else {}
@@ -309,7 +309,7 @@ def run_benchmark(
         "machine": report.machine_info(),
         "dataset": report.dataset_stats(data, scan.paths),
         "pipelines": entries,
-        "breakdown": breakdown,
+        "breakdown": stage_breakdown,
         "gpu_training": gpu,
         "gpu_note": None if gpu is not None else "no CUDA device: the GPU path was not measured",
         **({"peers": {"names": list(peers), "baseline": "fastdata-uint8"}} if peers else {}),

@@ -145,11 +145,13 @@ def _fastdata_part(roots: dict[str, Path], picks: np.ndarray, size: int, batch_s
     from fastdata.gpu_transforms import Compose, Normalize, RandomHorizontalFlip
     from fastdata.loader.collate import fast_collate
 
+    def read_stage(dataset: ShardDataset) -> Stage:
+        return "read", lambda i: dataset.read(i)[0]  # the record's encoded bytes
+
     reads, payloads = {}, {}
     for fmt in ("tfrecord", "lmdb"):
         if fmt in roots:
-            ds = ShardDataset(roots[fmt])
-            timing, payloads[fmt] = _chain([int(i) for i in picks], [("read", lambda i, ds=ds: ds.read(i)[0])])
+            timing, payloads[fmt] = _chain([int(i) for i in picks], [read_stage(ShardDataset(roots[fmt]))])
             reads[fmt] = timing[0]["ms_per_image"]
     fmt = "tfrecord" if "tfrecord" in payloads else next(iter(payloads))
     data, n = payloads[fmt], len(payloads[fmt])
@@ -307,10 +309,10 @@ def measure_breakdown(
     with _one_thread():
         torch.manual_seed(0)
         part, payloads = _fastdata_part(roots, picks, size, batch_size)
-        matched = _match_files(payloads, files, _record_names(roots, picks))
-        same = all(m is not None for m in matched)
+        matched = [m for m in _match_files(payloads, files, _record_names(roots, picks)) if m is not None]
+        same = len(matched) == len(payloads)
         part["baselines_on_same_images"] = same
-        baseline_files = list(matched) if same else [files[i] for i in picks]
+        baseline_files = matched if same else [files[i] for i in picks]
         return {"fastdata": part, **_baseline_parts(baseline_files, size, batch_size)}
 
 

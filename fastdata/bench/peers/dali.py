@@ -31,22 +31,30 @@ class DaliFiles:
 
     def __init__(self, file_list: Path, batch_size: int, workers: int, size: int) -> None:
         from nvidia.dali import fn, pipeline_def, types
+        from nvidia.dali.data_node import DataNode
         from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
-        @pipeline_def(batch_size=batch_size, num_threads=max(1, workers), device_id=None, seed=0)
+        # No device_id: None, Pipeline's default, a pipeline that does not use the GPU (every operator on the CPU).
+        @pipeline_def(batch_size=batch_size, num_threads=max(1, workers), seed=0)
         def pipe():
             encoded, label = fn.readers.file(file_list=str(file_list), random_shuffle=True, name=_READER)
-            images = fn.decoders.image_random_crop(
+            decoded = fn.decoders.image_random_crop(
                 encoded,
                 device="cpu",
-                output_type=types.RGB,
+                output_type=types.DALIImageType.RGB,
                 random_area=[0.08, 1.0],
                 random_aspect_ratio=[3 / 4, 4 / 3],
                 num_attempts=10,
             )
-            images = fn.resize(images, size=[size, size], interp_type=types.INTERP_LINEAR, antialias=True)
+            resized = fn.resize(
+                decoded, size=[size, size], interp_type=types.DALIInterpType.INTERP_LINEAR, antialias=True
+            )
+            assert isinstance(resized, DataNode)  # one output (no save_attrs); runs once, when the graph is built
             images = fn.crop_mirror_normalize(
-                images, dtype=types.UINT8, output_layout="CHW", mirror=fn.random.coin_flip(probability=0.5)
+                resized,
+                dtype=types.DALIDataType.UINT8,
+                output_layout="CHW",
+                mirror=fn.random.coin_flip(probability=0.5),
             )
             return images, label
 

@@ -11,7 +11,7 @@ torch its image library does not load, and the benchmark reports that in the pee
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ def import_library() -> Any:
     except ModuleNotFoundError:
         raise
     except Exception as exc:  # noqa: BLE001 - any load failure: said in one line, with its root cause
-        root = exc
+        root: BaseException = exc
         while root.__cause__ is not None:
             root = root.__cause__
         reason = f"{type(root).__name__}: {(str(root).splitlines() or [''])[0]}"
@@ -62,7 +62,7 @@ class TorchCodecFiles(torch.utils.data.Dataset):
         rows = [line.rsplit("\t", 1) for line in Path(file_list).read_text().splitlines() if line]
         self.items = [(path, int(label)) for path, label in rows]
         self.size = size
-        self._transform = None
+        self._transform: Callable[[torch.Tensor], torch.Tensor] | None = None  # made in the worker
 
     def __len__(self) -> int:
         return len(self.items)

@@ -36,6 +36,8 @@ class _Decode:
         from fastdata.bench.baselines import cv2_decode_bgr
 
         data = sample.get("jpg", sample.get("png"))
+        if data is None:
+            raise KeyError(f"sample {sample.get('__key__')!r} has neither a jpg nor a png")
         return self.crop(cv2_decode_bgr(data)), int(sample["cls"])
 
 
