@@ -12,7 +12,7 @@ from __future__ import annotations
 import abc
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -42,6 +42,12 @@ def _range(value: Sequence[float], name: str) -> tuple[float, float]:
     if not (0 < low <= high and math.isfinite(high)):
         raise ValueError(f"{name} must satisfy 0 < min <= max, got {value!r}; pass (min, max)")
     return low, high
+
+
+class _RandomDecode(Protocol):
+    """The call of a transform with ``uses_rng``: it takes the sample's generator as keyword ``rng``."""
+
+    def __call__(self, data: bytes, *, rng: np.random.Generator | None) -> np.ndarray: ...
 
 
 class DecodeTransform(abc.ABC):
@@ -111,7 +117,8 @@ class DecodeTransform(abc.ABC):
             fastdata.decode.DecodeError: the image cannot be decoded.
             ValueError: ``out`` has another shape than the transform's output.
         """
-        image = self(data, rng=rng) if self.uses_rng and rng is not None else self(data)
+        # uses_rng: __call__ takes rng (the class contract)
+        image = cast(_RandomDecode, self)(data, rng=rng) if self.uses_rng and rng is not None else self(data)
         if image.shape != out.shape:
             raise ValueError(
                 f"{type(self).__name__} made an image of shape {image.shape}, the batch slot is "

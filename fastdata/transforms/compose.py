@@ -106,6 +106,7 @@ class DecodeCompose(DecodeTransform):
     """
 
     uses_rng = True
+    transforms: list[Any]  # the crop (a DecodeTransform), then the ImageAugments
 
     def __init__(self, transforms: Sequence[Any]) -> None:
         items = list(transforms)
@@ -145,7 +146,9 @@ class DecodeCompose(DecodeTransform):
 
     @property
     def output_size(self) -> tuple[int, int]:  # type: ignore[override]  # noqa: D102
-        return self.crop.output_size
+        size = self.crop.output_size
+        assert size is not None, "DecodeCompose's crop has a fixed output size (checked when it was made)"
+        return size
 
     def resolve_decoder(self) -> Decoder:  # noqa: D102 (documented on DecodeTransform)
         return self.crop.resolve_decoder()

@@ -46,7 +46,7 @@ def _randint(high: int) -> int:
     buffer = getattr(_local, "int_buffer", None)
     if buffer is None:
         buffer = _local.int_buffer = torch.empty(1, dtype=torch.int64)
-    return buffer.random_(0, high).item()
+    return int(buffer.random_(0, high).item())
 
 
 def _exp_uniform(low: float, high: float) -> float:

@@ -108,7 +108,9 @@ class MultiCrop(DecodeTransform):
         """Each crop's ``(top, left, h, w)`` for an image of this size, drawn in order (as each crop alone draws)."""
         return [c._params(height, width, rng) for c in self.crops]
 
-    def __call__(self, data: bytes, *, rng: np.random.Generator | None = None) -> list[np.ndarray]:
+    def __call__(  # type: ignore[override]  # k images, not one: decode_into refuses, decode_into_all replaces it
+        self, data: bytes, *, rng: np.random.Generator | None = None
+    ) -> list[np.ndarray]:
         """The k crops of one encoded image (RGB uint8, each of its crop's size).
 
         Raises:
@@ -143,12 +145,13 @@ class MultiCrop(DecodeTransform):
         full = decoder.read_size(data)
         if full is None:  # no cheap header: decode fully once, crop in full resolution
             image = decoder.decode(data)
-            for crop, box, out in zip(self.crops, self.draw(*image.shape[:2], rng), outs, strict=False):
+            height, width = image.shape[:2]
+            for crop, box, out in zip(self.crops, self.draw(height, width, rng), outs, strict=True):
                 top, left, h, w = box
                 resize_into(image[top : top + h, left : left + w], out, crop.antialias)
             return
         boxes = self.draw(full[0], full[1], rng)
-        scales = [choose_scale(decoder.scales, b[2], b[3], *c.size) for b, c in zip(boxes, self.crops, strict=False)]
+        scales = [choose_scale(decoder.scales, b[2], b[3], *c.size) for b, c in zip(boxes, self.crops, strict=True)]
         if self.one_decode:
             finest = max(scales, key=lambda s: s[0] / s[1])
             scales = [finest] * len(scales)

@@ -67,6 +67,7 @@ class _TorchvisionPolicy(ImageAugment):
         bins = tv_bins(self.SPACE, name, num_bins, height, width)
         if bins is None:
             return 0.0
+        assert bin_index is not None, f"{name} takes a magnitude: its policy entry gives a bin"
         magnitude = float(bins[bin_index])
         return -magnitude if self.SPACE[name][2] and rng.random() <= 0.5 else magnitude
 

@@ -155,7 +155,8 @@ _TIMM_INCREASING = {
     "Brightness": "BrightnessIncreasing",
     "Sharpness": "SharpnessIncreasing",
 }
-_TIMM_WEIGHTED = {  # timm's ``_RAND_WEIGHTED_0`` and ``_RAND_WEIGHTED_3A`` (choice weights, no replacement)
+# timm's ``_RAND_WEIGHTED_0`` and ``_RAND_WEIGHTED_3A`` (choice weights, no replacement)
+_TIMM_WEIGHTED: dict[str, dict[str, float]] = {
     "weights": {
         "Rotate": 3,
         "ShearX": 2,
@@ -203,8 +204,8 @@ def timm_op_names(increasing: bool, choice: str | None) -> tuple[tuple[str, ...]
     if choice == "3a":
         return ("SolarizeIncreasing", "Desaturate", "GaussianBlur"), None
     if choice in _TIMM_WEIGHTED:
-        names, weights = zip(*_TIMM_WEIGHTED[choice].items(), strict=False)
-        weights = np.array(weights, np.float64)
+        names, values = zip(*_TIMM_WEIGHTED[choice].items(), strict=True)
+        weights = np.array(values, np.float64)
         return tuple(names), weights / weights.sum()
     raise ValueError(f"unknown RandAugment transform set t{choice}; timm's are tweights, t3a and t3aw")
 

@@ -38,7 +38,7 @@ from fastdata._util.optional import native_disabled
 try:
     from fastdata.transforms import _lut
 except ImportError:  # the optional C kernel was not built: tables go through cv2.LUT
-    _lut = None
+    _lut = None  # type: ignore[assignment]  # None stands for the kernel not built: every use checks it
 
 __all__ = [
     "apply_lut",
@@ -268,7 +268,7 @@ def solarize_add(image: np.ndarray, add: int, threshold: int = 128) -> np.ndarra
         return image
     rows = _rows(image)
     if threshold > 255:
-        cv2.add(rows, min(add, 255), dst=rows)
+        cv2.add(rows, min(add, 255), dst=rows)  # type: ignore[call-overload]  # cv2 takes a number as a scalar; its stubs list arrays only
     else:
         cv2.add(rows, cv2.threshold(rows, math.ceil(threshold) - 1, min(add, 255), cv2.THRESH_BINARY_INV)[1], dst=rows)
     return image

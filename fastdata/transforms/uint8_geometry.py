@@ -36,7 +36,7 @@ from fastdata._util.optional import native_disabled
 try:
     from fastdata.transforms import _affine
 except ImportError:  # the optional C kernel was not built: bicubic warps take OpenCV's cubic kernel
-    _affine = None
+    _affine = None  # type: ignore[assignment]  # None stands for the kernel not built: every use checks it
 
 __all__ = ["INTERPOLATIONS", "affine", "hflip", "rotate", "shear_x", "shear_y", "translate"]
 
