@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from typing_extensions import override
@@ -119,12 +120,12 @@ def check_size(size: object) -> tuple[int, int]:
         values = values * 2
     if len(values) != 2 or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
         raise ValueError(f"size must be a positive int or a (height, width) pair of positive ints, got {size!r}")
-    return values  # type: ignore[return-value]
+    return values
 
 
-def check_bounds(name: str, bounds: object) -> tuple[float, float]:
-    try:
-        lo, hi = (float(b) for b in bounds)  # type: ignore[union-attr]
+def check_bounds(name: str, bounds: Any) -> tuple[float, float]:
+    try:  # any object: one that is not a pair of numbers raises TypeError or ValueError here
+        lo, hi = (float(b) for b in bounds)
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a (low, high) pair of numbers, got {bounds!r}") from None
     if not (0 < lo <= hi and math.isfinite(hi)):

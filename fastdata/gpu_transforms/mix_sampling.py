@@ -35,8 +35,8 @@ def _log_gamma_sample(alpha: float, generator: torch.Generator | None) -> float:
     """``log`` of one Gamma(alpha, 1) draw (Marsaglia-Tsang, boosted for alpha < 1), on the CPU."""
     log_boost = 0.0
     if alpha < 1.0:
-        u = float(torch.rand((), dtype=torch.float64, generator=generator))
-        log_boost = math.log(u) / alpha if u > 0 else -math.inf
+        boost = float(torch.rand((), dtype=torch.float64, generator=generator))
+        log_boost = math.log(boost) / alpha if boost > 0 else -math.inf
         alpha += 1.0
     d = alpha - 1.0 / 3.0
     c = 1.0 / math.sqrt(9.0 * d)
