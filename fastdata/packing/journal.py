@@ -89,15 +89,16 @@ class PackJournal:
             data = _parse(line)
             if data is None:  # a line cut short by a crash: everything from here is redone
                 break
+            shard = ShardInfo(**data["shard"])
             entry = JournalEntry(
-                shard=ShardInfo(**data["shard"]),
+                shard=shard,
                 next_source=int(data["next_source"]),
                 skipped=[SkippedFile(**s) for s in data["skipped"]],
                 labels=[int(x) for x in data["labels"]],
                 warnings=[FileWarnings(**w) for w in data.get("warnings", [])],
                 transcoded=[int(x) for x in data.get("transcoded", [])],
             )
-            if not shard_intact(root, entry.shard):
+            if not shard_intact(root, shard):
                 break
             entries.append(entry)
         self._rewrite(lines[0], entries)

@@ -44,18 +44,19 @@ def is_out_of_space(exc: BaseException, folder: str | os.PathLike, pending: int 
         Whether to report the failure as "no space left".
     """
     seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, OutOfSpaceError):
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, OutOfSpaceError):
             return True
-        if isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS:
+        if isinstance(link, OSError) and link.errno in NO_SPACE_ERRNOS:
             return True
-        if isinstance(exc, lmdb.Error):
+        if isinstance(link, lmdb.Error):
             try:
                 return free_bytes(folder) < pending + _SLACK
             except OSError:
                 return False
-        exc = exc.__cause__ or exc.__context__
+        link = link.__cause__ or link.__context__
     return False
 
 

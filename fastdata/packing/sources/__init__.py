@@ -58,13 +58,8 @@ def open_source(src: str | os.PathLike, options: PackOptions) -> Source:
 
 def _open(src: str | os.PathLike, options: PackOptions) -> Source:
     kind = options.source if options.source != "auto" else source_kind(src)
-    labels = {"names": options.labels == "names", "unlabelled": options.unlabelled}
-    columns = {
-        "image_column": options.image_column,
-        "label_column": options.label_column,
-        "fields": options.fields,
-        **labels,
-    }
+    names, unlabelled, fields = options.labels == "names", options.unlabelled, options.fields
+    image_column, label_column = options.image_column, options.label_column
     if kind == "imagefolder":
         _no_columns(kind, options)
         if os.path.isfile(src):
@@ -75,13 +70,17 @@ def _open(src: str | os.PathLike, options: PackOptions) -> Source:
             )
         return ImageFolderSource(src)
     if kind == "list":
-        return FileListSource(src, **columns)
+        return FileListSource(
+            src, image_column=image_column, label_column=label_column, fields=fields, names=names, unlabelled=unlabelled
+        )
     if kind == "parquet":
-        return ParquetSource(src, **columns)
+        return ParquetSource(
+            src, image_column=image_column, label_column=label_column, fields=fields, names=names, unlabelled=unlabelled
+        )
     if kind == "webdataset":
-        return WebDatasetSource(src, label_column=options.label_column, fields=options.fields, **labels)
+        return WebDatasetSource(src, label_column=label_column, fields=fields, names=names, unlabelled=unlabelled)
     _no_columns(kind, options, fields=False)
-    return PackSource(src, fields=options.fields) if kind == "pack" else TFRecordSource(src, fields=options.fields)
+    return PackSource(src, fields=fields) if kind == "pack" else TFRecordSource(src, fields=fields)
 
 
 def source_kind(src: str | os.PathLike) -> str:

@@ -115,7 +115,7 @@ def unlabelled_refused(what: str, seen: str, label_column: str) -> ValueError:
     )
 
 
-def source_digest(classes: list[str], rows: list[Row], skipped: list[SkippedFile]) -> str:
+def source_digest(classes: list[str], rows: Iterable[Row], skipped: list[SkippedFile]) -> str:
     """``"sha256:..."`` of the class table, the (label, locator) list and what the scan left out.
 
     It names *which* samples a pack was made of (not their bytes): the packer keeps it in the

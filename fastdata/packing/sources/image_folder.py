@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,7 @@ class ImageFolderSource(Source):
 
     name = "imagefolder"
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | os.PathLike) -> None:
         super().__init__(str(Path(root).resolve()))
         self.root = Path(root)
         self._scan = scan_image_folder(self.root)  # raises at once for a missing or empty folder

@@ -175,6 +175,8 @@ class ParquetSource(Source):
 def _class_names(schema: Any, column: str) -> list[str] | None:
     """The names of a ``ClassLabel`` column, from the ``huggingface`` metadata ``datasets`` writes, or None."""
     raw = (schema.metadata or {}).get(b"huggingface")
+    if raw is None:
+        return None
     try:
         feature = json.loads(raw)["info"]["features"][column]
     except (TypeError, ValueError, KeyError):

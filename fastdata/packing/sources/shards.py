@@ -38,6 +38,7 @@ class PackSource(Source):
     """
 
     name = "pack"
+    field_types: dict[str, dict]  # never None here: the pack's manifest records its fields' types
 
     def __init__(self, root: str | os.PathLike, *, fields: tuple[str, ...] = ()) -> None:
         from fastdata.formats.fields import field_types

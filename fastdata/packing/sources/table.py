@@ -65,12 +65,13 @@ class FileListSource(Source):
         self.base: Path | str = self.path.parent if self.url is None else self.url.rpartition("/")[0]
         self.text = self.kind == ".csv"
         columns = self._columns()
-        self.image_column = image_column or next((c for c in PATH_COLUMNS if c in columns), None)
-        if self.image_column is None or (columns and self.image_column not in columns):
+        image = image_column or next((c for c in PATH_COLUMNS if c in columns), None)
+        if image is None or (columns and image not in columns):
             raise ValueError(
                 f"{str(path)!r} has no {image_column or 'path'} column (its columns: {', '.join(columns)}): "
                 "name the column with the image paths with --image-column"
             )
+        self.image_column = image
         if label_column is not None and columns and label_column not in columns:
             raise ValueError(f"{str(path)!r} has no label column {label_column!r} (its columns: {', '.join(columns)})")
         self.label_column = label_column or "label"
@@ -127,7 +128,7 @@ class FileListSource(Source):
 
         return url_size(self.url) is not None
 
-    def _open_binary(self, *, seekable: bool = False) -> io.BufferedIOBase:
+    def _open_binary(self, *, seekable: bool = False) -> io.BufferedReader:
         """The list as a binary file: local, or at a URL (streamed; by ranges when ``seekable``)."""
         if self.url is None:
             return open(self.path, "rb")
@@ -151,8 +152,11 @@ class FileListSource(Source):
         first = next((record for _, record in self._records([]) if record is not None), None)
         return list(first) if first else []
 
-    def _records(self, columns: list[str]) -> Iterator[tuple[int, dict[str, Any]]]:
-        """``(row number, {column: value})`` for every row, streamed (1-based numbers)."""
+    def _records(self, columns: list[str]) -> Iterator[tuple[int, dict[str, Any] | None]]:
+        """``(row number, {column: value})`` for every row, streamed (1-based numbers).
+
+        The value is None for a JSONL line that is not a JSON object.
+        """
         if self.kind == ".csv":
             with self._open_text() as f:
                 yield from enumerate(csv.DictReader(f), 1)

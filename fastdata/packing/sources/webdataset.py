@@ -44,6 +44,8 @@ _EXTENDED = (
     tarfile.GNUTYPE_LONGNAME,
     tarfile.GNUTYPE_LONGLINK,
 )
+_TRUNCATED_HEADER = tarfile.TruncatedHeaderError  # type: ignore[attr-defined]  # tarfile has it; typeshed does not
+_INVALID_HEADER = tarfile.InvalidHeaderError  # type: ignore[attr-defined]  # likewise
 
 # one scanned sample: (locator, or "" without an image; raw label; fields; how a skip names it; what is wrong, or "")
 _Sample = tuple[str, Any, dict[str, Any], str, str]
@@ -61,10 +63,10 @@ class _CheckedTarInfo(tarfile.TarInfo):
     """
 
     @classmethod
-    def frombuf(cls, buf: bytes, encoding: str, errors: str) -> tarfile.TarInfo:
+    def frombuf(cls, buf: bytes | bytearray, encoding: str, errors: str) -> _CheckedTarInfo:
         try:
             info = super().frombuf(buf, encoding, errors)
-        except (tarfile.TruncatedHeaderError, tarfile.InvalidHeaderError) as exc:
+        except (_TRUNCATED_HEADER, _INVALID_HEADER) as exc:
             raise DamagedTarError(str(exc)) from None
         if info.type in _EXTENDED and info.size > SMALL_MEMBER_BYTES:
             raise DamagedTarError(f"an extended (pax or long name) header declares {info.size} bytes")
