@@ -111,10 +111,11 @@ def infer_types(names: Iterable[str], rows: Iterable[Mapping[str, Any]], *, text
     for row in rows:
         for name in names:
             kind = kind_of(row.get(name), text=text)
-            found[name] = kind if found[name] is None else _join(found[name], kind)  # type: ignore[arg-type]
+            seen = found[name]
+            found[name] = kind if seen is None else _join(seen, kind)
     types = {}
-    for name, kind in found.items():
-        k, shape = kind or ("json", [])
+    for name, joined in found.items():
+        k, shape = joined or ("json", [])
         if k == "empty":
             k, shape = "int_list", [-1]
         types[name] = {"kind": k, "shape": shape}
@@ -141,7 +142,7 @@ def encode_values(
     """
     out: dict[str, tuple[str, list]] = {}
     for name, spec in types.items():
-        value = values.get(name)
+        value: Any = values.get(name)  # any value a row holds (None: none); converted by its kind below
         if text and isinstance(value, str) and spec["kind"] != "string":
             value = _from_text(value)
         kind = spec["kind"]
@@ -172,9 +173,9 @@ def decode_values(types: Mapping[str, dict], names: Iterable[str], feature: Any)
             values = list(entry.int64_list.value) if entry is not None else []
             out[name] = (int(values[0]) if values else 0) if kind == "int" else np.asarray(values, dtype=np.int64)
         elif kind in ("float", "float_array"):
-            values = np.asarray(entry.float_list.value if entry is not None else [], dtype=np.float32)
+            floats = np.asarray(entry.float_list.value if entry is not None else [], dtype=np.float32)
             out[name] = (
-                (float(values[0]) if len(values) else 0.0) if kind == "float" else values.reshape(spec["shape"] or [-1])
+                (float(floats[0]) if len(floats) else 0.0) if kind == "float" else floats.reshape(spec["shape"] or [-1])
             )
         else:
             raw = entry.bytes_list.value[0] if entry is not None and entry.bytes_list.value else b""

@@ -109,9 +109,9 @@ class LMDBShardWriter(ShardWriterBase):
         added = 0
         if record.fields:  # the fields as an Example under their own key, checked by their own CRC32C
             raw = encode_fields(record.fields)
-            key = sample_key(self.num_samples) + FIELDS_SUFFIX
-            self._make_room(key, raw)
-            if not self._txn.put(key, raw, append=True):
+            fields_key = sample_key(self.num_samples) + FIELDS_SUFFIX
+            self._make_room(fields_key, raw)
+            if not self._txn.put(fields_key, raw, append=True):
                 raise RuntimeError(f"could not append the fields of sample {self.num_samples} to {self._tmp}")
             self._meta.setdefault("fields_crc32c", []).append(google_crc32c.value(raw))
             added = len(raw) + 16

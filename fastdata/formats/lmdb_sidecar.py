@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from fastdata.formats.errors import CorruptRecordError
 from fastdata.formats.files import check_crc32c, read_regular, resolve_inside
@@ -99,7 +100,7 @@ def sidecar_bytes(index: LMDBIndex, crc32c: np.ndarray, labels: np.ndarray, fiel
         or (fields_crc32c is not None and len(fields_crc32c) != m)
     ):
         raise ValueError(f"fields stored for {m} of {n} records (a fastdata shard stores them for all or none)")
-    parts = [
+    parts: list[bytes | np.ndarray] = [
         _HEADER.pack(_MAGIC, _VERSION, index.page_size, n, m),
         records.offsets.astype("<i8"),
         np.asarray(labels).astype("<i8"),
@@ -231,7 +232,7 @@ def sidecar_problems(
         return [f"{shard.index}: {exc.reason}"]
     except OSError as exc:
         return [f"{shard.index}: unreadable ({exc.strerror or type(exc).__name__})"]
-    pairs = [
+    pairs: list[tuple[str, npt.ArrayLike, npt.ArrayLike]] = [
         ("page size", walked.page_size, found.index.page_size),
         ("CRC32Cs", crc32c, found.crc32c),
         ("labels", labels, found.labels),

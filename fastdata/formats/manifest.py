@@ -30,7 +30,7 @@ class Manifest:
     Attributes:
         format: storage format name (``"lmdb"`` or ``"tfrecord"``).
         classes: class names; a label is an index into this list.
-        shards: the shards in sample order.
+        shards: the shards in sample order: a list, or a reader's :class:`~fastdata.formats.shard_table.ShardTable`.
         skipped: bad source files that were left out.
         warnings: packed files that decoded with codec warnings (PIL decodes them too).
         targets: ``.npy`` file (relative) with every sample's int64 label in dataset order.

@@ -131,14 +131,14 @@ class TranscodedRecords:
             raise ValueError(
                 f"{where}: lists transcoded records both as ranges and as counts; re-create it with `fastdata pack`"
             )
-        counts = [s.transcoded for s in shards]
+        counts = [s.transcoded for s in shards if s.transcoded is not None]
         over = [s for s in shards if s.transcoded is not None and s.transcoded > s.num_samples]
         if over:
             raise ValueError(
                 f"{where}: field transcoded of {over[0].path} is {over[0].transcoded}, more than its "
                 f"{over[0].num_samples} records; re-create it with `fastdata pack`"
             )
-        if any(c is None for c in counts) or sum(c or 0 for c in counts) != manifest.transcoded_records:
+        if len(counts) != len(shards) or sum(counts) != manifest.transcoded_records:
             raise ValueError(
                 f"{where}: field transcoded_records is {manifest.transcoded_records} but its shards "
                 "do not count as many; re-create it with `fastdata pack`"
@@ -161,7 +161,7 @@ class TranscodedRecords:
         check_crc32c(data, manifest.transcoded_crc32c, path)
         records = cls(manifest, np.frombuffer(data, np.uint8))
         for k in partial:
-            mask = records.shard_mask(k)  # a partly re-coded shard has one
+            mask = records.shard_mask(k)  # not None: the shard has a count and the bits are read
             found = 0 if mask is None else int(np.count_nonzero(mask))
             if found != shards[k].transcoded:
                 raise CorruptRecordError(
@@ -197,8 +197,8 @@ class TranscodedRecords:
 
     def ranges(self) -> list[list[int]] | None:
         """Every re-coded sample as ``[start, stop)`` ranges (O(samples) time: for small packs and tests)."""
-        masks = [self.shard_mask(k) for k in range(len(self.manifest.shards))]
-        if any(m is None for m in masks):
+        masks = [m for m in (self.shard_mask(k) for k in range(len(self.manifest.shards))) if m is not None]
+        if len(masks) != len(self.manifest.shards):
             return None
         flat = np.concatenate([m for m in masks if m is not None]) if masks else np.zeros(0, bool)
         edges = np.flatnonzero(np.diff(np.concatenate([[0], flat.astype(np.int8), [0]])))

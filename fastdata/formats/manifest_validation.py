@@ -14,6 +14,7 @@ from fastdata.formats.manifest_entries import FileWarnings, ShardInfo, SkippedFi
 
 _MAX_INT = 2**63
 _HEX = frozenset("0123456789abcdef")
+_KINDS: dict[type, str] = {str: "a string", list: "a list", dict: "an object"}
 
 
 def parse_json(data: bytes, source: str) -> Any:
@@ -183,8 +184,7 @@ def _kind(value: Any) -> str:
         return str(value) if abs(value) < 10**20 else "an integer of more than 20 digits"
     if isinstance(value, float):
         return f"the float {value!r}"
-    kinds: dict[type, str] = {str: "a string", list: "a list", dict: "an object"}
-    return kinds.get(type(value), type(value).__name__)
+    return _KINDS.get(type(value), type(value).__name__)
 
 
 def _check_relative(rel: str, source: str, name: str) -> None:

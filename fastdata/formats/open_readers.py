@@ -196,7 +196,7 @@ class OpenReaders:
             f"{os.strerror(code)} ({errno.errorcode[code]}): {where}; {len(self._open)} shard files are open "
             f"with max_open_shards={self.cap}"
         )
-        if refused:
+        if refused and limit is not None:  # refused: only where a limit is known
             message += f", and no shard is opened while fewer than {reserve(limit)} descriptors would be left"
         message += "; lower max_open_shards (default: a quarter of the limit) or raise `ulimit -n`"
         return OSError(code, message, None if path is None else os.fspath(path))

@@ -65,7 +65,7 @@ class OpenedPack:
 
     Attributes:
         root: the dataset folder, resolved.
-        manifest: the validated manifest.
+        manifest: the validated manifest (None in an unpickled copy whose folder changed: see ``error``).
         labels: ``targets.npy``, checked and mapped read-only (:attr:`targets` is its array).
         shard_paths: resolved path of every shard.
         counts: records per shard.
@@ -117,7 +117,7 @@ class OpenedPack:
             raise DatasetChangedError(_changed(self.root, self.error))
 
     def __getstate__(self) -> dict:
-        if not isinstance(self.manifest.shards, ShardTable):  # a writer's pack: whole
+        if self.error is None and not isinstance(self.manifest.shards, ShardTable):  # a writer's pack: whole
             return dict(self.__dict__)
         return {
             "root": self.root,
@@ -289,7 +289,8 @@ def _reopen(pack: OpenedPack, digest: tuple[int, str]) -> None:
     Fill an unpickled reader's pack again from its folder, if it is still the pack its parent checked (the
     manifest's identity, and every shard's); otherwise record what changed in ``pack.error``. Never raises.
     """
-    pack.manifest, pack.shard_paths, pack.counts = None, ShardPaths(pack.root, [], {}), np.zeros(0, dtype=np.int64)
+    pack.manifest = None  # type: ignore[assignment]  # until read again; a use of a pack with .error checks it first
+    pack.shard_paths, pack.counts = ShardPaths(pack.root, [], {}), np.zeros(0, dtype=np.int64)
     pack.shard_identities = np.zeros((0, 3), dtype=np.uint64)
     if pack.error is not None:
         return

@@ -32,7 +32,7 @@ class Rows(Sequence):
     def _row(self, k: int):  # pragma: no cover - each subclass builds its own
         raise NotImplementedError
 
-    def __getitem__(self, k):  # type: ignore[override]
+    def __getitem__(self, k):
         if isinstance(k, slice):
             return [self[i] for i in range(*k.indices(len(self)))]
         return self._row(range(len(self))[k])
@@ -78,13 +78,18 @@ class ShardTable(Rows):
         return len(self.paths)
 
     def _row(self, shard: int) -> ShardInfo:
-        numbers = self._numbers[shard].tolist()
-        sums = self._sums[shard].tolist()
+        num_samples, nbytes, index_nbytes, transcoded = self._numbers[shard].tolist()  # the columns of _NUMBERS
+        crc32c, index_crc32c, meta_crc32c = self._sums[shard].tolist()  # the columns of _CHECKSUMS
         return ShardInfo(
             path=self.paths[shard],
+            num_samples=num_samples,  # the required fields are never -1 (None)
+            nbytes=nbytes,
+            crc32c=f"{crc32c:08x}",
             index=self.indexes[shard],
-            **{k: (None if v < 0 else v) for k, v in zip(_NUMBERS, numbers, strict=False)},
-            **{k: (None if v < 0 else f"{v:08x}") for k, v in zip(_CHECKSUMS, sums, strict=False)},
+            index_nbytes=None if index_nbytes < 0 else index_nbytes,
+            index_crc32c=None if index_crc32c < 0 else f"{index_crc32c:08x}",
+            meta_crc32c=None if meta_crc32c < 0 else f"{meta_crc32c:08x}",
+            transcoded=None if transcoded < 0 else transcoded,
         )
 
     def __iter__(self) -> Iterator[ShardInfo]:
@@ -126,7 +131,7 @@ class Names(Rows):
         return None if end < 0 else self._blob[int(self._starts[k]) : end].decode("utf-8")
 
 
-def _rebuilt(paths: list[str], indexes: list[str | None], numbers: np.ndarray, sums: np.ndarray) -> ShardTable:
+def _rebuilt(paths: Names, indexes: Names, numbers: np.ndarray, sums: np.ndarray) -> ShardTable:
     table = ShardTable(())
     table.paths, table.indexes, table._numbers, table._sums = paths, indexes, numbers, sums
     return table

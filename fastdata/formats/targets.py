@@ -171,7 +171,8 @@ def _scan(
         CorruptRecordError: the file changed size while it was read.
     """
     checksum = google_crc32c.Checksum()
-    dtype, position = layout if layout is not None else (None, 0)
+    dtype, first = layout if layout is not None else (None, 0)
+    position = first
     if position:
         checksum.update(os.pread(fd, position, 0))
     bad = None
@@ -183,7 +184,7 @@ def _scan(
         if dtype is not None and bad is None and position + len(chunk) <= size:
             found = _first_outside(np.frombuffer(chunk, dtype=dtype), num_classes)
             if found is not None:
-                bad = (position - layout[1]) // dtype.itemsize + found
+                bad = (position - first) // dtype.itemsize + found
         position += len(chunk)
     if position != size:
         raise CorruptRecordError(path, None, f"changed size while being read ({size} bytes, then {position})")
@@ -235,6 +236,7 @@ class MappedTargets:
     def _checked_fd(self) -> int:
         if self._error is not None:
             raise DatasetChangedError(str(self._error))
+        assert self._fd is not None, "a MappedTargets is used before map_targets() kept its descriptor"
         return self._fd
 
     def read(self, start: int, stop: int) -> np.ndarray:
