@@ -50,7 +50,7 @@ def make_images(folder: Path, classes=("red", "green", "blue"), per_class=100, s
 
 
 make_images(WORK / "images")
-fastdata.pack(WORK / "images", WORK / "shards", format="tfrecord", progress=False)
+manifest = fastdata.pack(WORK / "images", WORK / "shards", format="tfrecord", progress=False)
 
 # %%
 # The recipe

@@ -57,7 +57,7 @@ def make_images(folder: Path, classes=("red", "green", "blue"), per_class=100, s
 
 
 make_images(WORK / "images")
-fastdata.pack(WORK / "images", WORK / "shards", format="tfrecord", progress=False)
+manifest = fastdata.pack(WORK / "images", WORK / "shards", format="tfrecord", progress=False)
 
 # %%
 # timm's recipe: RandAugment and RandomErasing

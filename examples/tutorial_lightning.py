@@ -20,6 +20,7 @@ import hashlib
 import logging
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 
 import lightning as L
@@ -51,7 +52,7 @@ def make_images(folder: Path, classes=("red", "green", "blue"), per_class=100, s
 
 
 make_images(WORK / "images")
-fastdata.pack(WORK / "images", WORK / "shards", format="tfrecord", progress=False)
+manifest = fastdata.pack(WORK / "images", WORK / "shards", format="tfrecord", progress=False)
 
 # %%
 # The LightningModule
@@ -100,6 +101,10 @@ class Classifier(L.LightningModule):
 
 
 logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # Lightning's start-up notes, not ours
+# Two notes of Lightning's that say nothing about this run: a deprecation inside Lightning under this torch, and
+# that the resumed run writes its checkpoints to another folder than the run it resumes.
+warnings.filterwarnings("ignore", message=r".*LeafSpec.*")
+warnings.filterwarnings("ignore", message=r".*dirpath has changed.*")
 
 
 def fit(checkpoints: Path, ckpt_path=None) -> Classifier:

@@ -54,7 +54,9 @@ def make_images(folder: Path, classes=("red", "green", "blue"), per_class=100, s
 
 make_images(WORK / "images")
 # shuffle_seed pre-shuffles the samples, so that a block of shards holds every class, not one class's images.
-fastdata.pack(WORK / "images", WORK / "shards", format="tfrecord", samples_per_shard=25, shuffle_seed=0, progress=False)
+manifest = fastdata.pack(
+    WORK / "images", WORK / "shards", format="tfrecord", samples_per_shard=25, shuffle_seed=0, progress=False
+)
 
 # %%
 # What each rank runs

@@ -44,7 +44,9 @@ os.environ.update(
     AWS_SECRET_ACCESS_KEY="testing",
     AWS_DEFAULT_REGION="us-east-1",
 )
-boto3.client("s3").create_bucket(Bucket="my-bucket")
+s3 = boto3.client("s3")
+s3.create_bucket(Bucket="my-bucket")
+print("buckets:", [bucket["Name"] for bucket in s3.list_buckets()["Buckets"]])
 
 # %%
 # Pack straight to the bucket
@@ -71,8 +73,8 @@ def make_images(folder: Path, classes=("red", "green", "blue"), per_class=100, s
 
 make_images(WORK / "images")
 URL = "s3://my-bucket/train"
-fastdata.pack(WORK / "images", URL, format="tfrecord", samples_per_shard=50, shuffle_seed=0, progress=False)
-listing = boto3.client("s3").list_objects_v2(Bucket="my-bucket", Prefix="train/")["Contents"]
+manifest = fastdata.pack(WORK / "images", URL, format="tfrecord", samples_per_shard=50, shuffle_seed=0, progress=False)
+listing = s3.list_objects_v2(Bucket="my-bucket", Prefix="train/")["Contents"]
 print(f"{len(listing)} objects in {URL}:", ", ".join(sorted(Path(o["Key"]).name for o in listing)[:8]), "...")
 print(fastdata.verify(URL))  # downloads and checks one shard at a time
 
