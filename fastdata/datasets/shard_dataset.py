@@ -6,7 +6,7 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -24,6 +24,7 @@ from fastdata.sampler.seeding import sample_generator
 from fastdata.storage.shards import RemoteShards
 from fastdata.storage.urls import is_url
 from fastdata.transforms import Decode, DecodeTransform
+from fastdata.transforms.base import RandomDecode
 from fastdata.transforms.resolution import transform_for
 
 logger = logging.getLogger(__name__)
@@ -142,7 +143,7 @@ class ShardDataset(ShardSource, Dataset):
         self.max_open_shards = check_max_open_shards(max_open_shards)
         self._readers = OpenReaders(self.max_open_shards)  # pickles without its readers; a forked child drops them
         self._remote: RemoteShards | None = None
-        if is_url(root):
+        if isinstance(root, str) and is_url(root):
             self._remote = RemoteShards(
                 root,
                 cache_dir=cache_dir,
@@ -162,11 +163,11 @@ class ShardDataset(ShardSource, Dataset):
     def __len__(self) -> int:
         return int(self._starts[-1])
 
-    def __getitem__(self, index: int) -> tuple[Any, Any]:
+    def __getitem__(self, index: int) -> tuple[Any, ...]:
         data, label = self.read(index)
         if isinstance(self.transform, DecodeTransform):
             rng = sample_generator(index) if self.transform.uses_rng else None
-            image = self.transform(data) if rng is None else self.transform(data, rng=rng)
+            image = self.transform(data) if rng is None else cast(RandomDecode, self.transform)(data, rng=rng)
         else:
             image = self._decode(data)
             if self.transform is not None:
@@ -175,7 +176,7 @@ class ShardDataset(ShardSource, Dataset):
             label = self.target_transform(label)
         return (image, label, self.read_fields(index)) if self.fields else (image, label)
 
-    def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, Any]]:
+    def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, ...]]:
         """The samples of one batch; torch's fetcher calls this with the batch's indices.
 
         With a fixed-size decode-time transform (``RandomResizedCrop``, ``ResizeCenterCrop``), no
@@ -238,6 +239,10 @@ class ShardDataset(ShardSource, Dataset):
                 )
         except CorruptRecordError as exc:
             raise exc.with_hint(self._verify_hint(index)) from None
+        if label is None:  # a third-party record without an integer label
+            raise CorruptRecordError(
+                self._shard_paths[shard], position, "the record has no integer label (image/class/label)"
+            ).with_hint(self._verify_hint(index))
         return data, int(label)
 
     def read_fields(self, index: int) -> dict[str, Any]:
@@ -258,7 +263,8 @@ class ShardDataset(ShardSource, Dataset):
             raise CorruptRecordError(
                 self._shard_paths[shard],
                 position,
-                f"the record's own label {label} differs from {packed} in {self.manifest.targets} "
+                f"the record's own label {label} differs from {packed} in "
+                f"{self.manifest.targets if self.manifest is not None else 'targets.npy'} "
                 "(mixed packs, or damage)",
             )
         return packed + self.label_offset

@@ -31,11 +31,13 @@ def empty_tensor(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
     """
     if get_worker_info() is None:
         return torch.empty(tuple(shape), dtype=dtype)
-    numel = 1
-    for s in shape:
-        numel *= int(s)
+    sizes = [int(s) for s in shape]
+    strides = [1] * len(sizes)  # contiguous (C order), in elements
+    for i in range(len(sizes) - 2, -1, -1):
+        strides[i] = strides[i + 1] * sizes[i + 1]
+    numel = strides[0] * sizes[0] if sizes else 1
     storage, _ = acquire(numel * dtype.itemsize)  # a segment of the worker's ring when one is free
-    return torch.empty(0, dtype=dtype).set_(storage, 0, tuple(shape))
+    return torch.empty(0, dtype=dtype).set_(storage, 0, sizes, strides)
 
 
 class DecodedBatch(list):

@@ -57,7 +57,7 @@ _acquires = 0
 
 def _trailer(storage: torch.UntypedStorage) -> torch.Tensor:
     """The segment's trailer as a uint8 tensor (a view: it holds a reference while it lives)."""
-    return torch.empty(0, dtype=torch.uint8).set_(storage, storage.nbytes() - TRAILER, (TRAILER,))
+    return torch.empty(0, dtype=torch.uint8).set_(storage, storage.nbytes() - TRAILER, (TRAILER,), (1,))
 
 
 def _state(storage: torch.UntypedStorage) -> int:

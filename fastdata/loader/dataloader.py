@@ -50,6 +50,11 @@ _MIN_JOIN_S = 30.0  # how long close() waits for the producer before giving up w
 T_co = TypeVar("T_co", covariant=True)  # what a batch is: DataLoaderX[T] annotates like torch's DataLoader[T]
 
 
+def _torch_index_sampler(loader: DataLoaderX) -> Any:
+    """Torch's own index sampler of ``loader`` (the ``_index_sampler`` property that DataLoaderX overrides)."""
+    return super(DataLoaderX, loader)._index_sampler
+
+
 class _PassIndexSampler:
     """The loader's index sampler, seen through the pass being set up (skip + RNG snapshot)."""
 
@@ -57,23 +62,31 @@ class _PassIndexSampler:
         self._loader = weakref.ref(loader)
 
     def __len__(self) -> int:
-        return len(DataLoader._index_sampler.fget(self._loader()))
+        loader = self._loader()
+        if loader is None:  # the loader was garbage-collected: an empty sampler, as __iter__ says
+            return 0
+        return len(_torch_index_sampler(loader))
 
     def __iter__(self) -> Iterator[Any]:
         loader = self._loader()
         if loader is None:
             return iter(())
         pass_state = loader._setup_pass
-        inner = getattr(pass_state, "index_sampler", None) or DataLoader._index_sampler.fget(loader)
+        inner = getattr(pass_state, "index_sampler", None) or _torch_index_sampler(loader)
         it = iter(inner) if pass_state is None else pass_state.index_iter(inner)
         size = getattr(pass_state, "resolution", None)
-        if size is not None and loader._auto_collation and wants_sample_index(loader.dataset):
+        if (
+            pass_state is not None
+            and size is not None
+            and loader._auto_collation
+            and wants_sample_index(loader.dataset)
+        ):
             # the workers decode this pass at the loader's resolution
             it = tag_batches(it, size)
             pass_state.track(it)
         if isinstance(loader.dataset, ShardDataset) and loader.dataset.remote:  # downloads in this pass's order
             in_flight = loader.num_workers * (loader.prefetch_factor or 2) if loader.num_workers > 0 else 1
-            it = loader.dataset.plan(it, lag=in_flight)
+            it = iter(loader.dataset.plan(it, lag=in_flight))
             if pass_state is not None:
                 pass_state.track(it)
         return charged(it, "sampler", "fetch")  # `it` itself unless FASTDATA_BREAKDOWN is set (fastdata bench)
@@ -177,7 +190,7 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
             pin_memory = torch.cuda.is_available()
         if persistent_workers is None:  # accepted for loaders built by older fastdata: torch's default
             persistent_workers = False
-        keywords = {
+        keywords: dict[str, Any] = {
             "prefetch_factor": prefetch_factor,
             "persistent_workers": persistent_workers,
             "pin_memory_device": pin_memory_device,
@@ -227,7 +240,7 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
     def _index_sampler(self) -> Any:
         return self._pass_index_sampler
 
-    def __iter__(self) -> LoaderIter:
+    def __iter__(self) -> LoaderIter:  # type: ignore[override]  # LoaderIter wraps torch's iterator, not a subclass
         persistent = bool(self.persistent_workers) and self.num_workers > 0
         # torch resets the one persistent iterator: our thread must be off it
         if persistent and close_all(self._active) and not self._warned_shared:
@@ -300,9 +313,7 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
                 planned_seed=plan.get("sampler_seed") if plan["in_pass"] else None,
             )
         if seed_generator is not None:
-            pass_state.index_sampler = seeded_index_sampler(
-                DataLoader._index_sampler.fget(self), source, seed_generator
-            )
+            pass_state.index_sampler = seeded_index_sampler(_torch_index_sampler(self), source, seed_generator)
         self._passes_begun = pass_state.number + 1
         pass_state.resolution = self._resolution  # type: ignore[attr-defined]
         self._key_pass(pass_state)

@@ -16,7 +16,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from fastdata.decode.headers import image_format  # noqa: F401 - re-exported: fastdata.packing.packer.image_format
 from fastdata.formats.fields import infer_types
@@ -156,13 +156,13 @@ def pack(
         raise ValueError(
             f"pass the options as keywords or as options=PackOptions(...), not both ({', '.join(keywords)})"
         )
-    if is_url(out) and options.engine == "local" and options.part is None:
+    if isinstance(out, str) and is_url(out) and options.engine == "local" and options.part is None:
         from fastdata.storage.transfer import pack_to_url
 
         return pack_to_url(
             src,
             out,
-            pack_local=pack,
+            pack_local=cast("Callable[..., Manifest]", pack),  # part is None: pack() gives the Manifest
             resume=options.resume,
             overwrite=options.overwrite,
             options=options.with_(resume=False, overwrite=False),

@@ -232,7 +232,7 @@ class DistributedSampler(PassOrder, Sampler[int]):
             after an uneven :meth:`adapt_state`. Cheap: no index is generated.
         """
         start, origin = (self._start_index, self._origin) if self._active is None else self._active
-        state = {
+        state: dict[str, Any] = {
             "epoch": self.epoch,
             "seed": self.seed,
             "ratio": self.ratio,
@@ -243,7 +243,7 @@ class DistributedSampler(PassOrder, Sampler[int]):
             "dataset_length": self._length,
         }
         if self._blocks:
-            state.update(block_shards=self.block_shards, shard_layout=layout_id(self._offsets))
+            state.update(block_shards=self.block_shards, shard_layout=layout_id(self._shard_offsets()))
         if origin != (0, 0):
             state["origin"] = list(origin)
         if self.repeats != 1:

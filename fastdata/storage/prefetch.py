@@ -24,7 +24,7 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -208,7 +208,7 @@ def _indices(item: Any) -> np.ndarray:
 class PlannedPass(Iterator[Any]):
     """The items of one pass, planned ahead (see :func:`planned`). :meth:`close` says the pass is over."""
 
-    def __init__(self, items: Iterator[Any], plan: PassPlan, prefetcher: Prefetcher) -> None:
+    def __init__(self, items: Generator[Any, None, None], plan: PassPlan, prefetcher: Prefetcher) -> None:
         self._items, self._plan, self._prefetcher = items, plan, prefetcher
 
     def __next__(self) -> Any:
@@ -244,7 +244,7 @@ def planned(
 
 def _planned_items(
     order: Iterable[Any], plan: PassPlan, prefetcher: Prefetcher, lag: int, horizon: int
-) -> Iterator[Any]:
+) -> Generator[Any, None, None]:
     source = iter(order)
     ahead: collections.deque[tuple[Any, int]] = collections.deque()
     in_flight: collections.deque[int] = collections.deque()
