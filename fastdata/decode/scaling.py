@@ -58,16 +58,14 @@ def choose_scale(scales: Iterable[Scale], height: int, width: int, min_height: i
         min_width: the scaled width must stay ``>=`` this.
 
     Returns:
-        The chosen ``(num, den)``; ``(1, 1)`` when no smaller factor is big enough, or when the smallest that is
-        leaves the size unchanged (``ceil(2 * 5/8) == 2``: the same pixel count, but not the same pixels).
+        The chosen ``(num, den)``; ``(1, 1)`` when no smaller factor is big enough.
     """
     for scale in sorted(scales, key=lambda s: s[0] / s[1]):
         if scale[0] >= scale[1]:
             break
         scaled_h, scaled_w = scaled_size(height, width, scale)
         if scaled_h >= min_height and scaled_w >= min_width:
-            # a scale that leaves the size as it is (a side of 1-2 px at 5/8, of 1 px at 1/8) only blurs: full scale
-            return scale if (scaled_h, scaled_w) != (height, width) else (1, 1)
+            return scale
     return (1, 1)
 
 
@@ -93,10 +91,8 @@ def plan_region(
     for n, d in scales:
         if n >= d:
             break
-        scaled_h, scaled_w = -(-box_h * n // d), -(-box_w * n // d)
-        if scaled_h >= out_h and scaled_w >= out_w:
-            if (scaled_h, scaled_w) != (box_h, box_w):  # as choose_scale: a scale that reduces nothing is not taken
-                num, den = n, d
+        if -(-box_h * n // d) >= out_h and -(-box_w * n // d) >= out_w:
+            num, den = n, d
             break
     rows, cols = -(-height * num // den), -(-width * num // den)
     y0, x0 = top * num // den, left * num // den
