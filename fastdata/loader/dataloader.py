@@ -124,14 +124,13 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         TypeError: ``max_prefetch`` is not an int.
         ValueError: ``max_prefetch < 1``, or an argument torch rejects.
 
-    Example::
-
-        >>> loader = DataLoaderX(dataset, batch_size=256, shuffle=True, num_workers=8,
+    Example:
+        >>> loader = DataLoaderX(dataset, batch_size=8, shuffle=True, num_workers=2,
         ...                      collate_fn=fast_collate, generator=torch.Generator().manual_seed(0))
         >>> for step, (images, labels) in enumerate(loader):
-        ...     if step == 100:
+        ...     if step == 3:
         ...         torch.save({"loader": loader.state_dict()}, "ckpt.pt")
-        >>> loader.load_state_dict(torch.load("ckpt.pt")["loader"])  # next iter() starts at batch 101 (0-based)
+        >>> loader.load_state_dict(torch.load("ckpt.pt")["loader"])  # next iter() starts at batch 4 (0-based)
     """
 
     def __init__(
@@ -317,7 +316,7 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
 
     @property
     def resolution(self) -> tuple[int, int] | None:
-        """The decode-time crop size of the next passes (None: each transform's own); see :meth:`set_resolution`."""
+        """The decode-time crop size of the next passes, or None for each transform's own (:meth:`set_resolution`)."""
         return self._resolution
 
     def set_resolution(self, size: int | tuple[int, int] | None) -> None:
