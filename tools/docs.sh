@@ -2,7 +2,8 @@
 # Build the documentation site into docs/_build/html/ (open docs/_build/html/index.html), offline, with every
 # warning an error (-W --keep-going) and every cross-reference checked (-n); the tutorials in examples/ run as part
 # of the build (sphinx-gallery). Then run every `>>>` example of the rendered docstrings and pages (doctest
-# builder). Installs the `docs` extra only when Sphinx or one of its extensions is missing.
+# builder), and check the built reference against the code (tests/docs/test_reference.py). Installs the `docs`
+# extra only when Sphinx or one of its extensions is missing.
 # Usage: bash tools/docs.sh [extra sphinx-build options]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,5 +28,7 @@ echo "==> html: docs/_build/html/index.html after $((SECONDS - start)) s"
 "$PY" -m sphinx -b doctest "${opts[@]}" docs docs/_build/doctest || { [ "$status" -eq 0 ] && status=1; }
 summary="$(grep -E '^[0-9]+ tests?' docs/_build/doctest/output.txt | tail -n 1 || true)"
 echo "==> doctests: ${summary:-none ran} (docs/_build/doctest/output.txt)"
+# The reference against the code, now with the freshly built index (objects.inv) as well.
+"$PY" -m pytest -q -p no:cacheprovider tests/docs/test_reference.py || { [ "$status" -eq 0 ] && status=1; }
 echo "==> docs took $((SECONDS - start)) s"
 exit "$status"

@@ -33,6 +33,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "fastdata"
 
 
 # ---------------------------------------------------------------------------------------------------- the CLI
+USAGE_WIDTH = 100  # usage lines wrap here, whatever the terminal that builds the docs
+
+
 def cli_commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     """``{"fastdata": parser, "fastdata pack": ..., ...}``: the program and each sub-command's parser, in order."""
     found = {parser.prog: parser}
@@ -97,8 +100,10 @@ def cli_rst(parser: argparse.ArgumentParser) -> list[str]:
             lines += [_rst_text(summary[0].upper() + summary[1:]) + ".", ""]
         if command.description:
             lines += [_rst_text(command.description), ""]
+        formatter = command.formatter_class(prog, width=USAGE_WIDTH)
+        formatter.add_usage(command.usage, command._actions, command._mutually_exclusive_groups)
         lines += [".. code-block:: text", ""]
-        lines += ["   " + line for line in command.format_usage().rstrip().splitlines()]
+        lines += ["   " + line for line in formatter.format_help().rstrip().splitlines()]
         lines += [""]
         for action in cli_arguments(command):
             lines += [f".. option:: {_flag_signature(command, action)}", ""]
@@ -108,7 +113,7 @@ def cli_rst(parser: argparse.ArgumentParser) -> list[str]:
             if action.choices is not None and not isinstance(action, argparse._SubParsersAction):
                 choices = ", ".join(f"``{c}``" for c in action.choices)
                 lines += [f"   Choices: {choices}.", ""]
-        if command.epilog and prog != parser.prog:
+        if command.epilog and command.epilog != parser.epilog:  # the exit status is listed once, at the end
             lines += [".. code-block:: text", ""] + ["   " + line for line in command.epilog.splitlines()] + [""]
     if parser.epilog:
         lines += ["Exit status", "-----------", "", ".. code-block:: text", ""]
