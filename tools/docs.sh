@@ -26,7 +26,8 @@ status=0
 echo "==> html: docs/_build/html/index.html after $((SECONDS - start)) s"
 # The doctest builder reuses the html build's environment (same -d): only the examples run again.
 "$PY" -m sphinx -b doctest "${opts[@]}" docs docs/_build/doctest || { [ "$status" -eq 0 ] && status=1; }
-summary="$(grep -E '^[0-9]+ tests?' docs/_build/doctest/output.txt | tail -n 1 || true)"
+summary="$(sed -n '/^Doctest summary/,$p' docs/_build/doctest/output.txt | grep -E '^ *[0-9]+ (tests|failures in tests)$' \
+  | tr -s ' ' | paste -sd, - || true)"
 echo "==> doctests: ${summary:-none ran} (docs/_build/doctest/output.txt)"
 # The reference against the code, now with the freshly built index (objects.inv) as well.
 "$PY" -m pytest -q -p no:cacheprovider tests/docs/test_reference.py || { [ "$status" -eq 0 ] && status=1; }

@@ -363,14 +363,14 @@ class CardsDirective(SphinxDirective):
 
 # ------------------------------------------------------------------------------------ sections of other pages
 def _is_missing_section(app: Sphinx, docname: str) -> bool:
-    return docname in app.config.fastdata_sections and docname not in app.env.found_docs
+    return docname in app.config.fastdata_other_pages and docname not in app.env.found_docs
 
 
 def drop_missing_sections(app: Sphinx, docname: str, source: list[str]) -> None:
     """``source-read``: the root toctree's lines naming a section this build does not have are left out.
 
-    The sections (``fastdata_sections`` in conf.py) are written by other pages' owners; a branch may not have
-    one yet. Any other missing entry stays a warning.
+    The pages ``fastdata_other_pages`` (conf.py) names are written by other owners; a branch may not have one
+    yet. Any other missing entry stays a warning.
     """
     if docname != app.config.root_doc:
         return
@@ -384,7 +384,7 @@ def reread_root(app: Sphinx, env: Any, added: set[str], changed: set[str], remov
 
 
 def unlinked_section(app: Sphinx, env: Any, node: Any, contnode: nodes.Element) -> nodes.Element | None:
-    """``missing-reference``: a ``{doc}`` link to a section this build does not have is shown as plain text."""
+    """``missing-reference``: a ``{doc}`` link to another owner's page this build lacks is shown as plain text."""
     if node.get("refdomain") != "std" or node.get("reftype") != "doc":
         return None
     target = node["reftarget"]
@@ -400,7 +400,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("fastdata-raises", RaisesDirective)
     app.add_directive("fastdata-cards", CardsDirective)
     app.add_directive("fastdata-modules", ModulesDirective)
-    app.add_config_value("fastdata_sections", [], "env", [list])
+    app.add_config_value("fastdata_other_pages", [], "env", [list])
     app.add_config_value("fastdata_automodules", [], "env", [list])
     app.connect("missing-reference", resolve_public)
     app.connect("missing-reference", unlinked_section)
