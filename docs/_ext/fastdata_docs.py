@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
+import functools
 import importlib
 import inspect
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -361,6 +364,57 @@ class CardsDirective(SphinxDirective):
         return [grid]
 
 
+# ----------------------------------------------------------------------------------- "examples using X"
+PUBLIC_MODULES = (
+    "fastdata",
+    "fastdata.transforms",
+    "fastdata.gpu_transforms",
+    "fastdata.dali",
+    "fastdata.integrations.timm",
+)
+
+
+@functools.cache
+def public_names() -> frozenset[str]:
+    """Every name of the public modules' ``__all__``, by its public dotted path."""
+    return frozenset(f"{m}.{name}" for m in PUBLIC_MODULES for name in importlib.import_module(m).__all__)
+
+
+def examples_using(app: Sphinx, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
+    """``autodoc-process-docstring``: a public name's docstring ends with the tutorials that use it.
+
+    sphinx-gallery records which names each tutorial uses (``doc_module``); the thumbnails come from its
+    ``minigallery`` directive, under a rubric only where there is at least one tutorial.
+    """
+    if what not in ("class", "exception", "function") or name not in public_names():
+        return
+    conf = app.config.sphinx_gallery_conf
+    index = Path(conf["src_dir"], conf["backreferences_dir"], "backreferences_all.json")
+    if not index.exists() or not json.loads(index.read_text(encoding="utf-8")).get(name):
+        return
+    short = name.rsplit(".", 1)[-1]
+    lines += ["", f".. rubric:: Tutorials using ``{short}``", "", f".. minigallery:: {name}", ""]
+
+
+# ------------------------------------------------------------------------------------ dataclass signatures
+def factory_defaults(
+    app: Sphinx, what: str, name: str, obj: Any, options: Any, signature: str | None, return_annotation: str | None
+) -> tuple[str | None, str | None] | None:
+    """``autodoc-process-signature``: a dataclass field's ``<factory>`` default shown as the call that makes it.
+
+    ``fields: tuple[str, ...] = <factory>`` is not Python, so Sphinx would parse the whole signature loosely (and
+    Sphinx 9 then links pieces such as ``tuple[str``); ``= tuple()`` is what the default is.
+    """
+    if what != "class" or not signature or "<factory>" not in signature or not dataclasses.is_dataclass(obj):
+        return None
+    calls = iter(
+        f"{getattr(f.default_factory, '__qualname__', 'factory')}()"
+        for f in dataclasses.fields(obj)
+        if f.init and f.default_factory is not dataclasses.MISSING
+    )
+    return re.sub("<factory>", lambda _: next(calls, "..."), signature), return_annotation
+
+
 # ------------------------------------------------------------------------------------ sections of other pages
 def _is_missing_section(app: Sphinx, docname: str) -> bool:
     return docname in app.config.fastdata_other_pages and docname not in app.env.found_docs
@@ -402,6 +456,8 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("fastdata-modules", ModulesDirective)
     app.add_config_value("fastdata_other_pages", [], "env", [list])
     app.add_config_value("fastdata_automodules", [], "env", [list])
+    app.connect("autodoc-process-signature", factory_defaults)
+    app.connect("autodoc-process-docstring", examples_using)
     app.connect("missing-reference", resolve_public)
     app.connect("missing-reference", unlinked_section)
     app.connect("source-read", drop_missing_sections)
