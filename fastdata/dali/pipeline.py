@@ -52,10 +52,11 @@ class PipelineOptions:
         resize_size: eval only: the shorter side before the center crop (default ``size / 0.875``).
         initial_fill: reader shuffle buffer in samples.
 
-    Example::
+    Example:
+        The pipeline is not built by the documentation build, which has neither NVIDIA DALI nor a CUDA device.
 
         >>> options = PipelineOptions(size=160, train=False, half=True)
-        >>> pipe = build_pipeline(paths, index_paths, options, batch_size=64, num_threads=4,
+        >>> pipe = build_pipeline(paths, index_paths, options, batch_size=64, num_threads=4,  # doctest: +SKIP
         ...                       device_id=0, seed=0)
     """
 

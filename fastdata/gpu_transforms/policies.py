@@ -141,7 +141,7 @@ class ThreeAugment(PlanPolicy):
 
     The blur is DeiT III's: PIL's ``ImageFilter.GaussianBlur(radius)`` with the radius (PIL's sigma) uniform in
     ``blur_sigma``, which Pillow computes as three extended box blurs per axis
-    (:func:`~fastdata.gpu_transforms.ops.pil_gaussian_blur`): on uint8 batches each blurred image is Pillow's bytes
+    (``pil_gaussian_blur`` in :mod:`fastdata.gpu_transforms.ops`): on uint8 batches each blurred image is Pillow's bytes
     exactly; a float batch's is Pillow's blur of ``round(255 * x)``, / 255.
 
     Args:

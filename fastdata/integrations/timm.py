@@ -92,7 +92,7 @@ class TimmLoader:
     """What ``train.py`` iterates: ``(images, labels)`` on the device, plus the loader attributes it reads.
 
     ``len()``, ``dataset``, ``sampler``, ``batch_sampler``, ``state_dict()``/``load_state_dict()`` are the
-    ``DataLoaderX``'s (:attr:`loader`); ``mixup_enabled`` is there for ``train.py`` and stays False.
+    ``DataLoaderX``'s (its ``loader`` attribute); ``mixup_enabled`` is there for ``train.py`` and stays False.
     """
 
     def __init__(self, loader: DataLoaderX, prefetcher: DataPrefetcher) -> None:
@@ -144,7 +144,7 @@ def create_loader(  # noqa: D417 (timm's create_loader arguments, with timm's me
     """Timm's ``create_loader`` over a fastdata pack (see the module docstring for what it builds).
 
     The remaining timm arguments (``use_prefetcher``, ``worker_seeding``, ...) are accepted; those that would change
-    the recipe are refused unless left at timm's default (:data:`_UNSUPPORTED`). ``interpolation`` is that of
+    the recipe are refused unless left at timm's default (``_UNSUPPORTED`` in this module). ``interpolation`` is that of
     ``auto_augment``'s geometric ops (``"random"``, as ``train.py`` passes: bilinear or bicubic per op).
 
     Args:

@@ -95,7 +95,11 @@ class _PassIndexSampler:
 class DataLoaderX(LoaderState, DataLoader[T_co]):
     """Drop-in :class:`torch.utils.data.DataLoader` with a background thread and exact mid-pass resume.
 
-    Same arguments, order and defaults as torch's ``DataLoader`` except:
+    Same arguments, order and defaults as torch's ``DataLoader``, and the same batches, handed out by a background
+    thread that keeps ``max_prefetch`` of them ready. :meth:`state_dict` / :meth:`load_state_dict` resume a pass
+    at the next batch an uninterrupted run would have given; a dataset that asks for it (``ShardDataset``,
+    ``MixedDataset``) gets indices that seed its random crops, so the pixels do not depend on ``num_workers`` or on
+    a resume. :doc:`/concepts/loader` explains the thread, the shared-memory batches, shutdown, resume and seeding.
 
     Args:
         pin_memory: ``None`` (default) pins when CUDA is available.
@@ -104,47 +108,17 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
             time, so an ``iter()`` while an earlier iterator is unfinished ends that one (with a warning).
         max_prefetch: Batches the background thread keeps ready (>= 1).
 
-    Worker batches: large batch buffers come from each worker's ring of reused shared memory
-    (:mod:`fastdata.decode.shared_ring`); a buffer goes back to its worker once no tensor, view or array of
-    its batch is left in this process (clone a batch before sending it to another process).
-
-    Breaking out of a loop, an exception, ``del`` of the iterator or garbage collection stops the
-    thread and shuts non-persistent workers down (call ``iterator.close()`` to do it at once).
-    Exceptions (a worker's included) reach the training loop as the original exception object; as
-    with torch's iterator, a batch that raises does not end the pass: the next ``next()`` gives the
-    following batch, and ``state_dict()`` counts the failed batch as consumed.
-
-    Resume: :meth:`state_dict` counts the batches the training loop received in the latest pass
-    (a pass left early by ``break`` still counts as in progress; the next ``iter()`` starts a new
-    one). The order is replayed from a sampler with ``state_dict()`` (``fastdata.DistributedSampler``),
-    a seeded ``generator``, a sequential order, or, for ``shuffle=True`` without ``generator``, the seed
-    each pass draws from torch's global RNG, as torch's sampler does (:mod:`fastdata.loader.pass_seed`).
-    Where none of these applies (an ``IterableDataset``, a sampler with neither ``state_dict()`` nor a
-    generator), ``state_dict()`` warns and its state resumes at the start of the next pass.
-
-    Augmentation: for a map-style dataset that asks for them (``wants_sample_index``: ``ShardDataset``,
-    ``MixedDataset``), the sampler's integer indices (in batches that are lists or tuples) are handed
-    to the dataset as :class:`fastdata.sampler.seeding.SampleIndex` objects: ints that also carry the pass
-    key and their position in the pass; other datasets get plain ints. ``ShardDataset`` derives each sample's
-    generator from them (:func:`fastdata.sampler.seeding.sample_generator`), so random decode-time
-    transforms give the same pixels for any ``num_workers`` and after a resume. The pass key hashes
-    what decides the pass's order: the seeded generators' states and the sampler's ``state_dict()``
-    (for fastdata's ``DistributedSampler`` its seed and epoch, so ``set_epoch`` after a restart is
-    enough), or the pass's own seed; otherwise ``torch.initial_seed()``; and for an order with no state
-    at all (a ``SequentialSampler``) the pass number, which ``state_dict()`` records.
-
     Raises:
         TypeError: ``max_prefetch`` is not an int.
         ValueError: ``max_prefetch < 1``, or an argument torch rejects.
 
-    Example::
-
-        >>> loader = DataLoaderX(dataset, batch_size=256, shuffle=True, num_workers=8,
+    Example:
+        >>> loader = DataLoaderX(dataset, batch_size=8, shuffle=True, num_workers=2,
         ...                      collate_fn=fast_collate, generator=torch.Generator().manual_seed(0))
         >>> for step, (images, labels) in enumerate(loader):
-        ...     if step == 100:
+        ...     if step == 3:
         ...         torch.save({"loader": loader.state_dict()}, "ckpt.pt")
-        >>> loader.load_state_dict(torch.load("ckpt.pt")["loader"])  # next iter() starts at batch 101 (0-based)
+        >>> loader.load_state_dict(torch.load("ckpt.pt")["loader"])  # next iter() starts at batch 4 (0-based)
     """
 
     def __init__(
@@ -328,7 +302,7 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
 
     @property
     def resolution(self) -> tuple[int, int] | None:
-        """The decode-time crop size of the next passes (None: each transform's own); see :meth:`set_resolution`."""
+        """The decode-time crop size of the next passes, or None for each transform's own (:meth:`set_resolution`)."""
         return self._resolution
 
     def set_resolution(self, size: int | tuple[int, int] | None) -> None:

@@ -47,8 +47,8 @@ class DataPrefetcher:
         TypeError: ``dtype`` is not a floating dtype or ``transform`` is not callable.
         ValueError: ``device`` is a CUDA device but CUDA is not available.
 
-    Example::
-
+    Example:
+        >>> from fastdata.gpu_transforms import IMAGENET_MEAN, IMAGENET_STD, Normalize
         >>> prefetcher = DataPrefetcher(loader, transform=Normalize(IMAGENET_MEAN, IMAGENET_STD))
         >>> for images, labels in prefetcher:  # one pass; iterate again for the next epoch
         ...     loss = criterion(model(images), labels)

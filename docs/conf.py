@@ -1,0 +1,195 @@
+"""Sphinx configuration of fastdata's documentation site (built by ``bash tools/docs.sh``).
+
+Offline by design: no intersphinx inventory is fetched, so third-party types (torch, numpy, PIL, ...) are not
+linked and are listed one module at a time in ``nitpick_ignore_regex``; every name of fastdata itself must resolve
+(``docs/_ext/fastdata_docs.py`` resolves internal module paths to the public names they are documented under).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+sys.path.insert(0, str(ROOT))  # the fastdata of this checkout, not an installed one
+sys.path.insert(0, str(DOCS / "_ext"))
+
+import fastdata  # noqa: E402
+
+project = "fastdata"
+author = "the fastdata authors"
+copyright = "the fastdata authors"  # noqa: A001 - Sphinx's name
+release = fastdata.__version__
+version = ".".join(release.split(".")[:2])
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.doctest",
+    "sphinx.ext.viewcode",
+    "myst_parser",
+    "sphinx_gallery.gen_gallery",
+    "fastdata_docs",  # docs/_ext: CLI reference, raised messages, environment variables, public-name resolution
+]
+
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+root_doc = "index"
+exclude_patterns = ["_build", "reference/_backrefs"]
+templates_path: list[str] = []
+
+# -- cross-references: warnings are errors (tools/docs.sh passes -W -n) -----------------------------------------
+nitpicky = True
+# Third-party names cannot be resolved offline (no intersphinx fetch). Listed by module, never our own.
+_THIRD_PARTY = [
+    "torch",
+    "numpy",
+    "np",
+    "PIL",
+    "typing_extensions",
+    "nvidia",
+    "timm",
+    "boto3",
+    "botocore",
+    "fsspec",
+    "pyarrow",
+    "ray",
+    "lmdb",
+    "cv2",
+    "turbojpeg",
+    "webdataset",
+    "prefetch_generator",
+    "accelerate",
+    "lightning",
+    "concurrent",
+    "multiprocessing",
+    "collections",
+    "typing",
+    "os",
+    "pathlib",
+    "argparse",
+    "threading",
+    "io",
+    "random",
+    "enum",
+    "dataclasses",
+    "types",
+    "abc",
+    "logging",
+    "tempfile",
+    "queue",
+    "subprocess",
+    "weakref",
+]
+nitpick_ignore_regex = [("py:.*", rf"{module}(\..+)?") for module in _THIRD_PARTY]
+# The builtins are Python's own, documented at docs.python.org (not fetched here).
+nitpick_ignore_regex += [
+    (
+        "py:.*",
+        r"(int|float|str|bytes|bytearray|bool|object|None|list|tuple|dict|set|frozenset|type|slice|range|memoryview"
+        r"|callable|Callable|Iterable|Iterator|Sequence|Mapping|Any|Ellipsis|NotImplemented|BaseException|Exception"
+        r"|ValueError|TypeError|KeyError|IndexError|RuntimeError|OSError|FileNotFoundError|FileExistsError"
+        r"|PermissionError|IsADirectoryError|NotADirectoryError|ImportError|ModuleNotFoundError|ConnectionError"
+        r"|TimeoutError|StopIteration|KeyboardInterrupt|UserWarning|DeprecationWarning|RuntimeWarning|Warning"
+        r"|NotImplementedError|AssertionError|EOFError|MemoryError|OverflowError|ZeroDivisionError"
+        r"|PathLike|os\.PathLike|optional)",
+    ),
+]
+
+# -- autodoc and napoleon (Google style) ------------------------------------------------------------------------
+autodoc_default_options = {"members": True, "member-order": "bysource"}
+autodoc_typehints = "signature"
+autodoc_typehints_format = "short"
+autodoc_preserve_defaults = True
+autodoc_inherit_docstrings = False  # torch's DataLoader docstrings are not ours to render
+autoclass_content = "class"
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+napoleon_use_rtype = False
+napoleon_use_ivar = False  # Attributes: sections become attribute entries, so :attr: references find them
+python_use_unqualified_type_names = True
+
+# -- docstring examples: `>>>` blocks run under `sphinx-build -b doctest` (tools/docs.sh) ------------------------
+doctest_test_doctest_blocks = "default"
+trim_doctest_flags = True
+doctest_global_setup = """
+from doctest_fixtures import *  # docs/_ext/doctest_fixtures.py: images/ and packed/ in a temporary folder
+enter_workspace()
+"""
+
+# -- MyST ---------------------------------------------------------------------------------------------------------
+myst_enable_extensions = ["colon_fence", "deflist", "fieldlist"]
+myst_heading_anchors = 3
+
+# -- sphinx-gallery: examples/tutorial_*.py, executed at every build --------------------------------------------
+sphinx_gallery_conf = {
+    "examples_dirs": str(ROOT / "examples"),
+    "gallery_dirs": str(DOCS / "tutorials"),
+    "filename_pattern": r"tutorial_",
+    "ignore_pattern": r"^(?!tutorial_)",  # only the tutorials are gallery pages
+    "doc_module": ("fastdata",),
+    "backreferences_dir": str(DOCS / "reference" / "_backrefs"),
+    "reference_url": {"fastdata": None},  # links into this site
+    "prefer_full_module": set(),
+    "download_all_examples": False,
+    "plot_gallery": "True",
+    "abort_on_example_error": True,
+    "only_warn_on_example_error": False,
+    "remove_config_comments": True,
+    "show_memory": False,
+    "min_reported_time": 10**9,  # no per-example timings on the pages
+    "default_thumb_file": str(DOCS / "_static" / "thumb.png"),
+    "matplotlib_animations": False,
+    "image_scrapers": ("matplotlib",),
+}
+
+# -- HTML ---------------------------------------------------------------------------------------------------------
+html_theme = "furo"
+html_title = f"fastdata {release}"
+html_static_path = ["_static"]
+html_css_files = ["fastdata.css"]
+html_show_sourcelink = False
+html_theme_options = {"navigation_with_keys": True}
+
+# -- fastdata_docs (docs/_ext) ----------------------------------------------------------------------------------
+# Pages the other owners write (names fixed by the documentation conventions). On a branch without one of them, its
+# line in the root toctree and its landing-page card are left out, and a {doc} link to it is shown as plain text.
+# Once every page exists, any missing page or link is an error again: then this list can be emptied.
+fastdata_other_pages = [
+    "get-started/index",
+    "tutorials/index",
+    "how-to/index",
+    "performance",
+    "concepts/index",
+    "benchmarks",
+    "which-api",
+    "faq",
+    "changelog",
+    *(
+        f"how-to/{name}"
+        for name in (
+            "pack-sources",
+            "pack-cluster",
+            "resume",
+            "mix-datasets",
+            "validation",
+            "progressive-resolution",
+            "threads-vs-processes",
+            "large-datasets",
+            "migrate-imagefolder",
+            "migrate-ffcv",
+            "migrate-webdataset",
+            "migrate-dali",
+            "object-storage",
+        )
+    ),
+    *(f"concepts/{name}" for name in ("crop-decoding", "format", "guarantees", "architecture", "design-decisions")),
+]
+# Modules documented with their public names on their room's page; the module map lists every other one.
+fastdata_automodules = [
+    "fastdata",
+    "fastdata.transforms",
+    "fastdata.gpu_transforms",
+    "fastdata.dali",
+    "fastdata.integrations.timm",
+]
