@@ -1,17 +1,25 @@
-"""Every name the README shows can be imported from where it shows it, and the import paths users had before the
-package moved into rooms (round three) still work (the four deprecated modules: tests/test_deprecations.py)."""
+"""Every name the README and the documentation pages show can be imported from where they show it, every keyword they
+show in a call of a public function or class is one it takes, and the import paths users had before the package moved
+into rooms (round three) still work (the four deprecated modules: tests/test_deprecations.py).
+
+The pages' Python blocks are also run (tests/docs/test_code_blocks.py); this file covers the names written in prose
+and in blocks that are only compiled (``<!-- not-run: ... -->``)."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 import re
+import types
 from pathlib import Path
 
 import pytest
 
+from tests.docs.test_code_blocks import doc_files
+
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", ROOT / "bench" / "README.md"]
+#: README.md, every page under docs/ (as tests/docs/test_code_blocks.py finds them) and the benchmarks' README.
+DOCS = [ROOT / p for p in doc_files()] + [ROOT / "bench" / "README.md"]
 
 #: Paths users had before the move, and which still resolve (the README now shows the new homes).
 OLD_PATHS = [
@@ -105,14 +113,74 @@ def test_old_and_new_homes_are_the_same_objects():
     assert resolve("fastdata.gpu_transforms.MixUp") is resolve("fastdata.gpu_transforms.Mixup")
 
 
-def test_readme_shows_every_shard_dataset_parameter():
-    """The README's ShardDataset signature names every parameter the class takes."""
+#: A call of a public name written in backticks in the prose: `ShardDataset(root, transform=...)`.
+CALL = re.compile(r"`((?:fastdata\.)?(?:[a-z_]+\.)?[A-Za-z_]\w*\(.*?\))`")
+
+
+def prose_calls(text: str) -> list[tuple[str, list[str]]]:
+    """``(dotted name, keyword names)`` of each call in backticks that parses as Python and names a public object."""
+    calls = []
+    for source in CALL.findall(text):
+        try:
+            node = ast.parse(source, mode="eval").body
+        except SyntaxError:
+            continue
+        if not isinstance(node, ast.Call) or not node.keywords:
+            continue
+        name = ast.unparse(node.func)
+        if not name.startswith("fastdata."):
+            name = f"fastdata.{name}"
+        try:
+            obj = resolve(name)
+        except (ImportError, AttributeError):
+            continue  # a peer's or torch's name (e.g. `DataLoader(...)`): not ours to check
+        if isinstance(obj, types.ModuleType) or not callable(obj):
+            continue
+        calls.append((name, [k.arg for k in node.keywords if k.arg is not None]))
+    return calls
+
+
+def accepted_keywords(obj: object) -> set[str] | None:
+    """The keyword names ``obj`` takes, or None when it takes any (``**kwargs`` it does not document here)."""
+    import dataclasses
     import inspect
 
+    from fastdata.packing.options import PackOptions
+
+    params = inspect.signature(obj).parameters  # type: ignore[arg-type]
+    names = {n for n, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        import fastdata
+
+        if obj is not fastdata.pack:
+            return None
+        names |= {f.name for f in dataclasses.fields(PackOptions)}  # pack(src, out, **PackOptions' fields)
+    return names
+
+
+def shown_calls() -> list[tuple[str, str, list[str]]]:
+    found = []
+    for doc in DOCS:
+        for name, keywords in prose_calls(doc.read_text(encoding="utf-8")):
+            found.append((doc.relative_to(ROOT).as_posix(), name, keywords))
+    return found
+
+
+def test_prose_calls_are_found():
+    text = "`ShardDataset(root, transform=RandomResizedCrop(224), cache_dir=d)` and `torch.utils.data.DataLoader(x=1)`"
+    assert prose_calls(text) == [("fastdata.ShardDataset", ["transform", "cache_dir"])]
+
+
+def test_a_renamed_keyword_in_the_prose_is_caught():
     from fastdata import ShardDataset
 
-    text = (ROOT / "README.md").read_text()
-    shown = re.search(r"\*\*`ShardDataset\((.*?)\)`\*\*", text, re.S)
-    assert shown is not None
-    names = [p for p in inspect.signature(ShardDataset).parameters if p != "self"]
-    assert [n for n in names if not re.search(rf"\b{n}\b", shown.group(1))] == []
+    assert "cache_dir" in accepted_keywords(ShardDataset)
+    assert "cache_folder" not in accepted_keywords(ShardDataset)
+
+
+@pytest.mark.parametrize(("doc", "name", "keywords"), shown_calls())
+def test_every_keyword_the_docs_show_is_taken(doc, name, keywords):
+    accepted = accepted_keywords(resolve(name))
+    if accepted is None:
+        return
+    assert [k for k in keywords if k not in accepted] == [], f"{doc}: `{name}(...)` shows keywords it does not take"
