@@ -143,15 +143,44 @@ def chart(json_path: str | os.PathLike, out_dir: str | os.PathLike | None = None
     target = Path(out_dir or source.parent) / (source.stem + ".png")
     if isinstance(data, dict) and "pipelines" in data and "machine" in data:
         return _loaders(data, target)
-    maker = CHARTS.get(source.stem)
+    maker = CHARTS.get(source.stem) or _by_shape(data)
     return maker(data, target) if maker else None
 
 
-def chart_new_results(since: float, results: Path = RESULTS) -> list[Path]:
-    """Chart every results JSON in ``results`` modified at or after ``since`` (a ``time.time()``)."""
+def _by_shape(data: Any) -> Callable[[Any, Path], Path | None] | None:
+    """The chart maker for a results file saved under another name (``--json PATH``), told by its keys."""
+    if isinstance(data, list):
+        return _shuffle_quality if data and isinstance(data[0], dict) and "classes/batch" in data[0] else None
+    if not isinstance(data, dict):
+        return None
+    keys = set(data)
+    shapes: list[tuple[set[str], Callable[[Any, Path], Path | None]]] = [
+        ({"methods", "ratios"}, _kernel_intervals),
+        ({"rates", "repeats", "clock"}, _kernel_rates),
+        ({"configs", "images"}, _pack_engines),
+        ({"runs", "shards"}, _remote),
+        ({"rows", "date"}, _scale_final),
+    ]
+    for needed, maker in shapes:
+        if needed <= keys:
+            return maker
+    if data and all(isinstance(v, dict) and "native" in v for v in data.values()):
+        return _kernel
+    return None
+
+
+def chart_new_results(since: float, results: Path = RESULTS, argv: list[str] | None = None) -> list[Path]:
+    """Chart every results JSON modified at or after ``since`` (a ``time.time()``).
+
+    The files looked at are those in ``results`` and the one a ``--json PATH`` in ``argv`` (the script's arguments)
+    names, wherever it is.
+    """
     made = []
-    for source in sorted(results.glob("*.json")):
-        if source.stat().st_mtime >= since:
+    named = [Path(argv[k + 1]) for k, arg in enumerate(argv or []) if arg == "--json" and k + 1 < len(argv or [])]
+    named += [Path(arg.split("=", 1)[1]) for arg in argv or [] if arg.startswith("--json=")]
+    candidates = sorted(set(results.glob("*.json")) | {p.resolve() for p in named if p.suffix == ".json"})
+    for source in candidates:
+        if source.is_file() and source.stat().st_mtime >= since:
             try:
                 png = chart(source)
             except ImportError:

@@ -32,4 +32,4 @@ def run(entry: str, doc: str, commands: dict[str, tuple[str, str]]) -> None:
         if "--help" not in rest and "-h" not in rest:
             from charts import chart_new_results
 
-            chart_new_results(started)
+            chart_new_results(started, argv=rest)
