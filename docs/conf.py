@@ -88,6 +88,7 @@ sphinx_gallery_conf = {
     "remove_config_comments": True,
     "show_memory": False,
     "min_reported_time": 10**9,  # no per-example timings on the pages
+    "write_computation_times": False,  # nor pages of them (this machine's seconds are not a measurement)
     "default_thumb_file": str(DOCS / "_static" / "thumb.png"),
     "matplotlib_animations": False,
     "image_scrapers": ("matplotlib",),
