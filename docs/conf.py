@@ -7,6 +7,7 @@ linked and are listed one module at a time in ``nitpick_ignore_regex``; every na
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -40,61 +41,10 @@ templates_path: list[str] = []
 
 # -- cross-references: warnings are errors (tools/docs.sh passes -W -n) -----------------------------------------
 nitpicky = True
-# Third-party names cannot be resolved offline (no intersphinx fetch). Listed by module, never our own.
-_THIRD_PARTY = [
-    "torch",
-    "numpy",
-    "np",
-    "PIL",
-    "typing_extensions",
-    "nvidia",
-    "timm",
-    "boto3",
-    "botocore",
-    "fsspec",
-    "pyarrow",
-    "ray",
-    "lmdb",
-    "cv2",
-    "turbojpeg",
-    "webdataset",
-    "prefetch_generator",
-    "accelerate",
-    "lightning",
-    "concurrent",
-    "multiprocessing",
-    "collections",
-    "typing",
-    "os",
-    "pathlib",
-    "argparse",
-    "threading",
-    "io",
-    "random",
-    "enum",
-    "dataclasses",
-    "types",
-    "abc",
-    "logging",
-    "tempfile",
-    "queue",
-    "subprocess",
-    "weakref",
-]
-nitpick_ignore_regex = [("py:.*", rf"{module}(\..+)?") for module in _THIRD_PARTY]
-# The builtins are Python's own, documented at docs.python.org (not fetched here).
-nitpick_ignore_regex += [
-    (
-        "py:.*",
-        r"(int|float|str|bytes|bytearray|bool|object|None|list|tuple|dict|set|frozenset|type|slice|range|memoryview"
-        r"|callable|Callable|Iterable|Iterator|Sequence|Mapping|Any|Ellipsis|NotImplemented|BaseException|Exception"
-        r"|ValueError|TypeError|KeyError|IndexError|RuntimeError|OSError|FileNotFoundError|FileExistsError"
-        r"|PermissionError|IsADirectoryError|NotADirectoryError|ImportError|ModuleNotFoundError|ConnectionError"
-        r"|TimeoutError|StopIteration|KeyboardInterrupt|UserWarning|DeprecationWarning|RuntimeWarning|Warning"
-        r"|NotImplementedError|AssertionError|EOFError|MemoryError|OverflowError|ZeroDivisionError"
-        r"|PathLike|os\.PathLike|optional)",
-    ),
-]
+# Third-party names cannot be resolved offline (no intersphinx fetch): the modules whose types fastdata's signatures
+# and docstrings name, one by one (Python's builtins resolve without help). Never one of our own.
+_THIRD_PARTY = ["torch", "numpy", "PIL", "typing_extensions", "collections.abc", "os", "pathlib"]
+nitpick_ignore_regex = [("py:.*", rf"{re.escape(module)}(\..+)?") for module in _THIRD_PARTY]
 
 # -- autodoc and napoleon (Google style) ------------------------------------------------------------------------
 autodoc_default_options = {"members": True, "member-order": "bysource"}
@@ -138,6 +88,7 @@ sphinx_gallery_conf = {
     "remove_config_comments": True,
     "show_memory": False,
     "min_reported_time": 10**9,  # no per-example timings on the pages
+    "write_computation_times": False,  # nor pages of them (this machine's seconds are not a measurement)
     "default_thumb_file": str(DOCS / "_static" / "thumb.png"),
     "matplotlib_animations": False,
     "image_scrapers": ("matplotlib",),

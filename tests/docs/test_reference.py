@@ -34,7 +34,7 @@ PUBLIC_MODULES = (
 )
 
 sys.path.insert(0, str(DOCS / "_ext"))
-import fastdata_docs  # noqa: E402 - docs/_ext: the CLI page's generator
+import cli_reference  # noqa: E402 - docs/_ext: the CLI page's generator (no Sphinx needed)
 
 _AUTO = re.compile(
     r"^\s*(?:\.\. auto(?:class|function|data|exception|module|attribute)::|```\{auto\w+\})\s*(\S+)", re.M
@@ -102,19 +102,19 @@ def test_every_public_name_is_in_the_reference():
 
 def cli_options() -> dict[str, list[argparse.Action]]:
     return {
-        prog: list(fastdata_docs.cli_arguments(p)) for prog, p in fastdata_docs.cli_commands(build_parser()).items()
+        prog: list(cli_reference.cli_arguments(p)) for prog, p in cli_reference.cli_commands(build_parser()).items()
     }
 
 
 def test_the_cli_page_is_generated_from_the_parser_with_every_command_and_option():
     assert ".. fastdata-cli::" in (REFERENCE / "cli.md").read_text(encoding="utf-8")
-    text = "\n".join(fastdata_docs.cli_rst(build_parser()))
+    text = "\n".join(cli_reference.cli_rst(build_parser()))
     commands = cli_options()
     assert len(commands) >= 7, sorted(commands)  # fastdata and its sub-commands
     for prog, actions in commands.items():
         assert f".. program:: {prog}\n" in text + "\n", prog
         for action in actions:
-            names = fastdata_docs.option_names(action)
+            names = cli_reference.option_names(action)
             assert re.search(rf"^\.\. option:: {re.escape(names[0])}\b", text, re.M), (prog, names)
     inventory = fresh_inventory()
     if inventory is not None:
@@ -123,7 +123,7 @@ def test_the_cli_page_is_generated_from_the_parser_with_every_command_and_option
             f"{prog.replace(' ', '-')}.{name}"
             for prog, actions in commands.items()
             for action in actions
-            for name in fastdata_docs.option_names(action)
+            for name in cli_reference.option_names(action)
         }
         assert not wanted - built, f"options not in the built CLI page: {sorted(wanted - built)}"
 
