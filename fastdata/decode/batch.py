@@ -11,6 +11,7 @@ the slots), so ``torch.utils.data.default_collate`` and user collate functions k
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import torch
@@ -18,11 +19,23 @@ from torch.utils.data import get_worker_info
 
 from fastdata.decode.shared_ring import acquire
 
-__all__ = ["DecodedBatch", "MultiDecodedBatch", "empty_tensor"]
+__all__ = ["DecodedBatch", "MultiDecodedBatch", "empty_tensor", "pin_buffers"]
+
+_thread = threading.local()  # .pin: this thread allocates pinned batch buffers (a thread-mode loader that pins)
+
+
+def pin_buffers(pin: bool) -> None:
+    """Make :func:`empty_tensor` allocate pinned (page-locked) memory in the calling thread, or stop doing so.
+
+    ``DataLoaderX(worker_mode="thread", pin_memory=True)`` sets it in its loader threads, so a batch decoded in
+    place is already pinned and reaches the training loop without the copy ``pin_memory()`` would make.
+    Only set it where CUDA is available (pinned memory needs the driver).
+    """
+    _thread.pin = bool(pin)
 
 
 def empty_tensor(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-    """An uninitialized tensor, in shared memory when called inside a DataLoader worker.
+    """An uninitialized tensor, in shared memory when called inside a DataLoader worker (pinned: :func:`pin_buffers`).
 
     A worker's result reaches the main process through shared memory; allocating there in the first
     place saves torch the copy into a shared segment when it sends the batch. Large buffers come from
@@ -30,7 +43,7 @@ def empty_tensor(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
     one go, which saves the page faults of fresh memory.
     """
     if get_worker_info() is None:
-        return torch.empty(tuple(shape), dtype=dtype)
+        return torch.empty(tuple(shape), dtype=dtype, pin_memory=getattr(_thread, "pin", False))
     numel = 1
     for s in shape:
         numel *= int(s)

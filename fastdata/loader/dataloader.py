@@ -38,6 +38,7 @@ from fastdata.loader.loader_state import LoaderState
 from fastdata.loader.lost_batches import watch_receives
 from fastdata.loader.pass_seed import seeded_index_sampler
 from fastdata.loader.resume import PassState, restore_sampler, set_rng_states, snapshot_sampler
+from fastdata.loader.thread_workers import ThreadWorkersIter
 from fastdata.loader.worker_errors import keep_worker_exception_types
 from fastdata.loader.worker_init import WorkerInit
 from fastdata.sampler.seeding import wants_sample_index
@@ -46,6 +47,7 @@ from fastdata.transforms.resolution import check_size, tag_batches
 __all__ = ["DataLoaderX"]
 
 _TORCH_PARAMS = inspect.signature(DataLoader.__init__).parameters
+WORKER_MODES = ("process", "thread")  # where batches are made: worker processes (torch's), or threads
 _MIN_JOIN_S = 30.0  # how long close() waits for the producer before giving up with a warning
 T_co = TypeVar("T_co", covariant=True)  # what a batch is: DataLoaderX[T] annotates like torch's DataLoader[T]
 
@@ -90,6 +92,11 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
             iterators are independent. ``True`` keeps the workers across passes; they serve one pass at a
             time, so an ``iter()`` while an earlier iterator is unfinished ends that one (with a warning).
         max_prefetch: Batches the background thread keeps ready (>= 1).
+        worker_mode: ``"process"`` (default): ``num_workers`` worker processes, as torch. ``"thread"``:
+            ``num_workers`` threads of this process make whole batches, ``num_workers * prefetch_factor`` in
+            flight, with the process mode's pixels, order and ``state_dict`` (a state loads in either mode);
+            map-style datasets only, no ``persistent_workers`` needed (threads start in microseconds).
+            See :mod:`fastdata.loader.thread_workers`.
 
     Worker batches: large batch buffers come from each worker's ring of reused shared memory
     (:mod:`fastdata.decode.shared_ring`); a buffer goes back to its worker once no tensor, view or array of
@@ -122,7 +129,8 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
 
     Raises:
         TypeError: ``max_prefetch`` is not an int.
-        ValueError: ``max_prefetch < 1``, or an argument torch rejects.
+        ValueError: ``max_prefetch < 1``, an unknown ``worker_mode``, ``worker_mode="thread"`` with
+            ``num_workers=0`` or an ``IterableDataset``, or an argument torch rejects.
 
     Example::
 
@@ -155,12 +163,21 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         pin_memory_device: str = "",
         in_order: bool = True,
         max_prefetch: int = 4,
+        worker_mode: str = "process",
     ) -> None:
         if isinstance(max_prefetch, bool) or not isinstance(max_prefetch, int):
             raise TypeError(f"max_prefetch must be an int >= 1, got {max_prefetch!r}; e.g. max_prefetch=4")
         if max_prefetch < 1:
             raise ValueError(f"max_prefetch must be >= 1, got {max_prefetch}; e.g. max_prefetch=4")
         self.max_prefetch = max_prefetch
+        if worker_mode not in WORKER_MODES:
+            raise ValueError(f"worker_mode must be one of {WORKER_MODES}, got {worker_mode!r}")
+        if worker_mode != "process" and (num_workers < 1 or isinstance(dataset, IterableDataset)):
+            raise ValueError(
+                f"worker_mode={worker_mode!r} needs num_workers >= 1 (its threads) and a map-style dataset; "
+                f"got num_workers={num_workers} and a {type(dataset).__name__}: use worker_mode='process'"
+            )
+        self.worker_mode = worker_mode
         self._setup_pass: PassState | None = None  # the pass whose torch iterator is being built
         self._passes_begun = 0  # passes started so far (restored by load_state_dict)
         self._pass: PassState | None = None  # the latest pass
@@ -204,7 +221,9 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         )
 
     def _get_iterator(self) -> Any:
-        """Torch's iterator, its workers started with :class:`WorkerInit` around ``worker_init_fn``."""
+        """Torch's iterator, its workers started with :class:`WorkerInit` around ``worker_init_fn`` (or threads)."""
+        if getattr(self, "worker_mode", "process") == "thread":  # loaders pickled before worker_mode: processes
+            return ThreadWorkersIter(self)
         if self.num_workers == 0 or isinstance(self.worker_init_fn, WorkerInit):
             return super()._get_iterator()
         user = self.worker_init_fn
@@ -228,7 +247,8 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         return self._pass_index_sampler
 
     def __iter__(self) -> LoaderIter:
-        persistent = bool(self.persistent_workers) and self.num_workers > 0
+        threads = getattr(self, "worker_mode", "process") != "process"
+        persistent = bool(self.persistent_workers) and self.num_workers > 0 and not threads
         # torch resets the one persistent iterator: our thread must be off it
         if persistent and close_all(self._active) and not self._warned_shared:
             self._warned_shared = True
@@ -242,7 +262,7 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         pass_state = self._begin_pass()
         self._setup_pass = pass_state
         try:
-            torch_iter = super().__iter__()
+            torch_iter = self._get_iterator() if threads else super().__iter__()
             keep_worker_exception_types(torch_iter)
             watch_receives(torch_iter)
         finally:
@@ -256,7 +276,7 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
             max_prefetch=self.max_prefetch,
             owns_workers=not persistent,
             join_timeout=max(_MIN_JOIN_S, 2.0 * self.timeout),
-            releaser=self._releaser if self.num_workers else None,
+            releaser=self._releaser if self.num_workers and not threads else None,
         )
         self._active.clear()
         self._active.add(it)
