@@ -95,8 +95,7 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         worker_mode: ``"process"`` (default): ``num_workers`` worker processes, as torch. ``"thread"``:
             ``num_workers`` threads of this process make whole batches, ``num_workers * prefetch_factor`` in
             flight, with the process mode's pixels, order and ``state_dict`` (a state loads in either mode);
-            map-style datasets only, no ``persistent_workers`` needed (threads start in microseconds).
-            See :mod:`fastdata.loader.thread_workers`.
+            map-style datasets only, never persistent (threads start fast): :mod:`fastdata.loader.thread_workers`.
 
     Worker batches: large batch buffers come from each worker's ring of reused shared memory
     (:mod:`fastdata.decode.shared_ring`); a buffer goes back to its worker once no tensor, view or array of
@@ -187,9 +186,7 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         self._warned_shared = False  # an iter() ended an unfinished iterator (persistent workers): warned once
         self._pass_index_sampler = _PassIndexSampler(self)
         self._releaser = Releaser()  # hands the workers' batch buffers back once no batch uses them
-        self._resolution: tuple[int, int] | None = (
-            None  # decode-time crop size of the next passes (None: the transform's)
-        )
+        self._resolution: tuple[int, int] | None = None  # decode-time crop size of the next passes
         if pin_memory is None:
             pin_memory = torch.cuda.is_available()
         if persistent_workers is None:  # accepted for loaders built by older fastdata: torch's default
@@ -232,6 +229,11 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
             return super()._get_iterator()
         finally:
             self.worker_init_fn = user
+
+    def check_worker_number_rationality(self) -> None:
+        """Torch's warning when there are more worker processes than CPUs (none for threads)."""
+        if getattr(self, "worker_mode", "process") == "process":
+            super().check_worker_number_rationality()
 
     @property
     def _is_accelerate_prepared(self) -> bool:
