@@ -34,11 +34,12 @@ from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.decode.shared_ring import Releaser
 from fastdata.loader.accelerate_hook import keep_for_accelerate
 from fastdata.loader.background import LoaderIter, close_all, shutdown_persistent
+from fastdata.loader.helper_process import HelperProcessIter
 from fastdata.loader.loader_state import LoaderState
 from fastdata.loader.lost_batches import watch_receives
 from fastdata.loader.pass_seed import seeded_index_sampler
 from fastdata.loader.resume import PassState, restore_sampler, set_rng_states, snapshot_sampler
-from fastdata.loader.thread_workers import ThreadWorkersIter
+from fastdata.loader.thread_workers import ThreadWorkersIter, check_worker_mode
 from fastdata.loader.worker_errors import keep_worker_exception_types
 from fastdata.loader.worker_init import WorkerInit
 from fastdata.sampler.seeding import wants_sample_index
@@ -47,7 +48,6 @@ from fastdata.transforms.resolution import check_size, tag_batches
 __all__ = ["DataLoaderX"]
 
 _TORCH_PARAMS = inspect.signature(DataLoader.__init__).parameters
-WORKER_MODES = ("process", "thread")  # where batches are made: worker processes (torch's), or threads
 _MIN_JOIN_S = 30.0  # how long close() waits for the producer before giving up with a warning
 T_co = TypeVar("T_co", covariant=True)  # what a batch is: DataLoaderX[T] annotates like torch's DataLoader[T]
 
@@ -96,6 +96,8 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
             ``num_workers`` threads of this process make whole batches, ``num_workers * prefetch_factor`` in
             flight, with the process mode's pixels, order and ``state_dict`` (a state loads in either mode);
             map-style datasets only, never persistent (threads start fast): :mod:`fastdata.loader.thread_workers`.
+            ``"thread-process"``: those threads in one helper process, batches over shared memory, pinned here
+            (:mod:`fastdata.loader.helper_process`): out of a GPU training loop's way, one process instead of many.
 
     Worker batches: large batch buffers come from each worker's ring of reused shared memory
     (:mod:`fastdata.decode.shared_ring`); a buffer goes back to its worker once no tensor, view or array of
@@ -169,14 +171,7 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         if max_prefetch < 1:
             raise ValueError(f"max_prefetch must be >= 1, got {max_prefetch}; e.g. max_prefetch=4")
         self.max_prefetch = max_prefetch
-        if worker_mode not in WORKER_MODES:
-            raise ValueError(f"worker_mode must be one of {WORKER_MODES}, got {worker_mode!r}")
-        if worker_mode != "process" and (num_workers < 1 or isinstance(dataset, IterableDataset)):
-            raise ValueError(
-                f"worker_mode={worker_mode!r} needs num_workers >= 1 (its threads) and a map-style dataset; "
-                f"got num_workers={num_workers} and a {type(dataset).__name__}: use worker_mode='process'"
-            )
-        self.worker_mode = worker_mode
+        self.worker_mode = check_worker_mode(worker_mode, num_workers, dataset)
         self._setup_pass: PassState | None = None  # the pass whose torch iterator is being built
         self._passes_begun = 0  # passes started so far (restored by load_state_dict)
         self._pass: PassState | None = None  # the latest pass
@@ -219,8 +214,9 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
 
     def _get_iterator(self) -> Any:
         """Torch's iterator, its workers started with :class:`WorkerInit` around ``worker_init_fn`` (or threads)."""
-        if getattr(self, "worker_mode", "process") == "thread":  # loaders pickled before worker_mode: processes
-            return ThreadWorkersIter(self)
+        mode = getattr(self, "worker_mode", "process")  # loaders pickled before worker_mode: processes
+        if mode != "process":
+            return ThreadWorkersIter(self) if mode == "thread" else HelperProcessIter(self, self.max_prefetch)
         if self.num_workers == 0 or isinstance(self.worker_init_fn, WorkerInit):
             return super()._get_iterator()
         user = self.worker_init_fn
@@ -249,7 +245,8 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         return self._pass_index_sampler
 
     def __iter__(self) -> LoaderIter:
-        threads = getattr(self, "worker_mode", "process") != "process"
+        mode = getattr(self, "worker_mode", "process")
+        threads = mode != "process"
         persistent = bool(self.persistent_workers) and self.num_workers > 0 and not threads
         # torch resets the one persistent iterator: our thread must be off it
         if persistent and close_all(self._active) and not self._warned_shared:
@@ -278,7 +275,7 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
             max_prefetch=self.max_prefetch,
             owns_workers=not persistent,
             join_timeout=max(_MIN_JOIN_S, 2.0 * self.timeout),
-            releaser=self._releaser if self.num_workers and not threads else None,
+            releaser=self._releaser if self.num_workers and mode != "thread" else None,
         )
         self._active.clear()
         self._active.add(it)

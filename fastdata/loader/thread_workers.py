@@ -29,16 +29,31 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from torch.utils.data import _utils
+from torch.utils.data import IterableDataset, _utils
 from torch.utils.data.dataloader import _BaseDataLoaderIter, _DatasetKind
 
 from fastdata.datasets.batch_decode import release_thread_resources
 from fastdata.decode.batch import pin_buffers
 
-__all__ = ["ThreadWorkersIter"]
+__all__ = ["WORKER_MODES", "ThreadWorkersIter", "check_worker_mode"]
+
+#: Where ``DataLoaderX`` makes batches: torch's worker processes, threads of this process, threads of one helper.
+WORKER_MODES = ("process", "thread", "thread-process")
 
 _WAIT_S = 1.0  # how often a waiting consumer checks that the worker threads still run
 _JOIN_S = 30.0  # how long shutdown waits for a thread that is still inside a batch
+
+
+def check_worker_mode(mode: str, num_workers: int, dataset: Any) -> str:
+    """``mode`` if ``DataLoaderX`` can run it with ``num_workers`` over ``dataset``, else ValueError saying why."""
+    if mode not in WORKER_MODES:
+        raise ValueError(f"worker_mode must be one of {WORKER_MODES}, got {mode!r}")
+    if mode != "process" and (num_workers < 1 or isinstance(dataset, IterableDataset)):
+        raise ValueError(
+            f"worker_mode={mode!r} needs num_workers >= 1 (its threads) and a map-style dataset; "
+            f"got num_workers={num_workers} and a {type(dataset).__name__}: use worker_mode='process'"
+        )
+    return mode
 
 
 class _Shared:

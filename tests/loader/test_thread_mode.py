@@ -70,30 +70,36 @@ def run(loader: DataLoaderX, passes: int = 2, limit: int | None = None) -> list[
 ORDERS = ["generator", "global", "ranks-1-true-0", "ranks-3-blocks-1", "ranks-3-index-2"]
 
 
-@pytest.mark.parametrize("order", ORDERS)
-def test_thread_mode_gives_the_process_modes_batches(pack, order):
+@pytest.mark.parametrize(
+    ("mode", "order"),
+    [("thread", order) for order in ORDERS] + [("thread-process", "generator"), ("thread-process", "ranks-3-index-2")],
+)
+def test_thread_mode_gives_the_process_modes_batches(pack, mode, order):
     torch.manual_seed(11)
     processes = run(make(pack, "process", order=order, workers=2))
     torch.manual_seed(11)
-    threads = run(make(pack, "thread", order=order, workers=3))  # another count: the pixels do not depend on it
+    threads = run(make(pack, mode, order=order, workers=3))  # another count: the pixels do not depend on it
     assert len(threads) == len(processes) > 4
     assert threads == processes
     assert threads[: len(threads) // 2] != threads[len(threads) // 2 :]  # the second pass is another pass
 
 
-@pytest.mark.parametrize("order", ["generator", "ranks-3-blocks-0"])
-def test_thread_mode_gives_the_process_modes_batches_with_decode_time_policies(pack, order):
+@pytest.mark.parametrize(
+    ("mode", "order"), [("thread", "generator"), ("thread", "ranks-3-blocks-0"), ("thread-process", "generator")]
+)
+def test_thread_mode_gives_the_process_modes_batches_with_decode_time_policies(pack, mode, order):
     processes = run(make(pack, "process", order=order, transform=policies()))
-    threads = run(make(pack, "thread", order=order, transform=policies(), workers=1))
+    threads = run(make(pack, mode, order=order, transform=policies(), workers=1))
     assert threads == processes
     plain = run(make(pack, "thread", order=order))
     assert [b[0] for b in plain] != [b[0] for b in threads]  # the policies did change the pixels
 
 
-def test_thread_mode_normalize_collate_matches_processes(pack):
+@pytest.mark.parametrize("mode", ["thread", "thread-process"])
+def test_thread_mode_normalize_collate_matches_processes(pack, mode):
     """A float collate (no flip: a flip draws from torch's per-worker RNG, which threads do not have)."""
     processes = run(make(pack, "process", order="generator", collate_fn=NormalizeCollate()), passes=1)
-    threads = run(make(pack, "thread", order="generator", collate_fn=NormalizeCollate()), passes=1)
+    threads = run(make(pack, mode, order="generator", collate_fn=NormalizeCollate()), passes=1)
     assert threads == processes
 
 
@@ -104,7 +110,16 @@ def test_the_seed_matters_in_thread_mode(pack):
     assert run(loader, passes=1) != a
 
 
-@pytest.mark.parametrize(("saved", "loaded"), [("thread", "process"), ("process", "thread"), ("thread", "thread")])
+@pytest.mark.parametrize(
+    ("saved", "loaded"),
+    [
+        ("thread", "process"),
+        ("process", "thread"),
+        ("thread", "thread"),
+        ("thread-process", "thread"),
+        ("process", "thread-process"),
+    ],
+)
 @pytest.mark.parametrize("order", ["generator", "global", "ranks-3-index-1"])
 def test_a_mid_pass_state_resumes_exactly_in_either_mode(pack, order, saved, loaded):
     torch.manual_seed(5)
@@ -126,12 +141,13 @@ def test_a_mid_pass_state_resumes_exactly_in_either_mode(pack, order, saved, loa
 
 
 def test_set_resolution_in_thread_mode(pack):
-    loaders = {mode: make(pack, mode, order="generator") for mode in ("thread", "process")}
+    loaders = {mode: make(pack, mode, order="generator") for mode in ("thread", "process", "thread-process")}
     for loader in loaders.values():
         loader.set_resolution(16)
     images = {mode: next(iter(loader))[0] for mode, loader in loaders.items()}
     assert images["thread"].shape[-2:] == (16, 16)
     assert np.array_equal(images["thread"].numpy(), images["process"].numpy())
+    assert np.array_equal(images["thread-process"].numpy(), images["process"].numpy())
 
 
 def test_thread_mode_rejects_what_it_cannot_do(pack):
@@ -150,7 +166,7 @@ def test_thread_mode_without_batches_runs_getitem_per_sample(pack):
     dataset = ShardDataset(pack, transform=RandomResizedCrop(24))
     loaders = [
         DataLoaderX(dataset, batch_size=None, shuffle=False, num_workers=2, worker_mode=mode, pin_memory=False)
-        for mode in ("thread", "process")
+        for mode in ("thread", "process", "thread-process")
     ]
-    thread, process = ([(np.asarray(x).tobytes(), int(y)) for x, y in loader] for loader in loaders)
-    assert thread == process and len(thread) == len(dataset)
+    thread, process, helper = ([(np.asarray(x).tobytes(), int(y)) for x, y in loader] for loader in loaders)
+    assert thread == process == helper and len(thread) == len(dataset)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import _thread
 import gc
+import multiprocessing
 import os
 import threading
 import time
+from typing import Any
 
 import pytest
 import torch
@@ -55,10 +57,13 @@ def make(dataset, mode: str = "thread", **kwargs) -> DataLoaderX:
     )
 
 
-def extra_threads(before: set[threading.Thread]) -> list[threading.Thread]:
-    """Threads started since ``before`` that are still alive (after a collection: cycles of a traceback)."""
+MODES = ["thread", "thread-process"]
+
+
+def extra_threads(before: set[threading.Thread]) -> list[Any]:
+    """Threads started since ``before`` and child processes still alive (after a collection: a traceback's cycles)."""
     gc.collect()
-    return [t for t in threading.enumerate() if t not in before]
+    return [t for t in threading.enumerate() if t not in before] + multiprocessing.active_children()
 
 
 def outcomes(loader: DataLoaderX) -> list[tuple]:
@@ -75,40 +80,44 @@ def outcomes(loader: DataLoaderX) -> list[tuple]:
             out.append(("error", type(exc), str(exc)))
 
 
-def test_a_batch_error_is_raised_in_its_place_as_in_the_process_mode(pack):
+@pytest.mark.parametrize("mode", MODES)
+def test_a_batch_error_is_raised_in_its_place_as_in_the_process_mode(pack, mode):
     before = set(threading.enumerate())
-    threads = outcomes(make(Failing(pack, bad=5, error=ValueError)))
+    threads = outcomes(make(Failing(pack, bad=5, error=ValueError), mode))
     processes = outcomes(make(Failing(pack, bad=5, error=ValueError), "process"))
     assert [o for o in threads if o[0] == "error"] == [("error", ValueError, "sample 5 is bad")]
     assert threads == processes
     assert not extra_threads(before)
 
 
-def test_a_corrupt_record_names_the_sample_in_both_modes(pack, tmp_path):
+@pytest.mark.parametrize("mode", MODES)
+def test_a_corrupt_record_names_the_sample_in_both_modes(pack, tmp_path, mode):
     import shutil
 
     root = tmp_path / "damaged"
     shutil.copytree(pack, root)
     shard = sorted(root.glob("*.tfrecord"))[1]
     flip_bit(shard, 8 * (shard.stat().st_size // 2))
-    threads = outcomes(make(ShardDataset(root, transform=RandomResizedCrop(16))))
+    threads = outcomes(make(ShardDataset(root, transform=RandomResizedCrop(16)), mode))
     processes = outcomes(make(ShardDataset(root, transform=RandomResizedCrop(16)), "process"))
     errors = [o for o in threads if o[0] == "error"]
     assert errors and all(o[1] is CorruptRecordError and "sample " in o[2] for o in errors)
     assert threads == processes
 
 
-def test_an_error_that_leaves_the_loop_leaves_no_thread(pack):
+@pytest.mark.parametrize("mode", MODES)
+def test_an_error_that_leaves_the_loop_leaves_no_thread(pack, mode):
     before = set(threading.enumerate())
     with pytest.raises(ValueError, match="sample 3 is bad"):
-        for _ in make(Failing(pack, bad=3, error=ValueError)):
+        for _ in make(Failing(pack, bad=3, error=ValueError), mode):
             pass
     assert not extra_threads(before)
 
 
-def test_keyboard_interrupt_in_a_loader_thread_ends_the_pass(pack):
+@pytest.mark.parametrize("mode", MODES)
+def test_keyboard_interrupt_in_a_loader_thread_ends_the_pass(pack, mode):
     before = set(threading.enumerate())
-    it = iter(make(Failing(pack, bad=7, error=KeyboardInterrupt)))
+    it = iter(make(Failing(pack, bad=7, error=KeyboardInterrupt), mode))
     with pytest.raises(KeyboardInterrupt, match="sample 7 is bad"):
         for _ in it:
             pass
@@ -116,9 +125,10 @@ def test_keyboard_interrupt_in_a_loader_thread_ends_the_pass(pack):
     assert not extra_threads(before)
 
 
-def test_ctrl_c_while_the_loop_waits_stops_every_thread(pack):
+@pytest.mark.parametrize("mode", MODES)
+def test_ctrl_c_while_the_loop_waits_stops_every_thread(pack, mode):
     before = set(threading.enumerate())
-    loader = make(Failing(pack, bad=-1, error=ValueError, delay=0.2))
+    loader = make(Failing(pack, bad=-1, error=ValueError, delay=0.2), mode)
     timer = threading.Timer(0.1, _thread.interrupt_main)
     timer.start()
     with pytest.raises(KeyboardInterrupt):
@@ -128,12 +138,17 @@ def test_ctrl_c_while_the_loop_waits_stops_every_thread(pack):
     assert not extra_threads(before)
 
 
-def test_close_break_and_garbage_collection_stop_every_thread(pack):
+@pytest.mark.parametrize("mode", MODES)
+def test_close_break_and_garbage_collection_stop_every_thread(pack, mode):
     before = set(threading.enumerate())
-    loader = make(ShardDataset(pack, transform=RandomResizedCrop(16)))
+    loader = make(ShardDataset(pack, transform=RandomResizedCrop(16)), mode)
     it = iter(loader)
     next(it)
-    assert len(extra_threads(before)) == 3  # two loader threads and the prefetch thread
+    started = extra_threads(before)
+    if mode == "thread":
+        assert len(started) == 3  # two loader threads and the prefetch thread
+    else:
+        assert multiprocessing.active_children() and len(started) >= 2  # the helper, the prefetch thread, a feeder
     it.close()
     assert not extra_threads(before)
     for _ in loader:
@@ -154,8 +169,10 @@ def _rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def test_a_thousand_start_stop_cycles_leak_no_thread_descriptor_or_memory(pack):
-    loader = make(ShardDataset(pack, transform=RandomResizedCrop(64)))  # 24 KiB a batch, 4 in flight
+@pytest.mark.parametrize(("mode", "cycles"), [("thread", 1000), ("thread-process", 60)])
+def test_a_thousand_start_stop_cycles_leak_no_thread_descriptor_or_memory(pack, mode, cycles):
+    """1,000 cycles of the thread mode; 60 of the helper-process mode (a process start each)."""
+    loader = make(ShardDataset(pack, transform=RandomResizedCrop(64)), mode)  # 24 KiB a batch, 4 in flight
 
     def cycle(k: int) -> None:
         it = iter(loader)
@@ -172,7 +189,7 @@ def test_a_thousand_start_stop_cycles_leak_no_thread_descriptor_or_memory(pack):
         cycle(k)
     gc.collect()
     threads, fds, rss = set(threading.enumerate()), _fds(), _rss()
-    for k in range(1000):
+    for k in range(cycles):
         cycle(k)
     assert not extra_threads(threads)
     assert _fds() == fds
