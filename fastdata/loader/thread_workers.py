@@ -10,7 +10,8 @@ and the collate function. What differs from torch's worker processes is where a 
   loop only draws indices and puts tasks. Up to ``num_workers * prefetch_factor`` batches are in flight (the bounded
   set of batch slots); a new one starts only when the loop has taken the oldest, and batches come out in order.
 * buffers are allocated by the thread that fills them, pinned where the loader pins (``empty_tensor`` asks
-  :func:`fastdata.decode.batch.pin_buffers`), so a batch decoded in place reaches the loop without a copy.
+  :func:`fastdata.decode.batch.thread_buffers`), so a batch decoded in place reaches the loop without a copy; else
+  large buffers come from the loader's ring (:class:`~fastdata.decode.shared_ring.BufferPool`), reused once unused.
 * the pixels are the process mode's: a sample's random crops and decode-time augmentations draw from its
   ``SampleIndex`` (pass, position, index), not from the worker that decodes it. Draws from torch's *global* RNG
   (a plain-int dataset, ``NormalizeCollate(hflip_p>0)``) are not per-worker streams here, so they differ.
@@ -33,7 +34,8 @@ from torch.utils.data import IterableDataset, _utils
 from torch.utils.data.dataloader import _BaseDataLoaderIter, _DatasetKind
 
 from fastdata.datasets.batch_decode import release_thread_resources
-from fastdata.decode.batch import pin_buffers
+from fastdata.decode.batch import thread_buffers
+from fastdata.decode.shared_ring import BufferPool
 
 __all__ = ["WORKER_MODES", "ThreadWorkersIter", "check_worker_mode"]
 
@@ -59,8 +61,11 @@ def check_worker_mode(mode: str, num_workers: int, dataset: Any) -> str:
 class _Shared:
     """What the worker threads and the iterator share (the threads hold no reference to the iterator)."""
 
-    def __init__(self, fetch: Callable[[Any], Any], pin_device: str | None, init_fn: Any) -> None:
+    def __init__(
+        self, fetch: Callable[[Any], Any], pin_device: str | None, init_fn: Any, pool: BufferPool | None = None
+    ) -> None:
         self.fetch = fetch
+        self.pool = pool
         self.pin_device = pin_device  # None: no pinning
         self.init_fn = init_fn
         self.tasks: queue.SimpleQueue[tuple[int, Any] | None] = queue.SimpleQueue()
@@ -78,7 +83,7 @@ class _Shared:
 def _work(shared: _Shared, worker_id: int) -> None:
     """One worker thread: fetch, collate and pin whole batches until told to stop."""
     init_error: BaseException | None = None
-    pin_buffers(shared.pin_device is not None)
+    thread_buffers(pin=shared.pin_device is not None, pool=shared.pool)
     try:
         if shared.init_fn is not None:
             try:
@@ -103,7 +108,7 @@ def _work(shared: _Shared, worker_id: int) -> None:
             shared.put(idx, result)
             del result, task, index
     finally:
-        pin_buffers(False)
+        thread_buffers()
         release_thread_resources()  # this thread's decode pool and scratch go with it
 
 
@@ -146,8 +151,11 @@ class ThreadWorkersIter(_BaseDataLoaderIter):
             self._dataset_kind, self._dataset, self._auto_collation, self._collate_fn, self._drop_last
         )
         pin_device = (self._pin_memory_device or "cuda") if self._pin_memory else None
-        self._shared = shared = _Shared(fetcher.fetch, pin_device, loader.worker_init_fn)
         self._in_flight = loader.num_workers * (loader.prefetch_factor or 2)
+        # the loader's ring of batch buffers, kept across passes: in flight, queued for the loop, the one it holds
+        pool = loader.__dict__.setdefault("_thread_buffers", BufferPool(1))
+        pool.per_size = self._in_flight + getattr(loader, "max_prefetch", 4) + 2
+        self._shared = shared = _Shared(fetcher.fetch, pin_device, loader.worker_init_fn, pool)
         self._send_idx = 0  # tasks put so far
         self._rcvd_idx = 0  # batch positions settled (handed out, or raised in their place)
         self._sampler_done = False

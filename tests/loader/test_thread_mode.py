@@ -170,3 +170,19 @@ def test_thread_mode_without_batches_runs_getitem_per_sample(pack):
     ]
     thread, process, helper = ([(np.asarray(x).tobytes(), int(y)) for x, y in loader] for loader in loaders)
     assert thread == process == helper and len(thread) == len(dataset)
+
+
+def test_thread_mode_reuses_batch_buffers_no_batch_still_held(pack):
+    """Batches over 1 MiB come from the loader's ring: reused once dropped, never while the loop holds them."""
+    loader = make(pack, "thread", order="generator", transform=RandomResizedCrop(320))  # 3 x 320 x 320 x 3: 0.9 MiB
+    loader.batch_sampler.batch_size = 4  # 1.2 MiB a batch
+    held, copies, buffers = [], [], set()
+    for epoch in range(3):
+        for k, (images, _) in enumerate(loader):
+            buffers.add(images.untyped_storage().data_ptr())
+            if epoch == 0 and k % 3 == 0:  # kept by the loop: their memory must not be handed out again
+                held.append(images)
+                copies.append(images.clone())
+    assert all(torch.equal(a, b) for a, b in zip(held, copies, strict=True))
+    assert len(buffers) <= len(held) + loader._thread_buffers.per_size  # reused, not one per batch
+    assert 3 * len(loader) > len(buffers)
