@@ -186,3 +186,19 @@ def test_thread_mode_reuses_batch_buffers_no_batch_still_held(pack):
     assert all(torch.equal(a, b) for a, b in zip(held, copies, strict=True))
     assert len(buffers) <= len(held) + loader._thread_buffers.per_size  # reused, not one per batch
     assert 3 * len(loader) > len(buffers)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("mode", ["thread", "thread-process"])
+def test_pinned_batches_in_thread_modes(pack, mode):
+    """pin_memory=True: thread batches are decoded into pinned memory (helper batches pinned here); same pixels."""
+    loaders = {m: make(pack, m, order="generator", transform=RandomResizedCrop(320)) for m in ("process", mode)}
+    for loader in loaders.values():
+        loader.pin_memory = True
+    got = {m: [(images, labels) for images, labels in loader] for m, loader in loaders.items()}
+    assert all(images.is_pinned() and labels.is_pinned() for images, labels in got[mode])
+    assert all(
+        torch.equal(a, b) and torch.equal(la, lb) for (a, la), (b, lb) in zip(got[mode], got["process"], strict=True)
+    )
+    device = torch.device("cuda")
+    assert torch.equal(got[mode][0][0].to(device, non_blocking=True).cpu(), got["process"][0][0])
