@@ -36,7 +36,14 @@ from fastdata.transforms import crop_params
 from fastdata.transforms.compose import DecodeCompose
 from fastdata.transforms.crop import RandomResizedCrop
 
-__all__ = ["SampleGenerators", "batch_capable", "decode_all_into", "decode_batch_into", "sample_generators"]
+__all__ = [
+    "SampleGenerators",
+    "batch_capable",
+    "decode_all_into",
+    "decode_batch_into",
+    "release_thread_resources",
+    "sample_generators",
+]
 
 _local = threading.local()
 
@@ -77,6 +84,14 @@ def _executor(threads: int) -> ThreadPoolExecutor:
             executor.shutdown(wait=False)
         executor = _local.executor = ThreadPoolExecutor(threads, thread_name_prefix="fastdata-resize")
     return executor
+
+
+def release_thread_resources() -> None:
+    """Shut the calling thread's resize pool down and drop its scratch and decompressors (a loader thread's exit)."""
+    executor = getattr(_local, "executor", None)
+    if executor is not None:
+        executor.shutdown(wait=True)
+    _local.__dict__.clear()
 
 
 def _scratch(nbytes: int) -> np.ndarray:

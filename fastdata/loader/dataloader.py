@@ -34,10 +34,12 @@ from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.decode.shared_ring import Releaser
 from fastdata.loader.accelerate_hook import keep_for_accelerate
 from fastdata.loader.background import LoaderIter, close_all, shutdown_persistent
+from fastdata.loader.helper_process import HelperProcessIter
 from fastdata.loader.loader_state import LoaderState
 from fastdata.loader.lost_batches import watch_receives
 from fastdata.loader.pass_seed import seeded_index_sampler
 from fastdata.loader.resume import PassState, restore_sampler, set_rng_states, snapshot_sampler
+from fastdata.loader.thread_workers import ThreadWorkersIter, check_worker_mode
 from fastdata.loader.worker_errors import keep_worker_exception_types
 from fastdata.loader.worker_init import WorkerInit
 from fastdata.sampler.seeding import wants_sample_index
@@ -107,10 +109,17 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
             iterators are independent. ``True`` keeps the workers across passes; they serve one pass at a
             time, so an ``iter()`` while an earlier iterator is unfinished ends that one (with a warning).
         max_prefetch: Batches the background thread keeps ready (>= 1).
+        worker_mode: ``"process"`` (default): ``num_workers`` worker processes, as torch. ``"thread"``:
+            ``num_workers`` threads of this process make whole batches, ``num_workers * prefetch_factor`` in
+            flight, with the process mode's pixels, order and ``state_dict`` (a state loads in either mode);
+            map-style datasets only, never persistent (threads start fast): :mod:`fastdata.loader.thread_workers`.
+            ``"thread-process"``: those threads in one helper process, batches over shared memory, pinned here
+            (:mod:`fastdata.loader.helper_process`): out of a GPU training loop's way, one process instead of many.
 
     Raises:
         TypeError: ``max_prefetch`` is not an int.
-        ValueError: ``max_prefetch < 1``, or an argument torch rejects.
+        ValueError: ``max_prefetch < 1``, an unknown ``worker_mode``, ``worker_mode="thread"`` with
+            ``num_workers=0`` or an ``IterableDataset``, or an argument torch rejects.
 
     Example:
         >>> loader = DataLoaderX(dataset, batch_size=8, shuffle=True, num_workers=2,
@@ -142,12 +151,14 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         pin_memory_device: str = "",
         in_order: bool = True,
         max_prefetch: int = 4,
+        worker_mode: str = "process",
     ) -> None:
         if isinstance(max_prefetch, bool) or not isinstance(max_prefetch, int):
             raise TypeError(f"max_prefetch must be an int >= 1, got {max_prefetch!r}; e.g. max_prefetch=4")
         if max_prefetch < 1:
             raise ValueError(f"max_prefetch must be >= 1, got {max_prefetch}; e.g. max_prefetch=4")
         self.max_prefetch = max_prefetch
+        self.worker_mode = check_worker_mode(worker_mode, num_workers, dataset)
         self._setup_pass: PassState | None = None  # the pass whose torch iterator is being built
         self._passes_begun = 0  # passes started so far (restored by load_state_dict)
         self._pass: PassState | None = None  # the latest pass
@@ -157,9 +168,7 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         self._warned_shared = False  # an iter() ended an unfinished iterator (persistent workers): warned once
         self._pass_index_sampler = _PassIndexSampler(self)
         self._releaser = Releaser()  # hands the workers' batch buffers back once no batch uses them
-        self._resolution: tuple[int, int] | None = (
-            None  # decode-time crop size of the next passes (None: the transform's)
-        )
+        self._resolution: tuple[int, int] | None = None  # decode-time crop size of the next passes
         if pin_memory is None:
             pin_memory = torch.cuda.is_available()
         if persistent_workers is None:  # accepted for loaders built by older fastdata: torch's default
@@ -191,7 +200,10 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         )
 
     def _get_iterator(self) -> Any:
-        """Torch's iterator, its workers started with :class:`WorkerInit` around ``worker_init_fn``."""
+        """Torch's iterator, its workers started with :class:`WorkerInit` around ``worker_init_fn`` (or threads)."""
+        mode = getattr(self, "worker_mode", "process")  # loaders pickled before worker_mode: processes
+        if mode != "process":
+            return ThreadWorkersIter(self) if mode == "thread" else HelperProcessIter(self, self.max_prefetch)
         if self.num_workers == 0 or isinstance(self.worker_init_fn, WorkerInit):
             return super()._get_iterator()
         user = self.worker_init_fn
@@ -200,6 +212,11 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
             return super()._get_iterator()
         finally:
             self.worker_init_fn = user
+
+    def check_worker_number_rationality(self) -> None:
+        """Torch's warning when there are more worker processes than CPUs (none for threads)."""
+        if getattr(self, "worker_mode", "process") == "process":
+            super().check_worker_number_rationality()
 
     @property
     def _is_accelerate_prepared(self) -> bool:
@@ -215,7 +232,9 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         return self._pass_index_sampler
 
     def __iter__(self) -> LoaderIter:  # type: ignore[override]  # LoaderIter wraps torch's iterator, not a subclass
-        persistent = bool(self.persistent_workers) and self.num_workers > 0
+        mode = getattr(self, "worker_mode", "process")
+        threads = mode != "process"
+        persistent = bool(self.persistent_workers) and self.num_workers > 0 and not threads
         # torch resets the one persistent iterator: our thread must be off it
         if persistent and close_all(self._active) and not self._warned_shared:
             self._warned_shared = True
@@ -229,7 +248,7 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         pass_state = self._begin_pass()
         self._setup_pass = pass_state
         try:
-            torch_iter = super().__iter__()
+            torch_iter = self._get_iterator() if threads else super().__iter__()
             keep_worker_exception_types(torch_iter)
             watch_receives(torch_iter)
         finally:
@@ -243,7 +262,7 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
             max_prefetch=self.max_prefetch,
             owns_workers=not persistent,
             join_timeout=max(_MIN_JOIN_S, 2.0 * self.timeout),
-            releaser=self._releaser if self.num_workers else None,
+            releaser=self._releaser if self.num_workers and mode != "thread" else None,
         )
         self._active.clear()
         self._active.add(it)
