@@ -103,39 +103,9 @@ html_show_sourcelink = False
 html_theme_options = {"navigation_with_keys": True}
 
 # -- fastdata_docs (docs/_ext) ----------------------------------------------------------------------------------
-# Pages the other owners write (names fixed by the documentation conventions). On a branch without one of them, its
-# line in the root toctree and its landing-page card are left out, and a {doc} link to it is shown as plain text.
-# Once every page exists, any missing page or link is an error again: then this list can be emptied.
-fastdata_other_pages = [
-    "get-started/index",
-    "tutorials/index",
-    "how-to/index",
-    "performance",
-    "concepts/index",
-    "benchmarks",
-    "which-api",
-    "faq",
-    "changelog",
-    *(
-        f"how-to/{name}"
-        for name in (
-            "pack-sources",
-            "pack-cluster",
-            "resume",
-            "mix-datasets",
-            "validation",
-            "progressive-resolution",
-            "threads-vs-processes",
-            "large-datasets",
-            "migrate-imagefolder",
-            "migrate-ffcv",
-            "migrate-webdataset",
-            "migrate-dali",
-            "object-storage",
-        )
-    ),
-    *(f"concepts/{name}" for name in ("crop-decoding", "format", "guarantees", "architecture", "design-decisions")),
-]
+# Pages a branch may lack while they are being written (its toctree line and card are then left out, a {doc} link
+# to it is plain text). Empty: every page exists, so a missing page or link is an error.
+fastdata_other_pages: list[str] = []
 # Modules documented with their public names on their room's page; the module map lists every other one.
 fastdata_automodules = [
     "fastdata",
