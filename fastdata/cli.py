@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from fastdata._util.text import escaped
 from fastdata._util.version import __version__
 from fastdata.packing.command import add_pack_parser, appending_to, parse_size, summary
+from fastdata.packing.engines import PartResult
 
 __all__ = ["EXIT_STATUS", "build_parser", "main", "parse_size"]
 
@@ -132,7 +133,7 @@ def _run_pack(args: argparse.Namespace) -> int:
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
-    if args.part is not None:
+    if isinstance(manifest, PartResult):  # --part: this task's share of a cluster pack
         print(
             f"packed part {manifest.part}/{manifest.parts}: {len(manifest.ranges)} range(s), {manifest.packed} "
             f"packed by this run, {manifest.num_samples} images in {len(manifest.shards)} shard(s) into "

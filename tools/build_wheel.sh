@@ -44,6 +44,47 @@ policy="$("$PY" -m auditwheel show "$wheel" | tr '\n' ' ' | grep -oE 'manylinux_
 echo "==> auditwheel repair --plat $policy"
 "$PY" -m auditwheel repair --plat "$policy" --wheel-dir "$raw/repaired" "$wheel" >"$raw/repair.log" 2>&1 \
   || { cat "$raw/repair.log" >&2; echo "ERROR: auditwheel repair failed" >&2; exit 1; }
+
+# 4. The licence of every library auditwheel bundled goes into the wheel's .dist-info/licenses/bundled/ (their
+#    licences, libjpeg-turbo's BSD/IJG among them, require the notice to travel with the binary): a bundled
+#    `libNAME-<hash>.so.X.Y` is the system's libNAME.so.X.Y, and the Debian package that owns it ships its copyright.
+"$PY" - "$raw" <<'PYEOF'
+import pathlib, re, shutil, subprocess, sys, zipfile
+raw = pathlib.Path(sys.argv[1])
+wheel = next((raw / "repaired").glob("fastdata-*.whl"))
+bundled = [pathlib.Path(n).name for n in zipfile.ZipFile(wheel).namelist() if re.match(r"fastdata\.libs/.+\.so", n)]
+grafted = []
+for name in bundled:
+    match = re.fullmatch(r"(.+)-[0-9a-f]{8}(\.so.*)", name)
+    if not match:
+        sys.exit(f"ERROR: cannot tell which system library the bundled {name} is")
+    system_name = match.group(1) + match.group(2)
+    found = [p for p in ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib")
+             if (pathlib.Path(p) / system_name).exists()]
+    if not found:
+        sys.exit(f"ERROR: {system_name} (bundled as {name}) is not on this system; cannot find its licence")
+    grafted.append(str(pathlib.Path(found[0]) / system_name))
+unpacked = raw / "unpacked"
+subprocess.run([sys.executable, "-m", "wheel", "unpack", "--dest", str(unpacked), str(wheel)], check=True,
+               stdout=subprocess.DEVNULL)
+tree = next(unpacked.iterdir())
+licenses = next(tree.glob("*.dist-info")) / "licenses" / "bundled"
+licenses.mkdir(parents=True, exist_ok=True)
+for lib in sorted(set(grafted)):
+    owner = subprocess.run(["dpkg", "-S", lib], capture_output=True, text=True)
+    if owner.returncode != 0:
+        sys.exit(f"ERROR: no Debian package owns {lib}; cannot find the licence of a library the wheel bundles")
+    package = owner.stdout.split(":")[0]
+    notice = pathlib.Path("/usr/share/doc") / package / "copyright"
+    if not notice.is_file():
+        sys.exit(f"ERROR: {notice} is missing; install {package}'s documentation to ship its licence")
+    shutil.copyfile(notice, licenses / f"{pathlib.Path(lib).name}-{package}.copyright")
+    print(f"==> licence of {pathlib.Path(lib).name} ({package}) -> {licenses.relative_to(tree)}")
+wheel.unlink()
+subprocess.run([sys.executable, "-m", "wheel", "pack", "--dest-dir", str(wheel.parent), str(tree)], check=True,
+               stdout=subprocess.DEVNULL)
+PYEOF
+
 rm -f "$out"/fastdata-*.whl "$out"/fastdata-*.tar.gz
 cp "$sdist" "$out/"
 cp "$raw"/repaired/fastdata-*.whl "$out/"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up fastdata on a fresh Debian/Ubuntu machine: the system libturbojpeg, PyTorch, and the package.
-# Usage: bash tools/setup.sh [EXTRAS]     e.g. bash tools/setup.sh test,dali
+# Usage: bash tools/setup.sh [EXTRAS]     e.g. bash tools/setup.sh test,dali  (docs: what tools/docs.sh builds with)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-}"

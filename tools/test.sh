@@ -2,7 +2,7 @@
 # Set everything up, then the lint and type checks and the whole test suite (this is what CI runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh test,dali,dev
+bash tools/setup.sh test,dali,dev,docs
 lint=0
 bash tools/lint.sh || lint=$?
 tests=0

@@ -90,6 +90,18 @@ def check_native_decode(package: Path) -> None:
     check(bool(ours) and not system, f"libjpeg is loaded from the wheel ({ours}), none from the system ({system})")
 
 
+def check_licences(package: Path) -> None:
+    """Every library the wheel bundles has its licence in the installed .dist-info (licenses/bundled/)."""
+    from importlib.metadata import distribution
+
+    files = [str(f) for f in distribution("fastdata").files or []]
+    bundled = sorted(p.name for p in (package.parent / "fastdata.libs").glob("*.so*"))
+    for name in bundled:
+        system_name = re.sub(r"-[0-9a-f]{8}(?=\.so)", "", name)
+        notices = [f for f in files if "/licenses/bundled/" in f and Path(f).name.startswith(system_name + "-")]
+        check(bool(notices), f"the licence of the bundled {name} is installed ({notices})")
+
+
 def make_images(root: Path, count: int = 50) -> None:
     import numpy as np
     from PIL import Image
@@ -136,6 +148,7 @@ def main() -> int:
     package = check_install()
     check_linking(package)
     check_native_decode(package)
+    check_licences(package)
     import fastdata
 
     version = cli("--version")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import runpy
 import sys
+import time
 from pathlib import Path
 
 LIB = Path(__file__).resolve().parent
@@ -24,4 +25,11 @@ def run(entry: str, doc: str, commands: dict[str, tuple[str, str]]) -> None:
     script = LIB / commands[name][0]
     sys.argv = [f"bench/{entry} {name}", *rest]
     sys.path.insert(0, str(LIB))  # the scripts import their neighbours by name
-    runpy.run_path(str(script), run_name="__main__")
+    started = time.time()
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    finally:  # a script ends with sys.exit too: its results JSON still gets its chart
+        if "--help" not in rest and "-h" not in rest:
+            from charts import chart_new_results
+
+            chart_new_results(started, argv=rest)

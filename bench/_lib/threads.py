@@ -1,26 +1,32 @@
 #!/usr/bin/env python
-"""Threads in one process against worker processes: uint8 batches per second and total PSS.
+"""Threads in one process against worker processes: images/s, time to first batch and summed PSS, N = 1..16.
 
 An ImageNet-like folder (made if missing) is packed as TFRecord with pack's defaults (JPEGs re-coded with restart
-intervals; ``--keep-bytes`` stores the originals). Then, for each N in ``--threads``, two loaders of the same dataset
-(``RandomResizedCrop(224)``, batch 256, ``fast_collate``, persistent workers) read full passes:
+intervals; ``--keep-bytes`` stores the originals). Then, for each N in ``--parallel``, loaders of the same dataset
+(``RandomResizedCrop(224)``, batch 256, ``fast_collate`` uint8, or ``--float``: ``NormalizeCollate(hflip_p=0.5)``)
+read full passes:
 
-- ``threads-N``: ``ShardDataset(..., decode_threads=N)`` with ``num_workers=0`` (one process, N decoding threads);
-- ``workers-N``: ``decode_threads=1`` with ``num_workers=N`` (N worker processes).
+- ``thread-N``: ``DataLoaderX(worker_mode="thread", num_workers=N)``: N loader threads in the training process;
+- ``fork-N`` / ``forkserver-N``: ``num_workers=N`` worker processes started by that context (persistent workers);
+- ``inline-N`` (``--inline``): the older path, ``ShardDataset(decode_threads=N)`` with ``num_workers=0``.
 
-Each measurement runs in a fresh process (one warm-up pass, then one timed pass), alternating the loaders for
-``--repeats`` rounds. The table gives, per N, the median images/s (and range) and the peak PSS of that process and
-its workers (psutil, summed) for both, and their ratios. N above the usable CPUs is skipped.
+Each measurement runs in a fresh spawned process: the time from ``iter()`` to the first batch of the first pass
+(workers started, torch imported in them), then ``--passes`` timed passes after it; images/s is the last pass's.
+PSS: the peak over the whole measurement of the process and all its children, summed (psutil, every 0.1 s).
+The loaders alternate, ``--repeats`` rounds; the table gives medians (range for images/s) and each mode's ratios to
+``fork-N``. N above the usable CPUs still runs (memory is the question there; its images/s is oversubscribed: *).
 
 Usage::
 
-    python bench/loaders.py threads                          # 1,000 images, N = 1, 2, 4, 3 rounds: about 2-4 minutes
-    python bench/loaders.py threads --images 3000 --threads 1,2,4,8 --repeats 5
+    python bench/loaders.py threads                                  # 1,000 images, N = 1,2,4,8,16: ~10 min (2 cores)
+    python bench/loaders.py threads --images 3000 --parallel 2 --repeats 5 --modes thread,fork
+    python bench/loaders.py threads --images 200 --parallel 1,2 --repeats 1 --passes 1   # a smoke test, seconds
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -34,79 +40,117 @@ from imagenet_like import make_images  # noqa: E402 (a neighbour in bench/_lib, 
 
 from fastdata.bench.measure import MemorySampler, run_isolated  # noqa: E402
 from fastdata.datasets.shard_dataset import ShardDataset  # noqa: E402
-from fastdata.loader.collate import fast_collate  # noqa: E402
+from fastdata.loader.collate import NormalizeCollate, fast_collate  # noqa: E402
 from fastdata.loader.dataloader import DataLoaderX  # noqa: E402
 from fastdata.packing.packer import pack  # noqa: E402
 from fastdata.transforms import RandomResizedCrop  # noqa: E402
+
+MODES = ("thread", "fork", "forkserver", "inline")
 
 
 def _prepare(data_dir: Path, images: int, keep_bytes: bool) -> Path:
     folder = data_dir / f"imagenet-like-{images}"
     if not (folder.is_dir() and any(folder.iterdir())):
-        make_images(folder, images, "imagenet", 100)
+        make_images(folder, images, "imagenet", min(100, images))
     packed = data_dir / f"imagenet-like-{images}-{'keep-bytes' if keep_bytes else 'default'}-tfrecord"
     if not (packed / "manifest.json").is_file():
         pack(folder, packed, format="tfrecord", progress=False, overwrite=True, keep_bytes=keep_bytes)
     return packed
 
 
-def _measure(root: Path, threads: int, workers: int) -> tuple[float, float | None]:
-    """In a fresh process: a warm-up pass, then (images/s, peak PSS MB of the process and its workers) of one pass."""
-    dataset = ShardDataset(root, transform=RandomResizedCrop(224), decode_threads=threads)
-    loader = DataLoaderX(
-        dataset, 256, shuffle=True, num_workers=workers, collate_fn=fast_collate, persistent_workers=workers > 0
+def _loader(root: Path, mode: str, n: int, batch: int, size: int, normalize: bool) -> DataLoaderX:
+    dataset = ShardDataset(root, transform=RandomResizedCrop(size), decode_threads=n if mode == "inline" else 1)
+    collate = NormalizeCollate(hflip_p=0.5) if normalize else fast_collate
+    if mode == "thread":
+        return DataLoaderX(dataset, batch, shuffle=True, num_workers=n, collate_fn=collate, worker_mode="thread")
+    if mode == "inline":
+        return DataLoaderX(dataset, batch, shuffle=True, num_workers=0, collate_fn=collate)
+    return DataLoaderX(
+        dataset,
+        batch,
+        shuffle=True,
+        num_workers=n,
+        collate_fn=collate,
+        persistent_workers=True,
+        multiprocessing_context=mode,
     )
+
+
+def _measure(root: Path, mode: str, n: int, batch: int, size: int, normalize: bool, passes: int) -> dict:
+    """In a fresh process: first-batch time, then the images/s of the last of ``passes`` passes, and peak PSS."""
     with MemorySampler(interval=0.1) as memory:
-        for _passes in range(2):
+        start = time.perf_counter()
+        loader = _loader(root, mode, n, batch, size, normalize)
+        it = iter(loader)
+        next(it)
+        first = time.perf_counter() - start
+        for _ in it:  # the rest of the first pass (start-up) is not timed
+            pass
+        rate = 0.0
+        for _ in range(passes):
             start, count = time.perf_counter(), 0
             for images, _ in loader:
                 count += images.shape[0]
-        rate = count / (time.perf_counter() - start)
-    return rate, memory.peak_pss_mb
+            rate = count / (time.perf_counter() - start)
+    return {"images_per_s": rate, "first_batch_s": first, "peak_pss_mb": memory.peak_pss_mb}
+
+
+def _row(n: int, mode: str, runs: list[dict], base: list[dict] | None, usable: int) -> str:
+    rates = [r["images_per_s"] for r in runs]
+    rate, first = statistics.median(rates), statistics.median(r["first_batch_s"] for r in runs)
+    pss = max((r["peak_pss_mb"] or 0.0) for r in runs)
+    text = (
+        f"{n:>3}{'*' if n > usable else ' '} {mode:<11} {rate:>7.0f} ({min(rates):>5.0f}-{max(rates):>5.0f}) "
+        f"{first:>7.2f} {pss:>8.0f}"
+    )
+    if base:
+        base_rate = statistics.median(r["images_per_s"] for r in base)
+        base_pss = max((r["peak_pss_mb"] or 0.0) for r in base)
+        text += f" {rate / base_rate:>8.2f} {pss / base_pss if base_pss else float('nan'):>7.2f}"
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=ROOT / "data")
     parser.add_argument("--images", type=int, default=1000)
-    parser.add_argument("--threads", default="1,2,4", help="comma-separated N")
+    parser.add_argument("--parallel", default="1,2,4,8,16", help="comma-separated N (threads or worker processes)")
+    parser.add_argument("--modes", default="thread,fork,forkserver", help=f"comma-separated, of {','.join(MODES)}")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--passes", type=int, default=1, help="timed passes after the first (start-up) pass")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--float", action="store_true", help="NormalizeCollate(hflip_p=0.5) float batches")
     parser.add_argument("--keep-bytes", action="store_true", help="pack the source JPEGs unchanged")
+    parser.add_argument("--json", type=Path, help="write every run here")
     args = parser.parse_args(argv)
+    modes = args.modes.split(",")
+    if not set(modes) <= set(MODES):
+        parser.error(f"--modes must be of {MODES}, got {args.modes!r}")
     root = _prepare(args.data_dir, args.images, args.keep_bytes)
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    counts = [n for n in (int(v) for v in args.threads.split(",")) if n <= usable]
-    configs = {}
-    for n in counts:
-        configs[f"threads-{n}"] = (n, 0)
-        configs[f"workers-{n}"] = (1, n)
-    rates: dict[str, list[float]] = {name: [] for name in configs}
-    pss: dict[str, float] = {}
+    counts = [int(v) for v in args.parallel.split(",")]
+    runs: dict[str, list[dict]] = {f"{mode}-{n}": [] for n in counts for mode in modes}
     for _ in range(args.repeats):
-        for name, (threads, workers) in configs.items():
-            rate, peak = run_isolated(_measure, root, threads, workers)
-            rates[name].append(rate)
-            pss[name] = max(pss.get(name, 0.0), peak or 0.0)
+        for name in runs:
+            mode, n = name.rsplit("-", 1)
+            runs[name].append(
+                run_isolated(_measure, root, mode, int(n), args.batch_size, args.size, args.float, args.passes)
+            )
+    output = "NormalizeCollate float" if args.float else "uint8"
     print(
         f"{args.images} ImageNet-like images ({'keep-bytes' if args.keep_bytes else 'default'} pack, TFRecord), "
-        f"RandomResizedCrop(224), batch 256, uint8, median of {args.repeats} passes (range); {usable} usable CPUs"
+        f"RandomResizedCrop({args.size}), batch {args.batch_size}, {output}, median of {args.repeats} rounds; "
+        f"{usable} usable CPUs"
     )
-    print(
-        f"{'N':>3} | {'threads img/s':>22} {'PSS MB':>7} | {'workers img/s':>22} {'PSS MB':>7} | "
-        f"{'img/s t/w':>9} {'PSS t/w':>8}"
-    )
+    print(f"{'N':>4} {'mode':<11} {'img/s (range)':>21} {'first s':>7} {'PSS MB':>8} {'img/s/fork':>8} {'PSS/fork':>7}")
     for n in counts:
-        t, w = rates[f"threads-{n}"], rates[f"workers-{n}"]
-        tm, wm = statistics.median(t), statistics.median(w)
-        tp, wp = pss[f"threads-{n}"], pss[f"workers-{n}"]
-        print(
-            f"{n:>3} | {tm:>7.0f} ({min(t):>5.0f}-{max(t):>5.0f}) {tp:>7.0f} | {wm:>7.0f} ({min(w):>5.0f}-"
-            f"{max(w):>5.0f}) {wp:>7.0f} | {tm / wm:>9.2f} {tp / wp if wp else float('nan'):>8.2f}"
-        )
-    print(
-        "threads: ShardDataset(decode_threads=N), num_workers=0; workers: decode_threads=1, num_workers=N; "
-        "PSS: peak of the process and its workers"
-    )
+        base = runs.get(f"fork-{n}")
+        for mode in modes:
+            print(_row(n, mode, runs[f"{mode}-{n}"], base if mode != "fork" else None, usable))
+    print("first s: iter() of a new loader to its first batch; PSS: peak of the process and its workers, summed")
+    if args.json:
+        args.json.write_text(json.dumps({"config": vars(args), "runs": runs}, indent=1, default=str))
     return 0
 
 

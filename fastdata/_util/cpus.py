@@ -100,7 +100,7 @@ def cgroup_cpu_limit(
     cgroup as the root, so the root's files count too.
 
     Args:
-        cgroup_root: where the cgroup file system is mounted (default :data:`CGROUP_ROOT`).
+        cgroup_root: where the cgroup file system is mounted (default ``CGROUP_ROOT``, ``/sys/fs/cgroup``).
         proc_cgroup: the file naming the process's cgroups.
     """
     base = Path(CGROUP_ROOT if cgroup_root is None else cgroup_root)
@@ -136,7 +136,7 @@ def available_cpus(*, cgroup_root: str | os.PathLike | None = None) -> int:
     makes it return ``N`` whatever was detected (with a ``RuntimeWarning`` when ``N`` is above the detected count).
 
     Args:
-        cgroup_root: where the cgroup file system is mounted (default :data:`CGROUP_ROOT`; tests
+        cgroup_root: where the cgroup file system is mounted (default ``CGROUP_ROOT``, ``/sys/fs/cgroup``; tests
             point it at a folder holding a fake ``cpu.max``).
 
     Example::

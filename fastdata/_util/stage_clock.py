@@ -19,7 +19,7 @@ import mmap
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -117,16 +117,16 @@ def marker() -> Callable[[str], None]:
     return mark
 
 
-def charged(iterable: Iterable[T], stage: str, then: str) -> Iterable[T]:
-    """``iterable`` with each ``next()`` charged to ``stage`` when the counters are on.
+def charged(iterator: Iterator[T], stage: str, then: str) -> Iterator[T]:
+    """``iterator`` with each ``next()`` charged to ``stage`` when the counters are on.
 
-    ``iterable`` itself when the counters are off; else its items, each ``next()`` charged to ``stage``, and the
+    ``iterator`` itself when the counters are off; else its items, each ``next()`` charged to ``stage``, and the
     thread back in ``then`` after it (the loader's sampler, drawn inside torch's fetch).
     """
     mark = marker()
     if mark is _noop:
-        return iterable
-    return _charged(iter(iterable), stage, then, mark)
+        return iterator
+    return _charged(iterator, stage, then, mark)
 
 
 def _charged(it: Iterator[T], stage: str, then: str, mark: Callable[[str], None]) -> Iterator[T]:

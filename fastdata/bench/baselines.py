@@ -6,7 +6,7 @@ OpenCV and torch, step by step the way torchvision does it:
 * ``torch-pil``: ``ImageFolder`` + ``RandomResizedCrop(224)`` + ``RandomHorizontalFlip()`` +
   ``ToTensor()`` + ``Normalize(mean, std)`` in the workers, the default collate.
 * ``torch-cv2``: the same folder dataset written as a careful user writes it: ``cv2.imdecode`` (BGR, as OpenCV
-  decodes), crop, ``cv2.resize`` (``INTER_LINEAR``), then BGR → RGB of the 224x224 result only, a numpy flip, one
+  decodes), crop, ``cv2.resize`` (``INTER_LINEAR``), then BGR → RGB of the 224x224 result only, ``cv2.flip``, one
   OpenCV thread per worker and a uint8 collate that stacks the batch once, straight into shared memory
   (channels_last, like fastdata's batches).
 
@@ -193,7 +193,7 @@ class CV2RandomResizedCropFlip:
 
     RandomResizedCrop (torchvision's parameters) of a BGR image, ``cv2.resize(INTER_LINEAR)``, BGR → RGB of the
     resized crop only (the careful order: the colour conversion touches 224x224 pixels, not the whole image) and a
-    50 % numpy flip. Returns RGB uint8 HWC.
+    50 % ``cv2.flip`` (contiguous, as OpenCV's docs do it). Returns RGB uint8 HWC.
     """
 
     def __init__(self, size: int) -> None:
@@ -205,7 +205,7 @@ class CV2RandomResizedCropFlip:
         crop = bgr[top : top + height, left : left + width]
         out = cv2.cvtColor(cv2.resize(crop, (self.size, self.size), interpolation=cv2.INTER_LINEAR), cv2.COLOR_BGR2RGB)
         if torch.rand(1) < 0.5:
-            out = out[:, ::-1]
+            out = cv2.flip(out, 1)  # a contiguous copy: a numpy view's negative stride would slow the collate's copy
         return out
 
 

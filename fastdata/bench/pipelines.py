@@ -47,6 +47,8 @@ PIPELINES: tuple[str, ...] = (
     "fastdata-lmdb",
     "fastdata-tfrecord",
     "fastdata-uint8",
+    "fastdata-thread",
+    "fastdata-uint8-thread",
     "dali",
     "decode-bound",
     "decode-bound-cv2",
@@ -55,19 +57,27 @@ PIPELINES: tuple[str, ...] = (
 #: What each pipeline does, for the report.
 DESCRIPTIONS = {
     "torch-pil": "ImageFolder + PIL RandomResizedCrop/flip/ToTensor/Normalize in workers, DataLoader",
-    "torch-cv2": "ImageFolder + cv2.imdecode/resize/numpy flip, uint8 collate, DataLoader",
+    "torch-cv2": "ImageFolder + cv2.imdecode/resize/cvtColor/flip, contiguous uint8 collate, DataLoader",
     "fastdata-lmdb": "ShardDataset(lmdb, RandomResizedCrop, batch decoded in place) > DataLoaderX > float: "
     "NormalizeCollate in the workers (CPU) or DataPrefetcher (CUDA)",
     "fastdata-tfrecord": "the same over the TFRecord shards",
     "fastdata-uint8": "ShardDataset(tfrecord) > DataLoaderX(fast_collate): uint8 batches, no prefetcher",
+    "fastdata-thread": "fastdata-tfrecord with worker_mode='thread': --workers threads of the training process",
+    "fastdata-uint8-thread": "fastdata-uint8 with worker_mode='thread': --workers threads of the training process",
     "dali": "fastdata.dali.DALILoader over the TFRecord shards",
     "decode-bound": "fastdata's RandomResizedCrop decode alone on pre-read bytes, one process per core (the limit)",
     "decode-bound-cv2": "cv2.imdecode + the same crop + cv2.resize alone on pre-read bytes, one process per core",
 }
 #: fastdata's loaders: the pipelines ``--breakdown`` counts stage by stage inside the run.
-BREAKDOWN_PIPELINES = ("fastdata-lmdb", "fastdata-tfrecord", "fastdata-uint8")
+BREAKDOWN_PIPELINES = (
+    "fastdata-lmdb",
+    "fastdata-tfrecord",
+    "fastdata-uint8",
+    "fastdata-thread",
+    "fastdata-uint8-thread",
+)
 #: The pipelines whose batches are normalized float (on the device with CUDA); the others give uint8.
-FLOAT_OUTPUT = {"torch-pil", "fastdata-lmdb", "fastdata-tfrecord", "dali"}
+FLOAT_OUTPUT = {"torch-pil", "fastdata-lmdb", "fastdata-tfrecord", "fastdata-thread", "dali"}
 
 
 @dataclass
@@ -160,26 +170,18 @@ def build(name: str, ctx: Context) -> tuple[Iterable, Callable[[], None]]:
         return dali, getattr(dali, "close", lambda: None)
     fmt = "lmdb" if name == "fastdata-lmdb" else "tfrecord"
     shards = ShardDataset(ctx.roots[fmt], transform=RandomResizedCrop(ctx.size))
-    if name != "fastdata-uint8" and not cuda:  # CPU training: normalized float made in the workers
+    threads = name.endswith("-thread") or name == "fastdata-thread"
+    uint8 = name.startswith("fastdata-uint8")
+    # the thread mode needs a thread at least; the process mode's persistent workers are its steady state
+    mode: dict[str, Any] = {"worker_mode": "thread", "num_workers": max(1, ctx.workers)} if threads else {}
+    mode.setdefault("num_workers", ctx.workers)
+    mode.setdefault("persistent_workers", ctx.workers > 0)
+    if not uint8 and not cuda:  # CPU training: normalized float made in the workers
         collate = NormalizeCollate(IMAGENET_MEAN, IMAGENET_STD, hflip_p=0.5)
-        loader = DataLoaderX(
-            shards,
-            ctx.batch_size,
-            shuffle=True,
-            num_workers=ctx.workers,
-            collate_fn=collate,
-            persistent_workers=ctx.workers > 0,
-        )
+        loader = DataLoaderX(shards, ctx.batch_size, shuffle=True, collate_fn=collate, **mode)
         return loader, lambda: _shutdown(loader)
-    loader = DataLoaderX(
-        shards,
-        ctx.batch_size,
-        shuffle=True,
-        num_workers=ctx.workers,
-        collate_fn=fast_collate,
-        persistent_workers=ctx.workers > 0,
-    )
-    if name == "fastdata-uint8":
+    loader = DataLoaderX(shards, ctx.batch_size, shuffle=True, collate_fn=fast_collate, **mode)
+    if uint8:
         return loader, lambda: _shutdown(loader)
     augment = Compose([RandomHorizontalFlip(), Normalize(IMAGENET_MEAN, IMAGENET_STD)])
     prefetcher = DataPrefetcher(loader, transform=augment)

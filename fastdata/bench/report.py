@@ -49,6 +49,8 @@ OWN_BOUND = {
     "fastdata-lmdb": "decode-bound",
     "fastdata-tfrecord": "decode-bound",
     "fastdata-uint8": "decode-bound",
+    "fastdata-thread": "decode-bound",
+    "fastdata-uint8-thread": "decode-bound",
     "torch-cv2": "decode-bound-cv2",
 }
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from fastdata._util.optional import import_dali
 from fastdata.gpu_transforms.colour import IMAGENET_MEAN, IMAGENET_STD
@@ -52,10 +52,11 @@ class PipelineOptions:
         resize_size: eval only: the shorter side before the center crop (default ``size / 0.875``).
         initial_fill: reader shuffle buffer in samples.
 
-    Example::
+    Example:
+        The pipeline is not built by the documentation build, which has neither NVIDIA DALI nor a CUDA device.
 
         >>> options = PipelineOptions(size=160, train=False, half=True)
-        >>> pipe = build_pipeline(paths, index_paths, options, batch_size=64, num_threads=4,
+        >>> pipe = build_pipeline(paths, index_paths, options, batch_size=64, num_threads=4,  # doctest: +SKIP
         ...                       device_id=0, seed=0)
     """
 
@@ -126,20 +127,24 @@ def _read(
 ) -> tuple[Any, Any]:
     from nvidia.dali import fn, tfrecord
 
-    inputs = fn.readers.tfrecord(
-        path=list(paths),
-        index_path=list(index_paths),
-        features={
-            "image/encoded": tfrecord.FixedLenFeature((), tfrecord.string, ""),
-            "image/class/label": tfrecord.FixedLenFeature([1], tfrecord.int64, -1),
-        },
-        random_shuffle=options.shuffle,
-        initial_fill=options.initial_fill,
-        shard_id=shard_id,
-        num_shards=num_shards,
-        stick_to_shard=True,
-        pad_last_batch=True,
-        name=READER_NAME,
+    # With features=, the reader returns its outputs by feature name (DALI's stub says DataNode or a sequence of them)
+    inputs = cast(
+        "dict[str, Any]",
+        fn.readers.tfrecord(
+            path=list(paths),
+            index_path=list(index_paths),
+            features={
+                "image/encoded": tfrecord.FixedLenFeature([], tfrecord.string, ""),
+                "image/class/label": tfrecord.FixedLenFeature([1], tfrecord.int64, -1),
+            },
+            random_shuffle=options.shuffle,
+            initial_fill=options.initial_fill,
+            shard_id=shard_id,
+            num_shards=num_shards,
+            stick_to_shard=True,
+            pad_last_batch=True,
+            name=READER_NAME,
+        ),
     )
     return inputs["image/encoded"], inputs["image/class/label"]
 
@@ -147,7 +152,7 @@ def _read(
 def _decoder_kwargs(device: str) -> dict[str, Any]:
     from nvidia.dali import types
 
-    kwargs: dict[str, Any] = {"device": device, "output_type": types.RGB}
+    kwargs: dict[str, Any] = {"device": device, "output_type": types.DALIImageType.RGB}
     if device == "mixed":
         kwargs.update(device_memory_padding=_DEVICE_MEMORY_PADDING, host_memory_padding=_HOST_MEMORY_PADDING)
     return kwargs
@@ -164,7 +169,9 @@ def _train_images(encoded: Any, options: PipelineOptions, device: str) -> Any:
         num_attempts=100,
         **_decoder_kwargs(device),
     )
-    return fn.resize(images, size=[options.size, options.size], interp_type=types.INTERP_LINEAR, antialias=True)
+    return fn.resize(
+        images, size=[options.size, options.size], interp_type=types.DALIInterpType.INTERP_LINEAR, antialias=True
+    )
 
 
 def _eval_images(encoded: Any, options: PipelineOptions, device: str) -> Any:
@@ -173,7 +180,7 @@ def _eval_images(encoded: Any, options: PipelineOptions, device: str) -> Any:
 
     images = fn.decoders.image(encoded, **_decoder_kwargs(device))
     resize_size = options.resize_size or default_resize_size(options.size)
-    return fn.resize(images, resize_shorter=resize_size, interp_type=types.INTERP_LINEAR, antialias=True)
+    return fn.resize(images, resize_shorter=resize_size, interp_type=types.DALIInterpType.INTERP_LINEAR, antialias=True)
 
 
 def _normalize(images: Any, options: PipelineOptions, mirror: Any) -> Any:
@@ -182,7 +189,7 @@ def _normalize(images: Any, options: PipelineOptions, mirror: Any) -> Any:
 
     return fn.crop_mirror_normalize(
         images,
-        dtype=types.FLOAT16 if options.half else types.FLOAT,
+        dtype=types.DALIDataType.FLOAT16 if options.half else types.DALIDataType.FLOAT,
         output_layout="HWC" if options.channels_last else "CHW",
         crop=(options.size, options.size),
         out_of_bounds_policy="pad",

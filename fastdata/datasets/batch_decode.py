@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeGuard
 
 import cv2
 import numpy as np
@@ -36,7 +36,14 @@ from fastdata.transforms import crop_params
 from fastdata.transforms.compose import DecodeCompose
 from fastdata.transforms.crop import RandomResizedCrop
 
-__all__ = ["SampleGenerators", "batch_capable", "decode_all_into", "decode_batch_into", "sample_generators"]
+__all__ = [
+    "SampleGenerators",
+    "batch_capable",
+    "decode_all_into",
+    "decode_batch_into",
+    "release_thread_resources",
+    "sample_generators",
+]
 
 _local = threading.local()
 
@@ -45,11 +52,11 @@ _local = threading.local()
 CHUNK_BYTES = 24 << 20
 
 
-def batch_capable(transform) -> bool:
+def batch_capable(transform: object) -> TypeGuard[RandomResizedCrop]:
     """True when ``transform``'s per-sample decode is the one :func:`decode_batch_into` reproduces."""
     return (
-        type(transform).decode_into is RandomResizedCrop.decode_into
-        and isinstance(transform, RandomResizedCrop)
+        isinstance(transform, RandomResizedCrop)
+        and type(transform).decode_into is RandomResizedCrop.decode_into
         and native.available()
         and isinstance(transform.resolve_decoder(), native.NativeJpegDecoder)
     )
@@ -77,6 +84,14 @@ def _executor(threads: int) -> ThreadPoolExecutor:
             executor.shutdown(wait=False)
         executor = _local.executor = ThreadPoolExecutor(threads, thread_name_prefix="fastdata-resize")
     return executor
+
+
+def release_thread_resources() -> None:
+    """Shut the calling thread's resize pool down and drop its scratch and decompressors (a loader thread's exit)."""
+    executor = getattr(_local, "executor", None)
+    if executor is not None:
+        executor.shutdown(wait=True)
+    _local.__dict__.clear()
 
 
 def _scratch(nbytes: int) -> np.ndarray:
@@ -124,14 +139,14 @@ def decode_batch_into(
             mark("crop")
             continue
         if uniforms is None:
-            plans.append((i, transform._params(size[0], size[1], rngs[i])))
+            plans.append((i, size, transform._params(size[0], size[1], rngs[i])))
         else:  # what the sample's generator would draw (transforms.crop_params.sample_crop with rng)
             draws = uniforms[i].tolist()
             plans.append(
-                (i, crop_params._params_from_uniforms(size[0], size[1], transform.scale, transform.ratio, draws))
+                (i, size, crop_params._params_from_uniforms(size[0], size[1], transform.scale, transform.ratio, draws))
             )
     mark("setup")
-    jobs = [_job(datas[i], box, sizes[i], out_h, out_w) for i, box in plans]
+    jobs = [_job(datas[i], box, size, out_h, out_w) for i, size, box in plans]
     start = 0
     while start < len(jobs):  # chunks of regions up to CHUNK_BYTES of scratch: one kernel call each
         end, total = start + 1, jobs[start][7]
@@ -233,7 +248,7 @@ def _decode_chunk(
     out_h, out_w = out.shape[1], out.shape[2]
     scratch = _scratch(nbytes)
     offset = 0
-    for job, (i, _) in zip(jobs, plans, strict=False):
+    for job, (i, _, _) in zip(jobs, plans, strict=False):
         size = job[7]
         job[6] = out[i] if size == 0 else scratch[offset : offset + size].reshape(job[3] - job[2], job[5] - job[4], 3)
         offset += size
@@ -247,7 +262,7 @@ def _decode_chunk(
         job, (status, warnings, _) = jobs[k], results[k]
         i = plans[k][0]
         if status != 0 or warnings:  # errors and damage: the per-sample path decides, with the same crop
-            decoder.decode_crop_into(job[0], plans[k][1], out[i], antialias=antialias)
+            decoder.decode_crop_into(job[0], plans[k][2], out[i], antialias=antialias)
         elif job[7]:  # decoded into the scratch: resize into the slot, as resize_into does
             region, slot = job[6], out[i]
             rows, cols = region.shape[0], region.shape[1]

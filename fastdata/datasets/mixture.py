@@ -33,17 +33,21 @@ __all__ = ["MixedDataset", "mixture_counts"]
 _MODES = ("proportion", "repeat")
 
 
+_WHOLE = 1e-6  # a repeat count this close below a whole number is that number (float products of decimal weights)
+
+
 def mixture_counts(
     lengths: Sequence[int], weights: Sequence[float], mode: str, samples_per_pass: int | None
 ) -> list[int]:
     """Samples per pass of each source.
 
     ``"proportion"``: ``weights`` normalized, times ``samples_per_pass`` (default: the sources' total),
-    rounded by largest remainders so the counts add up exactly. ``"repeat"``: ``round(weight * length)``
-    (2.0 reads a source twice per pass, 0.5 half of it).
+    rounded by largest remainders so the counts add up exactly. ``"repeat"``: ``weight * length`` rounded down, as
+    MosaicML Streaming's ``int(repeat * samples)`` (2.0 reads a source twice per pass, 0.5 half of it: 3 of 7); a
+    product within ``1e-6`` of a whole number counts as that number (``0.29 * 100`` is 29, not float's 28.99...).
     """
     if mode == "repeat":
-        return [int(round(w * n)) for w, n in zip(weights, lengths, strict=False)]
+        return [math.floor(w * n + _WHOLE) for w, n in zip(weights, lengths, strict=False)]
     total = sum(lengths) if samples_per_pass is None else samples_per_pass
     share = [w / sum(weights) * total for w in weights]
     counts = [int(math.floor(s)) for s in share]

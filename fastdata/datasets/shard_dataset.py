@@ -6,7 +6,7 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -24,6 +24,7 @@ from fastdata.sampler.seeding import sample_generator
 from fastdata.storage.shards import RemoteShards
 from fastdata.storage.urls import is_url
 from fastdata.transforms import Decode, DecodeTransform
+from fastdata.transforms.base import RandomDecode
 from fastdata.transforms.resolution import transform_for
 
 logger = logging.getLogger(__name__)
@@ -32,38 +33,19 @@ logger = logging.getLogger(__name__)
 class ShardDataset(ShardSource, Dataset):
     """Random access to the images of a packed dataset (or of third-party TFRecord files).
 
-    ``ds[i]`` returns ``(image, label)``: by default the decoded RGB uint8 HWC numpy array. A
-    decode-time transform from :mod:`fastdata.transforms` (e.g. ``RandomResizedCrop(224)``) gets
-    the encoded bytes and can decode at a reduced DCT scale; any other callable (a torchvision
-    transform, say) gets the decoded array. Shard readers are opened lazily in each process,
-    so the dataset pickles and works with fork, spawn and forkserver DataLoader workers, and any number of
-    instances over the same files work side by side in any process. Nothing per sample is copied into a
-    process: a pack's labels and a record's place come from ``targets.npy`` and its shard where a process first
-    reads that shard (one read each, kept for the shards in use), and the pickled dataset is a few KB whatever the
-    number of shards or samples (an unpickled copy reads the manifest again and checks it is the same pack).
-
-    Nothing is served unchecked (packed datasets): opening checks every shard the manifest names
-    (inside the folder, regular, of the recorded size; one ``lstat`` each) and ``targets.npy`` (checksum,
-    count, labels); a shard's own count and index are checked where a process first reads it; every read checks the
-    record (TFRecord framing CRCs, LMDB per-record CRC32C) and its label. A failed check raises
-    :class:`~fastdata.formats.base.CorruptRecordError` naming the shard, record, sample and the ``fastdata verify`` to
-    run. A shard opened after the dataset was re-packed raises :class:`~fastdata.formats.base.DatasetChangedError`
-    instead of mixing two packs; shards already open keep reading the files they opened, and a shard closed to stay
-    within ``max_open_shards`` is checked again when it is re-opened.
-
-    Random decode-time transforms (``RandomResizedCrop``) draw from a generator of (pass,
-    position in the pass, index) when the index is a :class:`fastdata.sampler.seeding.SampleIndex`, as
-    :class:`~fastdata.DataLoaderX` passes them: the same pixels whatever ``num_workers`` is, and
-    the same after a resume. ``ds[i]`` with a plain int draws from torch's RNG as torchvision does.
-
-    Images are decoded as PIL decodes them; one that cannot be, or that declares more pixels than
-    :func:`fastdata.decode.set_max_pixels` allows, raises :class:`~fastdata.decode.DecodeError`.
+    ``ds[i]`` returns ``(image, label)``, or ``(image, label, {name: value})`` with ``fields``. By default the image
+    is the decoded RGB uint8 ``(H, W, 3)`` numpy array; a decode-time transform from :mod:`fastdata.transforms`
+    (``RandomResizedCrop(224)``) gets the encoded bytes and decodes only its crop; any other callable gets the
+    decoded array. Every read is checked, the dataset pickles for any DataLoader start method, and under
+    :class:`~fastdata.DataLoaderX` random crops are the same for any ``num_workers`` and after a resume.
+    :doc:`/concepts/dataset` explains the checks, the seeding, open files and datasets at a URL.
 
     Args:
         root: a folder written by ``fastdata pack``; or, without a manifest, TFRecord files as a
             folder, a file, a glob pattern or a list of paths (records with the ImageNet feature
             keys ``image/encoded`` and ``image/class/label``). Missing index files are built.
-        transform: applied to each sample (see above).
+        transform: applied to each sample: a :class:`~fastdata.transforms.DecodeTransform` gets the encoded bytes,
+            any other callable the decoded array.
         target_transform: applied to each label.
         label_offset: added to the labels stored in third-party TFRecords (e.g. -1 for
             TensorFlow's 1-based ImageNet records).
@@ -81,20 +63,9 @@ class ShardDataset(ShardSource, Dataset):
         max_open_shards: shard files each process (the main one, every DataLoader worker) keeps open at once;
             beyond it the least recently used is closed, and opened again (and checked again) when next read.
             None (default): a quarter of the process's soft ``RLIMIT_NOFILE`` (``ulimit -n``; 256 of 1024), at
-            most 1024; a remote dataset's cached shards count double (each holds a lock too). The limit is per
-            process, so the number of workers does not change it. Opening a shard that would leave fewer than
-            64 descriptors (a quarter of a smaller limit) to the rest of the process raises ``OSError``
-            (``EMFILE``) naming the limit. See :mod:`fastdata.formats.open_readers`.
-
-    Shards stay open between reads, so a shuffle over more shards than ``max_open_shards`` re-opens
-    shards (about 0.1 ms per TFRecord shard, a few ms per LMDB shard of 1,000 records, whose B-tree is
-    walked again); ``shuffle="blocks"`` in :class:`~fastdata.DistributedSampler` keeps a worker on a few
-    shards at a time.
-
-    A dataset at a URL needs a ``manifest.json`` (``fastdata pack SRC s3://bucket/x``). Each shard
-    is downloaded once per node, checked against the manifest's size and CRC32C, and read from the
-    local cache; :class:`~fastdata.DataLoaderX` tells the dataset each pass's order (:meth:`plan`)
-    so downloads run ahead of the reader. See :mod:`fastdata.storage`.
+            most 1024; a remote dataset's cached shards count double (each holds a lock too). Opening a shard
+            that would leave fewer than 64 descriptors (a quarter of a smaller limit) to the rest of the process
+            raises ``OSError`` (``EMFILE``) naming the limit.
 
     Raises:
         FileNotFoundError: no manifest and no TFRecord files, or a file the manifest names is missing.
@@ -107,14 +78,15 @@ class ShardDataset(ShardSource, Dataset):
         UnfinishedPackError: (a ``ValueError``) ``root`` is a folder ``fastdata pack`` is still writing, or left
             unfinished (no ``manifest.json`` yet): the message names the writer (pid, host, start).
 
-    Example::
-
-        ds = ShardDataset("imagenet-shards", transform=RandomResizedCrop(224))
-        image, label = ds[0]   # uint8 (224, 224, 3), int
-        remote = ShardDataset("s3://bucket/imagenet-shards", cache_dir="/local/nvme/cache", cache_limit="200GB")
+    Example:
+        >>> from fastdata.transforms import RandomResizedCrop
+        >>> ds = ShardDataset("packed", transform=RandomResizedCrop(64))
+        >>> image, label = ds[0]
+        >>> image.shape, image.dtype
+        ((64, 64, 3), dtype('uint8'))
     """
 
-    #: DataLoaderX hands this dataset :class:`~fastdata.sampler.seeding.SampleIndex` indices (see above).
+    #: DataLoaderX hands this dataset :class:`~fastdata.sampler.seeding.SampleIndex` indices, to seed its crops.
     wants_sample_index = True
 
     def __init__(
@@ -142,7 +114,7 @@ class ShardDataset(ShardSource, Dataset):
         self.max_open_shards = check_max_open_shards(max_open_shards)
         self._readers = OpenReaders(self.max_open_shards)  # pickles without its readers; a forked child drops them
         self._remote: RemoteShards | None = None
-        if is_url(root):
+        if isinstance(root, str) and is_url(root):
             self._remote = RemoteShards(
                 root,
                 cache_dir=cache_dir,
@@ -162,11 +134,11 @@ class ShardDataset(ShardSource, Dataset):
     def __len__(self) -> int:
         return int(self._starts[-1])
 
-    def __getitem__(self, index: int) -> tuple[Any, Any]:
+    def __getitem__(self, index: int) -> tuple[Any, ...]:
         data, label = self.read(index)
         if isinstance(self.transform, DecodeTransform):
             rng = sample_generator(index) if self.transform.uses_rng else None
-            image = self.transform(data) if rng is None else self.transform(data, rng=rng)
+            image = self.transform(data) if rng is None else cast(RandomDecode, self.transform)(data, rng=rng)
         else:
             image = self._decode(data)
             if self.transform is not None:
@@ -175,7 +147,7 @@ class ShardDataset(ShardSource, Dataset):
             label = self.target_transform(label)
         return (image, label, self.read_fields(index)) if self.fields else (image, label)
 
-    def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, Any]]:
+    def __getitems__(self, indices: Sequence[int]) -> list[tuple[Any, ...]]:
         """The samples of one batch; torch's fetcher calls this with the batch's indices.
 
         With a fixed-size decode-time transform (``RandomResizedCrop``, ``ResizeCenterCrop``), no
@@ -238,6 +210,10 @@ class ShardDataset(ShardSource, Dataset):
                 )
         except CorruptRecordError as exc:
             raise exc.with_hint(self._verify_hint(index)) from None
+        if label is None:  # a third-party record without an integer label
+            raise CorruptRecordError(
+                self._shard_paths[shard], position, "the record has no integer label (image/class/label)"
+            ).with_hint(self._verify_hint(index))
         return data, int(label)
 
     def read_fields(self, index: int) -> dict[str, Any]:
@@ -258,7 +234,8 @@ class ShardDataset(ShardSource, Dataset):
             raise CorruptRecordError(
                 self._shard_paths[shard],
                 position,
-                f"the record's own label {label} differs from {packed} in {self.manifest.targets} "
+                f"the record's own label {label} differs from {packed} in "
+                f"{self.manifest.targets if self.manifest is not None else 'targets.npy'} "
                 "(mixed packs, or damage)",
             )
         return packed + self.label_offset

@@ -66,7 +66,30 @@ PyDoc_STRVAR(module_doc,
 #define DEFAULT_MAX_MEMORY (1ULL << 31)
 #define DEFAULT_MAX_SCANS 1000
 
-static PyObject *JpegError;
+static PyObject *JpegError; /* set once, by the module's init */
+
+/* A Decompressor is used by one call at a time: `busy` is claimed and released atomically, so of two threads
+ * sharing one the second gets "in use", with or without the GIL (free-threaded Python). Its Python-object field
+ * (last_warning) is read and replaced inside the object's critical section where there is no GIL. */
+static inline int
+claim(int *busy)
+{
+    return __atomic_exchange_n(busy, 1, __ATOMIC_ACQUIRE) == 0;
+}
+
+static inline void
+unclaim(int *busy)
+{
+    __atomic_store_n(busy, 0, __ATOMIC_RELEASE);
+}
+
+#ifdef Py_GIL_DISABLED
+#define OBJECT_LOCK(o) Py_BEGIN_CRITICAL_SECTION(o)
+#define OBJECT_UNLOCK() Py_END_CRITICAL_SECTION()
+#else
+#define OBJECT_LOCK(o) {
+#define OBJECT_UNLOCK() }
+#endif
 
 /* ---- libjpeg error manager: longjmp back, never exit() or print ---------------------- */
 
@@ -180,7 +203,7 @@ Decompressor_init(Decompressor *self, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_ValueError, "the limits must be positive (max_memory < 2**63)");
         return -1;
     }
-    if (self->busy) {
+    if (!claim(&self->busy)) {
         PyErr_SetString(PyExc_RuntimeError, "Decompressor is in use by another thread");
         return -1;
     }
@@ -191,6 +214,7 @@ Decompressor_init(Decompressor *self, PyObject *args, PyObject *kwds)
         self->err.pub.output_message = crop_output_message;
         if (setjmp(self->err.jump)) { /* jpeg_create_decompress can only fail on memory */
             PyErr_Format(PyExc_MemoryError, "libjpeg: %s", self->err.message);
+            unclaim(&self->busy);
             return -1;
         }
         jpeg_create_decompress(&self->cinfo);
@@ -202,6 +226,7 @@ Decompressor_init(Decompressor *self, PyObject *args, PyObject *kwds)
     self->err.max_scans = max_scans;
     self->max_pixels = max_pixels;
     self->splice = splice;
+    unclaim(&self->busy);
     return 0;
 }
 
@@ -648,12 +673,11 @@ run_job(Decompressor *self, Job *job, int (*fn)(Decompressor *, Job *))
         PyErr_SetString(JpegError, "empty file");
         return -1;
     }
-    if (self->busy) {
+    if (!claim(&self->busy)) {
         PyErr_SetString(PyExc_RuntimeError,
                         "Decompressor is in use by another thread; use one per thread");
         return -1;
     }
-    self->busy = 1;
     self->err.num_warnings = 0;
     self->err.first_warning[0] = '\0';
     self->err.message[0] = '\0';
@@ -662,32 +686,36 @@ run_job(Decompressor *self, Job *job, int (*fn)(Decompressor *, Job *))
     Py_BEGIN_ALLOW_THREADS
     status = fn(self, job);
     Py_END_ALLOW_THREADS
-    self->busy = 0;
+    job->warnings = self->err.num_warnings;
 
+    int rc = -1;
     PyObject *warning = Py_None;
     Py_INCREF(Py_None);
     if (self->err.num_warnings > 0) {
         Py_DECREF(Py_None);
         warning = PyUnicode_DecodeLatin1(self->err.first_warning,
                                          (Py_ssize_t)strlen(self->err.first_warning), NULL);
-        if (warning == NULL)
-            return -1;
     }
-    Py_XSETREF(self->last_warning, warning);
-
-    switch (status) {
-    case JOB_OK:
-        return 0;
-    case JOB_JPEG_ERROR:
-        PyErr_SetString(JpegError, self->err.message);
-        return -1;
-    case JOB_VALUE_ERROR:
-        PyErr_SetString(PyExc_ValueError, job->message);
-        return -1;
-    default:
-        PyErr_NoMemory();
-        return -1;
+    if (warning != NULL) {
+        OBJECT_LOCK(self);
+        Py_XSETREF(self->last_warning, warning);
+        OBJECT_UNLOCK();
+        switch (status) {
+        case JOB_OK:
+            rc = 0;
+            break;
+        case JOB_JPEG_ERROR:
+            PyErr_SetString(JpegError, self->err.message);
+            break;
+        case JOB_VALUE_ERROR:
+            PyErr_SetString(PyExc_ValueError, job->message);
+            break;
+        default:
+            PyErr_NoMemory();
+        }
     }
+    unclaim(&self->busy); /* last: the error message and warnings above are this call's */
+    return rc;
 }
 
 static PyObject *
@@ -765,15 +793,18 @@ Decompressor_decode_region(Decompressor *self, PyObject *const *args, Py_ssize_t
     PyBuffer_Release(&data);
     if (rc < 0)
         return NULL;
-    return Py_BuildValue("iii", job.rows, job.cols, self->err.num_warnings);
+    return Py_BuildValue("iii", job.rows, job.cols, job.warnings);
 }
 
 static PyObject *
 Decompressor_get_last_warning(Decompressor *self, void *closure)
 {
     (void)closure;
-    PyObject *value = self->last_warning ? self->last_warning : Py_None;
+    PyObject *value;
+    OBJECT_LOCK(self);
+    value = self->last_warning ? self->last_warning : Py_None;
     Py_INCREF(value);
+    OBJECT_UNLOCK();
     return value;
 }
 
@@ -965,11 +996,10 @@ jpegcrop_decode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         jobs[i].out_len = buffers[2 * i + 1].len;
     }
     for (; marked < nthreads; marked++) {
-        if (decompressors[marked]->busy) {
+        if (!claim(&decompressors[marked]->busy)) {
             PyErr_SetString(PyExc_RuntimeError, "a Decompressor is in use by another thread");
             goto cleanup;
         }
-        decompressors[marked]->busy = 1;
     }
     Batch batch = {decompressors, jobs, status, n, 0};
     Py_BEGIN_ALLOW_THREADS
@@ -1001,7 +1031,7 @@ jpegcrop_decode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
 cleanup:
     for (Py_ssize_t t = 0; t < marked; t++)
-        decompressors[t]->busy = 0;
+        unclaim(&decompressors[t]->busy);
     for (Py_ssize_t b = 0; b < held; b++)
         PyBuffer_Release(&buffers[b]);
     PyMem_Free(threads);
@@ -1142,6 +1172,9 @@ PyInit__jpegcrop(void)
     PyObject *module = PyModule_Create(&jpegcrop_module);
     if (module == NULL)
         return NULL;
+#ifdef Py_GIL_DISABLED
+    PyUnstable_Module_SetGIL(module, Py_MOD_GIL_NOT_USED); /* safe without it: see claim() */
+#endif
     JpegError = PyErr_NewExceptionWithDoc(
         "fastdata.decode._jpegcrop.JpegError",
         "libjpeg could not decode the data; the message is libjpeg's.", PyExc_ValueError, NULL);

@@ -139,16 +139,16 @@ class Decoder(abc.ABC):
     def decode_crop_into(self, data: bytes, box: Box | None, out: np.ndarray, *, antialias: bool | None = None) -> None:
         """Decode the ``box`` of an image and resize it into ``out`` (e.g. one slot of a batch).
 
-        The image is decoded at the smallest of :attr:`scales` that keeps the box at least
-        ``out``'s size, the box is mapped into the scaled pixels (:func:`scaled_box`) and resized
-        into ``out`` (:func:`resize_into`). Decoders that can decode only a region override this.
+        The image is decoded at the smallest of :attr:`scales` that keeps the box at least ``out``'s size, the box
+        is mapped into the scaled pixels (``scaled_box`` of :mod:`fastdata.decode.scaling`) and resized into
+        ``out`` (``resize_into``). Decoders that can decode only a region override this.
 
         Args:
             data: the encoded image.
             box: ``(top, left, height, width)`` in full-resolution pixels, inside the image;
                 None for the whole image.
             out: writable, C-contiguous ``uint8`` array ``(H, W, 3)``; receives the RGB result.
-            antialias: the resize rule of :func:`resize_into`.
+            antialias: the resize rule of ``resize_into`` (:mod:`fastdata.decode.scaling`).
 
         Raises:
             DecodeError: the image cannot be decoded.

@@ -11,18 +11,31 @@ the slots), so ``torch.utils.data.default_collate`` and user collate functions k
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import torch
 from torch.utils.data import get_worker_info
 
-from fastdata.decode.shared_ring import acquire
+from fastdata.decode.shared_ring import BufferPool, acquire
 
-__all__ = ["DecodedBatch", "MultiDecodedBatch", "empty_tensor"]
+__all__ = ["DecodedBatch", "MultiDecodedBatch", "empty_tensor", "thread_buffers"]
+
+_thread = threading.local()  # .pin, .pool: where this thread's batch buffers come from (a thread-mode loader's)
+
+
+def thread_buffers(*, pin: bool = False, pool: BufferPool | None = None) -> None:
+    """Where :func:`empty_tensor` allocates in the calling thread (outside a worker process); no arguments: torch.
+
+    ``DataLoaderX(worker_mode="thread")`` sets it in its loader threads: with ``pin`` (``pin_memory=True``; only
+    where CUDA is available) batches are decoded straight into pinned memory and reach the training loop without
+    the copy ``pin_memory()`` would make; else large buffers come from ``pool``, reused without page faults.
+    """
+    _thread.pin, _thread.pool = bool(pin), pool
 
 
 def empty_tensor(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
-    """An uninitialized tensor, in shared memory when called inside a DataLoader worker.
+    """An uninitialized tensor, in shared memory when called inside a DataLoader worker (else :func:`thread_buffers`).
 
     A worker's result reaches the main process through shared memory; allocating there in the first
     place saves torch the copy into a shared segment when it sends the batch. Large buffers come from
@@ -30,12 +43,29 @@ def empty_tensor(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
     one go, which saves the page faults of fresh memory.
     """
     if get_worker_info() is None:
-        return torch.empty(tuple(shape), dtype=dtype)
+        pool = getattr(_thread, "pool", None)
+        if pool is None or getattr(_thread, "pin", False):
+            return torch.empty(tuple(shape), dtype=dtype, pin_memory=getattr(_thread, "pin", False))
+        storage = pool.empty(_nbytes(shape, dtype))
+        return torch.empty(0, dtype=dtype).set_(storage, 0, *_contiguous(shape))
+    storage, _ = acquire(_nbytes(shape, dtype))  # a segment of the worker's ring when one is free
+    return torch.empty(0, dtype=dtype).set_(storage, 0, *_contiguous(shape))
+
+
+def _nbytes(shape: Sequence[int], dtype: torch.dtype) -> int:
     numel = 1
     for s in shape:
         numel *= int(s)
-    storage, _ = acquire(numel * dtype.itemsize)  # a segment of the worker's ring when one is free
-    return torch.empty(0, dtype=dtype).set_(storage, 0, tuple(shape))
+    return numel * dtype.itemsize
+
+
+def _contiguous(shape: Sequence[int]) -> tuple[list[int], list[int]]:
+    """``shape`` and its C-order strides (in elements), as ``Tensor.set_`` takes them."""
+    sizes = [int(s) for s in shape]
+    strides = [1] * len(sizes)
+    for i in range(len(sizes) - 2, -1, -1):
+        strides[i] = strides[i + 1] * sizes[i + 1]
+    return sizes, strides
 
 
 class DecodedBatch(list):

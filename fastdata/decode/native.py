@@ -53,7 +53,7 @@ from fastdata.decode.scaling import (
 try:
     from fastdata.decode import _jpegcrop
 except ImportError:  # not built: no compiler or no jpeglib.h at install time
-    _jpegcrop = None
+    _jpegcrop = None  # type: ignore[assignment]  # None stands for the kernel not built: every use checks it
 _JpegError = _jpegcrop.JpegError if _jpegcrop is not None else ()  # () catches nothing
 
 __all__ = [

@@ -48,7 +48,12 @@ def scaled_size(height: int, width: int, scale: Scale) -> tuple[int, int]:
 
 
 def choose_scale(scales: Iterable[Scale], height: int, width: int, min_height: int, min_width: int) -> Scale:
-    """The smallest scale whose ceil-scaled size is still at least the minimum.
+    """The smallest scale at which the image (or crop) still holds at least the minimum size.
+
+    The size at a scale counts exactly (``height * num / den``), not as libjpeg rounds it up: a crop is never
+    decoded smaller than the output and enlarged back, and a crop decoded at its own size (minimum == size) is
+    always decoded at full scale, so it gets PIL's exact pixels (``ceil(2 * 5/8) == 2`` once decoded 2-pixel
+    sides at 5/8).
 
     Args:
         scales: candidate ``(num, den)`` factors, e.g. ``decoder.scales``.
@@ -60,12 +65,11 @@ def choose_scale(scales: Iterable[Scale], height: int, width: int, min_height: i
     Returns:
         The chosen ``(num, den)``; ``(1, 1)`` when no smaller factor is big enough.
     """
-    for scale in sorted(scales, key=lambda s: s[0] / s[1]):
-        if scale[0] >= scale[1]:
+    for num, den in sorted(scales, key=lambda s: s[0] / s[1]):
+        if num >= den:
             break
-        scaled_h, scaled_w = scaled_size(height, width, scale)
-        if scaled_h >= min_height and scaled_w >= min_width:
-            return scale
+        if height * num >= min_height * den and width * num >= min_width * den:
+            return num, den
     return (1, 1)
 
 
@@ -91,7 +95,7 @@ def plan_region(
     for n, d in scales:
         if n >= d:
             break
-        if -(-box_h * n // d) >= out_h and -(-box_w * n // d) >= out_w:
+        if box_h * n >= out_h * d and box_w * n >= out_w * d:  # exactly, as choose_scale
             num, den = n, d
             break
     rows, cols = -(-height * num // den), -(-width * num // den)

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["RING_MIN_BYTES", "Releaser", "acquire", "free_in_worker"]
+__all__ = ["RING_MIN_BYTES", "BufferPool", "Releaser", "acquire", "free_in_worker", "set_ring_size"]
 
 RING_MIN_BYTES = 1 << 20  # smaller buffers (labels) are cheap to make afresh
 RING_SIZE = 8  # segments per size and worker at most (the batches in flight); beyond, fresh segments
@@ -53,11 +53,28 @@ class _Ring:
 _rings: dict[int, _Ring] = {}
 _rings_pid = -1
 _acquires = 0
+_ring_size = RING_SIZE
+_lock = threading.Lock()  # the loader threads of DataLoaderX(worker_mode="thread-process") acquire side by side
+
+
+def _fresh_lock() -> None:
+    global _lock
+    _lock = threading.Lock()  # a forked child: a thread of the parent may have held it at the fork
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_lock)
+
+
+def set_ring_size(segments: int) -> None:
+    """Keep up to ``segments`` per size in this process's ring (its batches in flight; default ``RING_SIZE``)."""
+    global _ring_size
+    _ring_size = max(1, int(segments))
 
 
 def _trailer(storage: torch.UntypedStorage) -> torch.Tensor:
     """The segment's trailer as a uint8 tensor (a view: it holds a reference while it lives)."""
-    return torch.empty(0, dtype=torch.uint8).set_(storage, storage.nbytes() - TRAILER, (TRAILER,))
+    return torch.empty(0, dtype=torch.uint8).set_(storage, storage.nbytes() - TRAILER, (TRAILER,), (1,))
 
 
 def _state(storage: torch.UntypedStorage) -> int:
@@ -79,9 +96,14 @@ def acquire(nbytes: int) -> tuple[torch.UntypedStorage, bool]:
 
     A ring segment is ``nbytes + TRAILER`` long; use only its first ``nbytes``.
     """
-    global _rings, _rings_pid, _acquires
     if nbytes < RING_MIN_BYTES or _use_count is None or os.environ.get(ENV, "1") == "0":
         return torch.UntypedStorage._new_shared(nbytes), False
+    with _lock:
+        return _acquire(nbytes)
+
+
+def _acquire(nbytes: int) -> tuple[torch.UntypedStorage, bool]:
+    global _rings, _rings_pid, _acquires
     if _rings_pid != os.getpid():  # a new worker (forked with its parent's dict): start empty
         _rings, _rings_pid = {}, os.getpid()
     _acquires += 1
@@ -90,11 +112,11 @@ def acquire(nbytes: int) -> tuple[torch.UntypedStorage, bool]:
     ring = _rings.setdefault(nbytes, _Ring())
     ring.last_use = _acquires
     for segment in ring.segments:
-        if _unreferenced(segment, python_refs=3) and _state(segment) == FREE:  # the list, the loop, this call
+        if _unreferenced(segment, python_refs=3) and _state(segment) == FREE:  # the list, the loop, the call
             ring.returned = True
             _set_state(segment, TAKEN)
             return segment, True
-    if len(ring.segments) >= (RING_SIZE if ring.returned else 1):
+    if len(ring.segments) >= (_ring_size if ring.returned else 1):
         return _populate(torch.UntypedStorage._new_shared(nbytes)), False
     segment = _new_segment(nbytes)
     ring.segments.append(segment)
@@ -155,6 +177,43 @@ def free_in_worker(tensor: torch.Tensor) -> None:
     storage = _ring_segment(tensor)
     if storage is not None:
         _set_state(storage, FREE)
+
+
+class BufferPool:
+    """The in-process ring of ``DataLoaderX(worker_mode="thread")``: batch buffers reused once nothing uses them.
+
+    Threads share the process, so no hand-back is needed: a buffer is free again when no tensor, view or array
+    uses its storage (the use count, as above). Up to ``per_size`` buffers per size are kept; beyond, fresh ones.
+    Pickles empty (a loader that holds one can be pickled).
+    """
+
+    def __init__(self, per_size: int) -> None:
+        self.per_size = max(1, int(per_size))
+        self._rings: dict[int, list[torch.UntypedStorage]] = {}
+        self._lock = threading.Lock()
+
+    def empty(self, nbytes: int) -> torch.UntypedStorage:
+        """A storage of ``nbytes`` that nothing else uses (hold it: while held it is not handed out again)."""
+        if nbytes < RING_MIN_BYTES or _use_count is None or os.environ.get(ENV, "1") == "0":
+            return torch.UntypedStorage(nbytes)
+        with self._lock:
+            for size in [n for n in self._rings if n != nbytes]:  # a size no longer made (a new resolution)
+                if all(_unreferenced(s, python_refs=3) for s in self._rings[size]):  # the list, the loop, the call
+                    del self._rings[size]
+            ring = self._rings.setdefault(nbytes, [])
+            for storage in ring:
+                if _unreferenced(storage, python_refs=3):  # the list, the loop, the call
+                    return storage  # the caller's reference now marks it taken
+            storage = _populate(torch.UntypedStorage(nbytes))
+            if len(ring) < self.per_size:
+                ring.append(storage)
+            return storage
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"per_size": self.per_size}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["per_size"])  # type: ignore[misc]
 
 
 class Releaser:

@@ -73,7 +73,7 @@ class TurboJpegDecoder(Decoder):
         supported = turbojpeg_handle().scaling_factors
         checked = set()
         for scale in scales:
-            pair = tuple(scale)
+            pair = (int(scale[0]), int(scale[1]))
             if pair not in supported or pair[0] > pair[1]:
                 raise ValueError(f"scales must hold libjpeg-turbo factors <= 1 from {TURBOJPEG_SCALES}, got {scale!r}")
             checked.add(pair)

@@ -71,7 +71,7 @@ class Manifest:
 
     @property
     def transcoded_count(self) -> int | None:
-        """How many records pack re-coded losslessly (None: the manifest predates the record of it)."""
+        """How many records pack re-coded losslessly; None when the manifest predates the record of it."""
         if self.transcoded_records is not None:
             return self.transcoded_records
         if self.transcoded is not None:

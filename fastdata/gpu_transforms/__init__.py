@@ -4,7 +4,7 @@ Split by kind: :mod:`.colour` (ToFloat, Normalize, ColorJitter), :mod:`.geometry
 (RandomHorizontalFlip, RandomResizedCrop), :mod:`.mixup` (sample mixing: Mixup, CutMix, timm's MixupCutmix; ``MixUp``
 is an alias of ``Mixup``, torchvision v2's spelling), on the interface in :mod:`.base`;
 per-image augmentation policies in :mod:`.policies` (TrivialAugmentWide, AutoAugment, ThreeAugment) and
-:mod:`.rand_augment` (RandAugment as torchvision's, TimmRandAugment as timm's; their op tables and magnitudes in
+the ``rand_augment`` module (RandAugment as torchvision's, TimmRandAugment as timm's; their op tables and magnitudes in
 :mod:`.policy_tables`),
 built from the batched per-image ops of :mod:`.ops` run by :mod:`.plan`; timm's RandomErasing
 (:mod:`.erasing`).

@@ -20,8 +20,7 @@ class BatchTransform(abc.ABC):
 
     Subclasses implement ``__call__`` and may override ``extra_repr`` for ``__repr__``.
 
-    Example::
-
+    Example:
         >>> class Invert(BatchTransform):
         ...     def __call__(self, images, labels=None):
         ...         return 255 - images, labels
@@ -45,8 +44,7 @@ class Compose(BatchTransform):
     Args:
         transforms: The transforms to apply in order.
 
-    Example::
-
+    Example:
         >>> t = Compose([RandomHorizontalFlip(), Normalize((0.5,) * 3, (0.5,) * 3)])
         >>> images, labels = t(torch.zeros(2, 3, 8, 8, dtype=torch.uint8), torch.tensor([0, 1]))
     """

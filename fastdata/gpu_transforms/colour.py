@@ -38,8 +38,7 @@ class ToFloat(BatchTransform):
         dtype: A floating output dtype.
         scale: Divide uint8 input by 255 so it lands in [0, 1].
 
-    Example::
-
+    Example:
         >>> images, _ = ToFloat()(torch.full((1, 3, 2, 2), 255, dtype=torch.uint8))
         >>> images.max().item()
         1.0
@@ -76,8 +75,7 @@ class Normalize(BatchTransform):
         ValueError: On empty or mismatched ``mean``/``std``, a non-positive std, or (at call time)
             a channel count that does not match.
 
-    Example::
-
+    Example:
         >>> norm = Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
         >>> images, _ = norm(torch.zeros(2, 3, 8, 8, dtype=torch.uint8))
     """
@@ -139,8 +137,7 @@ class ColorJitter(BatchTransform):
         saturation: As ``brightness``; needs 1 or 3 channels (1 channel is left unchanged).
         generator: CPU generator for the factors (None: torch's default).
 
-    Example::
-
+    Example:
         >>> jitter = ColorJitter(0.4, 0.4, 0.4, generator=torch.Generator().manual_seed(0))
         >>> images, _ = jitter(torch.rand(8, 3, 32, 32), None)
     """

@@ -40,8 +40,7 @@ class RandomErasing(BatchTransform):
         max_count: Most boxes (None: ``min_count``).
         generator: CPU generator for the boxes and the fill seed (None: torch's default).
 
-    Example::
-
+    Example:
         >>> erase = RandomErasing(0.25, mode="pixel", generator=torch.Generator().manual_seed(0))
         >>> images, labels = erase(torch.randn(8, 3, 32, 32), None)
     """

@@ -31,8 +31,7 @@ class RandomHorizontalFlip(BatchTransform):
         p: Probability of flipping one image, in [0, 1].
         generator: CPU generator for the per-sample coin flips (None: torch's default).
 
-    Example::
-
+    Example:
         >>> flip = RandomHorizontalFlip(0.5, generator=torch.Generator().manual_seed(0))
         >>> images, labels = flip(torch.rand(8, 3, 32, 32), None)
     """
@@ -88,8 +87,7 @@ class RandomResizedCrop(BatchTransform):
     Raises:
         ValueError: On a bad ``size``, ``scale`` or ``ratio``, or ``antialias=True``.
 
-    Example::
-
+    Example:
         >>> rrc = RandomResizedCrop(224, generator=torch.Generator().manual_seed(0))
         >>> images, _ = rrc(torch.zeros(4, 3, 300, 400, dtype=torch.uint8))
         >>> tuple(images.shape)

@@ -58,8 +58,7 @@ class Mixup(_BatchMix):
     Raises:
         ValueError: On bad arguments, or at call time when ``labels`` is None or mis-shaped.
 
-    Example::
-
+    Example:
         >>> mix = Mixup(alpha=0.2, num_classes=10, generator=torch.Generator().manual_seed(0))
         >>> images, targets = mix(torch.rand(8, 3, 32, 32), torch.arange(8))
         >>> tuple(targets.shape)
@@ -103,8 +102,7 @@ class CutMix(_BatchMix):
     Raises:
         ValueError: On bad arguments, or at call time when ``labels`` is None or mis-shaped.
 
-    Example::
-
+    Example:
         >>> cut = CutMix(alpha=1.0, num_classes=10, generator=torch.Generator().manual_seed(0))
         >>> images, targets = cut(torch.rand(8, 3, 32, 32), torch.arange(8))
     """
@@ -170,8 +168,7 @@ class MixupCutmix(BatchTransform):
         num_classes: Number of classes.
         generator: CPU generator (None: torch's default).
 
-    Example::
-
+    Example:
         >>> mix = MixupCutmix(0.8, 1.0, label_smoothing=0.1, num_classes=10, generator=torch.Generator().manual_seed(0))
         >>> images, targets = mix(torch.rand(8, 3, 32, 32), torch.arange(8))
     """

@@ -33,6 +33,7 @@ __all__ = [
     "invert",
     "max_value",
     "pil_gaussian_blur",
+    "pil_grayscale",
     "posterize",
     "solarize",
     "solarize_add",
@@ -182,6 +183,22 @@ def grayscale(x: torch.Tensor) -> torch.Tensor:
     r, g, b = xf.unbind(1)
     gray = r.mul(_GRAY[0]).add_(g, alpha=_GRAY[1]).add_(b, alpha=_GRAY[2]).unsqueeze(1).to(x.dtype)
     return gray.expand_as(x).contiguous()
+
+
+def pil_grayscale(x: torch.Tensor) -> torch.Tensor:
+    """PIL's ``convert("L")`` copied to every channel: DeiT III's grayscale (``RandomGrayscale`` on PIL images).
+
+    Pillow's integer luma, ``(19595 R + 38470 G + 7471 B + 0x8000) >> 16`` (ITU-R 601 weights in 16-bit fixed point,
+    rounded): uint8 input gets Pillow's bytes exactly. Float input (in [0, 1]) is converted as Pillow converts
+    ``round(255 * x)``, / 255. (:func:`grayscale` is torchvision's tensor kernel, 0.2989 weights, truncated.)
+    """
+    if x.shape[1] == 1:
+        return x.clone()
+    u8 = x if x.dtype == torch.uint8 else x.mul(255.0).round_().clamp_(0.0, 255.0).to(torch.uint8)
+    r, g, b = u8.to(torch.int32).unbind(1)
+    luma = (r.mul_(19595).add_(g, alpha=38470).add_(b, alpha=7471).add_(0x8000) >> 16).to(torch.uint8).unsqueeze(1)
+    out = luma if x.dtype == torch.uint8 else luma.to(x.dtype).div_(255.0)
+    return out.expand_as(x).contiguous()
 
 
 def gaussian_blur(x: torch.Tensor, sigma: torch.Tensor, kernel_size: int) -> torch.Tensor:

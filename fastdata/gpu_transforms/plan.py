@@ -41,6 +41,7 @@ OP_NAMES: tuple[str, ...] = (
     "autocontrast",
     "invert",
     "grayscale",
+    "pil_grayscale",
     "gaussian_blur",
     "pil_gaussian_blur",
 )
@@ -100,7 +101,7 @@ def _run_op(name: str, x: torch.Tensor, arg: torch.Tensor, blur_kernel: int) -> 
         return ops.gaussian_blur(x, arg, blur_kernel)
     if name == "pil_gaussian_blur":
         return ops.pil_gaussian_blur(x, arg)
-    return getattr(ops, name)(x)  # equalize, autocontrast, invert, grayscale
+    return getattr(ops, name)(x)  # equalize, autocontrast, invert, grayscale, pil_grayscale
 
 
 def _run_group(out: torch.Tensor, idx: torch.Tensor, fn, per_image: torch.Tensor) -> None:

@@ -134,14 +134,16 @@ class AutoAugment(PlanPolicy):
 class ThreeAugment(PlanPolicy):
     """DeiT III's 3-Augment, drawn per image.
 
-    DeiT III's 3-Augment per image: one of grayscale, solarize (threshold 128) or Gaussian blur, uniformly, then a
+    DeiT III's 3-Augment per image: one of grayscale (PIL's ``convert("L")``,
+    :func:`~fastdata.gpu_transforms.ops.pil_grayscale`: Pillow's bytes on uint8), solarize (threshold 128) or Gaussian
+    blur, uniformly, then a
     per-image colour jitter of strength ``color_jitter`` (0: none) as torchvision's ``ColorJitter(x, x, x)``:
     brightness, contrast and saturation factors uniform in ``[max(0, 1 - x), 1 + x]``, applied in a random order
     drawn per image.
 
     The blur is DeiT III's: PIL's ``ImageFilter.GaussianBlur(radius)`` with the radius (PIL's sigma) uniform in
     ``blur_sigma``, which Pillow computes as three extended box blurs per axis
-    (:func:`~fastdata.gpu_transforms.ops.pil_gaussian_blur`): on uint8 batches each blurred image is Pillow's bytes
+    (``pil_gaussian_blur`` in :mod:`fastdata.gpu_transforms.ops`): on uint8 batches each blurred image is Pillow's bytes
     exactly; a float batch's is Pillow's blur of ``round(255 * x)``, / 255.
 
     Args:
@@ -150,7 +152,7 @@ class ThreeAugment(PlanPolicy):
         generator: CPU generator (None: torch's default).
     """
 
-    OPS = ("grayscale", "solarize", "pil_gaussian_blur")
+    OPS = ("pil_grayscale", "solarize", "pil_gaussian_blur")
 
     def __init__(
         self,

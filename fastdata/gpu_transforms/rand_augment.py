@@ -44,8 +44,7 @@ class RandAugment(PlanPolicy):
         fill: Fill colour of the geometric ops in uint8 units, or None for black.
         generator: CPU generator for the draws (None: torch's default).
 
-    Example::
-
+    Example:
         >>> ra = RandAugment(num_ops=2, magnitude=9, generator=torch.Generator().manual_seed(0))
         >>> images, labels = ra(torch.zeros(8, 3, 32, 32, dtype=torch.uint8), None)
     """
@@ -144,8 +143,7 @@ class TimmRandAugment(PlanPolicy):
         interpolation: ``"bilinear"`` or ``"nearest"``.
         generator: CPU generator for the draws (None: torch's default).
 
-    Example::
-
+    Example:
         >>> ra = TimmRandAugment.from_config("rand-m9-mstd0.5-inc1", generator=torch.Generator().manual_seed(0))
         >>> images, labels = ra(torch.zeros(8, 3, 32, 32, dtype=torch.uint8), None)
     """

@@ -29,7 +29,7 @@ import math
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -42,6 +42,8 @@ from fastdata.sampler import DistributedSampler, EvalSampler
 from fastdata.transforms import DecodeCompose, RandomResizedCrop, ResizeCenterCrop
 
 __all__ = ["TimmLoader", "create_dataset", "create_loader"]
+
+_Pair = tuple[float, float]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -90,7 +92,7 @@ class TimmLoader:
     """What ``train.py`` iterates: ``(images, labels)`` on the device, plus the loader attributes it reads.
 
     ``len()``, ``dataset``, ``sampler``, ``batch_sampler``, ``state_dict()``/``load_state_dict()`` are the
-    ``DataLoaderX``'s (:attr:`loader`); ``mixup_enabled`` is there for ``train.py`` and stays False.
+    ``DataLoaderX``'s (its ``loader`` attribute); ``mixup_enabled`` is there for ``train.py`` and stays False.
     """
 
     def __init__(self, loader: DataLoaderX, prefetcher: DataPrefetcher) -> None:
@@ -142,7 +144,7 @@ def create_loader(  # noqa: D417 (timm's create_loader arguments, with timm's me
     """Timm's ``create_loader`` over a fastdata pack (see the module docstring for what it builds).
 
     The remaining timm arguments (``use_prefetcher``, ``worker_seeding``, ...) are accepted; those that would change
-    the recipe are refused unless left at timm's default (:data:`_UNSUPPORTED`). ``interpolation`` is that of
+    the recipe are refused unless left at timm's default (``_UNSUPPORTED`` in this module). ``interpolation`` is that of
     ``auto_augment``'s geometric ops (``"random"``, as ``train.py`` passes: bilinear or bicubic per op).
 
     Args:
@@ -173,7 +175,8 @@ def create_loader(  # noqa: D417 (timm's create_loader arguments, with timm's me
     if augment and color_jitter:
         jitter = (float(color_jitter),) * 3 if isinstance(color_jitter, (int, float)) else tuple(color_jitter)[:3]
     if augment:
-        crop = RandomResizedCrop(size, tuple(scale or (0.08, 1.0)), tuple(ratio or (3.0 / 4.0, 4.0 / 3.0)))
+        area, aspect = tuple(scale or (0.08, 1.0)), tuple(ratio or (3.0 / 4.0, 4.0 / 3.0))
+        crop = RandomResizedCrop(size, cast(_Pair, area), cast(_Pair, aspect))  # it checks that both are pairs
         dataset.transform = crop
     else:
         if size[0] != size[1]:  # timm keeps the aspect ratio then (ResizeKeepRatio), which is not reproduced here
@@ -207,7 +210,7 @@ def create_loader(  # noqa: D417 (timm's create_loader arguments, with timm's me
         shuffle, generator = None, None
     else:
         sampler, shuffle, generator = None, is_training, torch.Generator().manual_seed(seed)
-    loader = DataLoaderX(
+    loader: DataLoaderX[Any] = DataLoaderX(
         dataset,
         batch_size=batch_size,
         shuffle=shuffle,

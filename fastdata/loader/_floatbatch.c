@@ -135,4 +135,12 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_floatbatch", "uint8 NHWC batches to normalized float32, one pass.", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__floatbatch(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__floatbatch(void)
+{
+    PyObject *m = PyModule_Create(&module);
+#ifdef Py_GIL_DISABLED
+    if (m != NULL)
+        PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED); /* no module state: each call works on its arguments */
+#endif
+    return m;
+}

@@ -48,6 +48,11 @@ class StoppableBackgroundGenerator(BackgroundGenerator):
     was queued; the exception is the very object raised, so the consumer sees the original type and traceback.
     """
 
+    # set by prefetch_generator's (untyped) constructor; `generator` is dropped when the thread ends
+    generator: Iterator[Any] | None
+    queue: queue.Queue[Any]
+    Continue: bool
+
     def __init__(self, generator: Iterator[Any], max_prefetch: int, releaser: Releaser | None = None) -> None:
         self._stop_event = threading.Event()  # set before super().__init__, which starts the thread
         self._releaser = releaser
@@ -56,6 +61,8 @@ class StoppableBackgroundGenerator(BackgroundGenerator):
     @override
     def run(self) -> None:
         source = self.generator
+        if source is None:  # run() was called again after the pass ended
+            return
         mark = marker()  # per-stage CPU time for `fastdata bench --breakdown`; a no-op otherwise
         try:
             while not self._stop_event.is_set():
@@ -71,7 +78,9 @@ class StoppableBackgroundGenerator(BackgroundGenerator):
                     if lost is not None:  # the batch will never come: torch's iterator would wait for it forever
                         self._put((_END, lost, 0))
                         return
-                    if not self._put((_ERROR, exc, _position(source) - before if before is not None else 1)):
+                    after = _position(source)
+                    positions = after - before if before is not None and after is not None else 1
+                    if not self._put((_ERROR, exc, positions)):
                         return
                     continue
                 mark("releaser")
@@ -146,7 +155,7 @@ class LoaderIter:
 
     def __init__(
         self,
-        torch_iter: Iterator[Any],
+        torch_iter: Any,  # torch's _BaseDataLoaderIter (private, so not named in the signature)
         pass_state: PassState,
         *,
         max_prefetch: int,

@@ -27,7 +27,7 @@ from fastdata.gpu_transforms.colour import IMAGENET_MEAN, IMAGENET_STD
 try:
     from fastdata.loader import _floatbatch
 except ImportError:  # not built (no C compiler at install time): torch ops instead
-    _floatbatch = None
+    _floatbatch = None  # type: ignore[assignment]  # None stands for the kernel not built: every use checks it
 
 __all__ = ["NormalizeCollate", "collate_fields", "fast_collate"]
 

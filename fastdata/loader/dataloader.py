@@ -34,10 +34,12 @@ from fastdata.datasets.shard_dataset import ShardDataset
 from fastdata.decode.shared_ring import Releaser
 from fastdata.loader.accelerate_hook import keep_for_accelerate
 from fastdata.loader.background import LoaderIter, close_all, shutdown_persistent
+from fastdata.loader.helper_process import HelperProcessIter
 from fastdata.loader.loader_state import LoaderState
 from fastdata.loader.lost_batches import watch_receives
 from fastdata.loader.pass_seed import seeded_index_sampler
 from fastdata.loader.resume import PassState, restore_sampler, set_rng_states, snapshot_sampler
+from fastdata.loader.thread_workers import ThreadWorkersIter, check_worker_mode
 from fastdata.loader.worker_errors import keep_worker_exception_types
 from fastdata.loader.worker_init import WorkerInit
 from fastdata.sampler.seeding import wants_sample_index
@@ -50,6 +52,11 @@ _MIN_JOIN_S = 30.0  # how long close() waits for the producer before giving up w
 T_co = TypeVar("T_co", covariant=True)  # what a batch is: DataLoaderX[T] annotates like torch's DataLoader[T]
 
 
+def _torch_index_sampler(loader: DataLoaderX) -> Any:
+    """Torch's own index sampler of ``loader`` (the ``_index_sampler`` property that DataLoaderX overrides)."""
+    return super(DataLoaderX, loader)._index_sampler
+
+
 class _PassIndexSampler:
     """The loader's index sampler, seen through the pass being set up (skip + RNG snapshot)."""
 
@@ -57,23 +64,31 @@ class _PassIndexSampler:
         self._loader = weakref.ref(loader)
 
     def __len__(self) -> int:
-        return len(DataLoader._index_sampler.fget(self._loader()))
+        loader = self._loader()
+        if loader is None:  # the loader was garbage-collected: an empty sampler, as __iter__ says
+            return 0
+        return len(_torch_index_sampler(loader))
 
     def __iter__(self) -> Iterator[Any]:
         loader = self._loader()
         if loader is None:
             return iter(())
         pass_state = loader._setup_pass
-        inner = getattr(pass_state, "index_sampler", None) or DataLoader._index_sampler.fget(loader)
+        inner = getattr(pass_state, "index_sampler", None) or _torch_index_sampler(loader)
         it = iter(inner) if pass_state is None else pass_state.index_iter(inner)
         size = getattr(pass_state, "resolution", None)
-        if size is not None and loader._auto_collation and wants_sample_index(loader.dataset):
+        if (
+            pass_state is not None
+            and size is not None
+            and loader._auto_collation
+            and wants_sample_index(loader.dataset)
+        ):
             # the workers decode this pass at the loader's resolution
             it = tag_batches(it, size)
             pass_state.track(it)
         if isinstance(loader.dataset, ShardDataset) and loader.dataset.remote:  # downloads in this pass's order
             in_flight = loader.num_workers * (loader.prefetch_factor or 2) if loader.num_workers > 0 else 1
-            it = loader.dataset.plan(it, lag=in_flight)
+            it = iter(loader.dataset.plan(it, lag=in_flight))
             if pass_state is not None:
                 pass_state.track(it)
         return charged(it, "sampler", "fetch")  # `it` itself unless FASTDATA_BREAKDOWN is set (fastdata bench)
@@ -82,7 +97,11 @@ class _PassIndexSampler:
 class DataLoaderX(LoaderState, DataLoader[T_co]):
     """Drop-in :class:`torch.utils.data.DataLoader` with a background thread and exact mid-pass resume.
 
-    Same arguments, order and defaults as torch's ``DataLoader`` except:
+    Same arguments, order and defaults as torch's ``DataLoader``, and the same batches, handed out by a background
+    thread that keeps ``max_prefetch`` of them ready. :meth:`state_dict` / :meth:`load_state_dict` resume a pass
+    at the next batch an uninterrupted run would have given; a dataset that asks for it (``ShardDataset``,
+    ``MixedDataset``) gets indices that seed its random crops, so the pixels do not depend on ``num_workers`` or on
+    a resume. :doc:`/concepts/loader` explains the thread, the shared-memory batches, shutdown, resume and seeding.
 
     Args:
         pin_memory: ``None`` (default) pins when CUDA is available.
@@ -90,48 +109,25 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
             iterators are independent. ``True`` keeps the workers across passes; they serve one pass at a
             time, so an ``iter()`` while an earlier iterator is unfinished ends that one (with a warning).
         max_prefetch: Batches the background thread keeps ready (>= 1).
-
-    Worker batches: large batch buffers come from each worker's ring of reused shared memory
-    (:mod:`fastdata.decode.shared_ring`); a buffer goes back to its worker once no tensor, view or array of
-    its batch is left in this process (clone a batch before sending it to another process).
-
-    Breaking out of a loop, an exception, ``del`` of the iterator or garbage collection stops the
-    thread and shuts non-persistent workers down (call ``iterator.close()`` to do it at once).
-    Exceptions (a worker's included) reach the training loop as the original exception object; as
-    with torch's iterator, a batch that raises does not end the pass: the next ``next()`` gives the
-    following batch, and ``state_dict()`` counts the failed batch as consumed.
-
-    Resume: :meth:`state_dict` counts the batches the training loop received in the latest pass
-    (a pass left early by ``break`` still counts as in progress; the next ``iter()`` starts a new
-    one). The order is replayed from a sampler with ``state_dict()`` (``fastdata.DistributedSampler``),
-    a seeded ``generator``, a sequential order, or, for ``shuffle=True`` without ``generator``, the seed
-    each pass draws from torch's global RNG, as torch's sampler does (:mod:`fastdata.loader.pass_seed`).
-    Where none of these applies (an ``IterableDataset``, a sampler with neither ``state_dict()`` nor a
-    generator), ``state_dict()`` warns and its state resumes at the start of the next pass.
-
-    Augmentation: for a map-style dataset that asks for them (``wants_sample_index``: ``ShardDataset``,
-    ``MixedDataset``), the sampler's integer indices (in batches that are lists or tuples) are handed
-    to the dataset as :class:`fastdata.sampler.seeding.SampleIndex` objects: ints that also carry the pass
-    key and their position in the pass; other datasets get plain ints. ``ShardDataset`` derives each sample's
-    generator from them (:func:`fastdata.sampler.seeding.sample_generator`), so random decode-time
-    transforms give the same pixels for any ``num_workers`` and after a resume. The pass key hashes
-    what decides the pass's order: the seeded generators' states and the sampler's ``state_dict()``
-    (for fastdata's ``DistributedSampler`` its seed and epoch, so ``set_epoch`` after a restart is
-    enough), or the pass's own seed; otherwise ``torch.initial_seed()``; and for an order with no state
-    at all (a ``SequentialSampler``) the pass number, which ``state_dict()`` records.
+        worker_mode: ``"process"`` (default): ``num_workers`` worker processes, as torch. ``"thread"``:
+            ``num_workers`` threads of this process make whole batches, ``num_workers * prefetch_factor`` in
+            flight, with the process mode's pixels, order and ``state_dict`` (a state loads in either mode);
+            map-style datasets only, never persistent (threads start fast): :mod:`fastdata.loader.thread_workers`.
+            ``"thread-process"``: those threads in one helper process, batches over shared memory, pinned here
+            (:mod:`fastdata.loader.helper_process`): out of a GPU training loop's way, one process instead of many.
 
     Raises:
         TypeError: ``max_prefetch`` is not an int.
-        ValueError: ``max_prefetch < 1``, or an argument torch rejects.
+        ValueError: ``max_prefetch < 1``, an unknown ``worker_mode``, ``worker_mode="thread"`` with
+            ``num_workers=0`` or an ``IterableDataset``, or an argument torch rejects.
 
-    Example::
-
-        >>> loader = DataLoaderX(dataset, batch_size=256, shuffle=True, num_workers=8,
+    Example:
+        >>> loader = DataLoaderX(dataset, batch_size=8, shuffle=True, num_workers=2,
         ...                      collate_fn=fast_collate, generator=torch.Generator().manual_seed(0))
         >>> for step, (images, labels) in enumerate(loader):
-        ...     if step == 100:
+        ...     if step == 3:
         ...         torch.save({"loader": loader.state_dict()}, "ckpt.pt")
-        >>> loader.load_state_dict(torch.load("ckpt.pt")["loader"])  # next iter() starts at batch 101 (0-based)
+        >>> loader.load_state_dict(torch.load("ckpt.pt")["loader"])  # next iter() starts at batch 4 (0-based)
     """
 
     def __init__(
@@ -155,12 +151,14 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         pin_memory_device: str = "",
         in_order: bool = True,
         max_prefetch: int = 4,
+        worker_mode: str = "process",
     ) -> None:
         if isinstance(max_prefetch, bool) or not isinstance(max_prefetch, int):
             raise TypeError(f"max_prefetch must be an int >= 1, got {max_prefetch!r}; e.g. max_prefetch=4")
         if max_prefetch < 1:
             raise ValueError(f"max_prefetch must be >= 1, got {max_prefetch}; e.g. max_prefetch=4")
         self.max_prefetch = max_prefetch
+        self.worker_mode = check_worker_mode(worker_mode, num_workers, dataset)
         self._setup_pass: PassState | None = None  # the pass whose torch iterator is being built
         self._passes_begun = 0  # passes started so far (restored by load_state_dict)
         self._pass: PassState | None = None  # the latest pass
@@ -170,14 +168,12 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         self._warned_shared = False  # an iter() ended an unfinished iterator (persistent workers): warned once
         self._pass_index_sampler = _PassIndexSampler(self)
         self._releaser = Releaser()  # hands the workers' batch buffers back once no batch uses them
-        self._resolution: tuple[int, int] | None = (
-            None  # decode-time crop size of the next passes (None: the transform's)
-        )
+        self._resolution: tuple[int, int] | None = None  # decode-time crop size of the next passes
         if pin_memory is None:
             pin_memory = torch.cuda.is_available()
         if persistent_workers is None:  # accepted for loaders built by older fastdata: torch's default
             persistent_workers = False
-        keywords = {
+        keywords: dict[str, Any] = {
             "prefetch_factor": prefetch_factor,
             "persistent_workers": persistent_workers,
             "pin_memory_device": pin_memory_device,
@@ -204,7 +200,10 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         )
 
     def _get_iterator(self) -> Any:
-        """Torch's iterator, its workers started with :class:`WorkerInit` around ``worker_init_fn``."""
+        """Torch's iterator, its workers started with :class:`WorkerInit` around ``worker_init_fn`` (or threads)."""
+        mode = getattr(self, "worker_mode", "process")  # loaders pickled before worker_mode: processes
+        if mode != "process":
+            return ThreadWorkersIter(self) if mode == "thread" else HelperProcessIter(self, self.max_prefetch)
         if self.num_workers == 0 or isinstance(self.worker_init_fn, WorkerInit):
             return super()._get_iterator()
         user = self.worker_init_fn
@@ -213,6 +212,11 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
             return super()._get_iterator()
         finally:
             self.worker_init_fn = user
+
+    def check_worker_number_rationality(self) -> None:
+        """Torch's warning when there are more worker processes than CPUs (none for threads)."""
+        if getattr(self, "worker_mode", "process") == "process":
+            super().check_worker_number_rationality()
 
     @property
     def _is_accelerate_prepared(self) -> bool:
@@ -227,8 +231,10 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
     def _index_sampler(self) -> Any:
         return self._pass_index_sampler
 
-    def __iter__(self) -> LoaderIter:
-        persistent = bool(self.persistent_workers) and self.num_workers > 0
+    def __iter__(self) -> LoaderIter:  # type: ignore[override]  # LoaderIter wraps torch's iterator, not a subclass
+        mode = getattr(self, "worker_mode", "process")
+        threads = mode != "process"
+        persistent = bool(self.persistent_workers) and self.num_workers > 0 and not threads
         # torch resets the one persistent iterator: our thread must be off it
         if persistent and close_all(self._active) and not self._warned_shared:
             self._warned_shared = True
@@ -242,7 +248,7 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
         pass_state = self._begin_pass()
         self._setup_pass = pass_state
         try:
-            torch_iter = super().__iter__()
+            torch_iter = self._get_iterator() if threads else super().__iter__()
             keep_worker_exception_types(torch_iter)
             watch_receives(torch_iter)
         finally:
@@ -256,7 +262,7 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
             max_prefetch=self.max_prefetch,
             owns_workers=not persistent,
             join_timeout=max(_MIN_JOIN_S, 2.0 * self.timeout),
-            releaser=self._releaser if self.num_workers else None,
+            releaser=self._releaser if self.num_workers and mode != "thread" else None,
         )
         self._active.clear()
         self._active.add(it)
@@ -300,9 +306,7 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
                 planned_seed=plan.get("sampler_seed") if plan["in_pass"] else None,
             )
         if seed_generator is not None:
-            pass_state.index_sampler = seeded_index_sampler(
-                DataLoader._index_sampler.fget(self), source, seed_generator
-            )
+            pass_state.index_sampler = seeded_index_sampler(_torch_index_sampler(self), source, seed_generator)
         self._passes_begun = pass_state.number + 1
         pass_state.resolution = self._resolution  # type: ignore[attr-defined]
         self._key_pass(pass_state)
@@ -317,7 +321,7 @@ class DataLoaderX(LoaderState, DataLoader[T_co]):
 
     @property
     def resolution(self) -> tuple[int, int] | None:
-        """The decode-time crop size of the next passes (None: each transform's own); see :meth:`set_resolution`."""
+        """The decode-time crop size of the next passes, or None for each transform's own (:meth:`set_resolution`)."""
         return self._resolution
 
     def set_resolution(self, size: int | tuple[int, int] | None) -> None:

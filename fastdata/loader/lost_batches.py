@@ -17,6 +17,8 @@ from __future__ import annotations
 import queue
 from typing import Any
 
+from fastdata.loader.worker_errors import add_note
+
 __all__ = ["lost_batch", "watch_receives"]
 
 
@@ -60,12 +62,13 @@ def lost_batch(torch_iter: Any, exc: Exception) -> BaseException | None:
     error: BaseException = received.pop()
     received.clear()
     if error is not exc:
-        error.add_note(f"torch's DataLoader then raised: {type(exc).__name__}: {exc}")
+        add_note(error, f"torch's DataLoader then raised: {type(exc).__name__}: {exc}")
     if isinstance(error, (EOFError, ConnectionError)):
-        error.add_note(
+        add_note(
+            error,
             "DataLoaderX: a worker could not hand a batch's shared memory over (its error output above says "
             "why; a worker out of file descriptors is the usual cause: raise `ulimit -n`, or lower "
-            "ShardDataset(max_open_shards=...))"
+            "ShardDataset(max_open_shards=...))",
         )
-    error.add_note("DataLoaderX: this batch was lost between a worker and the main process, so the pass ends here")
+    add_note(error, "DataLoaderX: this batch was lost between a worker and the main process, so the pass ends here")
     return error

@@ -47,8 +47,8 @@ class DataPrefetcher:
         TypeError: ``dtype`` is not a floating dtype or ``transform`` is not callable.
         ValueError: ``device`` is a CUDA device but CUDA is not available.
 
-    Example::
-
+    Example:
+        >>> from fastdata.gpu_transforms import IMAGENET_MEAN, IMAGENET_STD, Normalize
         >>> prefetcher = DataPrefetcher(loader, transform=Normalize(IMAGENET_MEAN, IMAGENET_STD))
         >>> for images, labels in prefetcher:  # one pass; iterate again for the next epoch
         ...     loss = criterion(model(images), labels)
@@ -71,7 +71,7 @@ class DataPrefetcher:
         self.device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError(f"device={str(self.device)!r} but CUDA is not available; pass device='cpu' or None")
-        self.loader = loader
+        self.loader: Any = loader  # any iterable of batches; state_dict()/__len__ used where it has them
         self.transform = transform
         self.channels_last = bool(channels_last)
         self.dtype = dtype
@@ -85,7 +85,7 @@ class DataPrefetcher:
         self._states_before_next: dict[str, torch.Tensor] | None = None  # the generators before the read-ahead batch
 
     def __len__(self) -> int:
-        return len(self.loader)  # type: ignore[arg-type]
+        return len(self.loader)
 
     def __iter__(self) -> Iterator[Batch]:
         """Start a new pass over the loader (closing an unfinished one) and return its iterator.

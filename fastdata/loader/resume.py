@@ -177,8 +177,10 @@ def validate_state(
             f"{num_batches}; build it with the same dataset, batch_size, drop_last and sampler"
         )
     consumed = state["batches_consumed"]
-    if isinstance(consumed, bool) or not isinstance(consumed, int) or not 0 <= consumed <= num_batches:
-        raise ValueError(f"state has batches_consumed={consumed!r}; expected an int in [0, {num_batches}]")
+    limit = num_batches if num_batches is not None else float("inf")  # a loader without len(): no upper bound
+    if isinstance(consumed, bool) or not isinstance(consumed, int) or not 0 <= consumed <= limit:
+        expected = f"an int in [0, {num_batches}]" if num_batches is not None else "an int >= 0"
+        raise ValueError(f"state has batches_consumed={consumed!r}; expected {expected}")
     if (state["sampler"] is None) != (sampler_now is None):
         raise ValueError(
             "state and loader disagree on whether the sampler has a state_dict(); "

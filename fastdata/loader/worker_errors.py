@@ -21,17 +21,31 @@ batch's exception (an ``OSError`` keeps its type and errno).
 from __future__ import annotations
 
 import functools
-import multiprocessing.queues
 import os
 import pickle
 import sys
 import traceback
+from multiprocessing.queues import Queue as _MPQueue
+from types import FrameType
 from typing import Any, NoReturn
 
 from torch._utils import ExceptionWrapper
 from typing_extensions import override
 
-__all__ = ["TypedExceptionWrapper", "keep_worker_exception_types", "rebuild", "report_failed_sends"]
+__all__ = ["TypedExceptionWrapper", "add_note", "keep_worker_exception_types", "rebuild", "report_failed_sends"]
+
+
+def add_note(exc: BaseException, note: str) -> None:
+    """``exc.add_note(note)`` (PEP 678); Python 3.10 lacks it, so there the note is appended to ``__notes__``.
+
+    Python 3.10's traceback does not print ``__notes__``; the note is kept where 3.11+ (and the ``exceptiongroup``
+    backport's traceback) read it.
+    """
+    if sys.version_info >= (3, 11):
+        exc.add_note(note)
+    else:
+        notes = exc.__dict__.setdefault("__notes__", [])
+        notes.append(note)
 
 
 def rebuild(exc_type: type[BaseException], message: str) -> BaseException:
@@ -68,7 +82,7 @@ class TypedExceptionWrapper(ExceptionWrapper):
             except Exception:  # noqa: BLE001 - its class is not importable here: rebuild it from the message
                 exc = None
             if isinstance(exc, BaseException) and type(exc) is self.exc_type:
-                exc.add_note(f"Raised {self.where}; original {self.exc_msg}")
+                add_note(exc, f"Raised {self.where}; original {self.exc_msg}")
                 raise exc from None
         if self.exc_type is KeyError or getattr(self.exc_type, "message", None):
             super().reraise()  # torch's own special cases
@@ -128,17 +142,21 @@ def report_failed_sends(worker_id: int) -> None:
     Where it cannot be found, every multiprocessing queue of this process does it for results shaped as
     torch's, ``(batch index, data)``.
     """
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and not (frame.f_code.co_name == "_worker_loop" and "data_queue" in frame.f_locals):
         frame = frame.f_back
     result_queue = frame.f_locals["data_queue"] if frame is not None else None
-    if isinstance(result_queue, multiprocessing.queues.Queue):
-        result_queue._on_queue_feeder_error = functools.partial(_send_error_instead, result_queue, worker_id)
+    if isinstance(result_queue, _MPQueue):
+        result_queue._on_queue_feeder_error = functools.partial(  # type: ignore[attr-defined]  # private: not in typeshed
+            _send_error_instead, result_queue, worker_id
+        )
     else:  # torch's worker loop changed: the same for every queue of this worker process (a bound method)
-        multiprocessing.queues.Queue._on_queue_feeder_error = functools.partialmethod(_send_error_instead_of, worker_id)
+        _MPQueue._on_queue_feeder_error = functools.partialmethod(  # type: ignore[attr-defined]  # private: not in typeshed
+            _send_error_instead_of, worker_id
+        )
 
 
-_default_feeder_error = multiprocessing.queues.Queue._on_queue_feeder_error
+_default_feeder_error = _MPQueue._on_queue_feeder_error  # type: ignore[attr-defined]  # private: not in typeshed
 
 
 class _SendFailure(TypedExceptionWrapper):

@@ -41,7 +41,7 @@ class WorkerInit:
 
         if os.getpid() != self.main_pid:
             gc.freeze()  # first: nothing below has run a collection yet
-        worker.ExceptionWrapper = TypedExceptionWrapper  # this worker process only
+        setattr(worker, "ExceptionWrapper", TypedExceptionWrapper)  # noqa: B010 - this worker process only (mypy: a class)
         report_failed_sends(worker_id)
         if self.user is not None:
             self.user(worker_id)

@@ -368,5 +368,10 @@ static struct PyModuleDef transcode_module = {
 PyMODINIT_FUNC
 PyInit__jpegtranscode(void)
 {
-    return PyModule_Create(&transcode_module);
+    PyObject *m = PyModule_Create(&transcode_module);
+#ifdef Py_GIL_DISABLED
+    if (m != NULL)
+        PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED); /* no module state: each call has its own libjpeg objects */
+#endif
+    return m;
 }

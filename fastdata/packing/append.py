@@ -27,6 +27,7 @@ so is an unlabelled append to a labelled pack, and the reverse.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Callable
 from dataclasses import replace
@@ -149,7 +150,7 @@ def append_locked(
     return manifest
 
 
-def pack_format(out: str | Path) -> str:
+def pack_format(out: str | os.PathLike) -> str:
     """The format of the finished pack in ``out``: what ``--append`` uses when ``--format`` is left out.
 
     Raises:

@@ -16,7 +16,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from fastdata.decode.headers import image_format  # noqa: F401 - re-exported: fastdata.packing.packer.image_format
 from fastdata.formats.fields import infer_types
@@ -68,7 +68,7 @@ def pack(
         out: output folder (created if missing); must be empty, or hold a fastdata dataset or
             unfinished pack, unless ``overwrite`` is set. Or a URL such as ``s3://bucket/dataset``:
             shards are then written to a local staging folder and uploaded as they complete,
-            ``manifest.json`` last (see :func:`fastdata.storage.transfer.pack_to_url`).
+            ``manifest.json`` last (see :mod:`fastdata.storage.transfer`).
         **keywords: the fields of :class:`~fastdata.packing.options.PackOptions`, by name, described below.
         format: ``"tfrecord"`` or ``"lmdb"`` (with ``append``, the pack's own when left out).
         shard_size: upper bound on a shard's size in bytes (default 256 MiB).
@@ -93,8 +93,8 @@ def pack(
         allow_empty: write a dataset even when every image was skipped (``len(ds) == 0``);
             by default that raises :class:`NothingPackedError`.
         source: ``"auto"`` (default), ``"imagefolder"``, ``"list"``, ``"parquet"``, ``"webdataset"``, ``"pack"`` or
-        ``"tfrecord"``. label_column: the label column or ``.json`` key (default ``label``): class names map to indices
-        in
+            ``"tfrecord"``.
+        label_column: the label column or ``.json`` key (default ``label``): class names map to indices in
             sorted order, integers are kept; labels that mix the two are refused (naming the first row of the other
             kind), and so is a list, Parquet or tars without a label, unless ``unlabelled``.
         labels: ``"auto"`` (above) or ``"names"``: every label is a class name, integers included, sorted as text.
@@ -156,13 +156,13 @@ def pack(
         raise ValueError(
             f"pass the options as keywords or as options=PackOptions(...), not both ({', '.join(keywords)})"
         )
-    if is_url(out) and options.engine == "local" and options.part is None:
+    if isinstance(out, str) and is_url(out) and options.engine == "local" and options.part is None:
         from fastdata.storage.transfer import pack_to_url
 
         return pack_to_url(
             src,
             out,
-            pack_local=pack,
+            pack_local=cast("Callable[..., Manifest]", pack),  # part is None: pack() gives the Manifest
             resume=options.resume,
             overwrite=options.overwrite,
             options=options.with_(resume=False, overwrite=False),

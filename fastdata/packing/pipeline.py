@@ -12,8 +12,9 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 import cv2
 import numpy as np
@@ -108,7 +109,7 @@ def write_shards(
     items the scan already skipped, recorded with the first shard. On any exception the open shard is dropped,
     and a full disk becomes an :class:`~fastdata.packing.space.OutOfSpaceError` naming what is kept.
     """
-    entries: list[JournalEntry] = []
+    entries: list[JournalEntry | None] = []  # None: a shard boundary with nothing to journal
     pending_skipped: list[SkippedFile] = list(found)
     pending_warnings: list[FileWarnings] = []
     pending_labels: list[int] = []
@@ -132,7 +133,7 @@ def write_shards(
                 else:
                     name = classes[job.label] if 0 <= job.label < len(classes) else ""
                     record = ImageRecord(
-                        loaded.data,
+                        cast(bytes, loaded.data),  # a load without an error has its bytes
                         job.label,
                         name,
                         job.rel,
@@ -227,11 +228,11 @@ def _journal_shard(writer, journal, next_source, skipped, labels, warned, transc
 WINDOW = 8192  # jobs held at a time: a source of any length is packed in bounded memory
 
 
-def _loaded(jobs: Iterable[Job], workers: int) -> Iterator[tuple[Job, _Loaded]]:
+def _loaded(jobs: Iterable[Job], workers: int) -> Generator[tuple[Job, _Loaded], None, None]:
     """``(job, _load(job))`` in order, from worker processes (or inline for workers=0), a window of jobs at a time."""
-    jobs = iter(jobs)
+    pending = iter(jobs)
     while True:
-        window = list(itertools.islice(jobs, WINDOW))
+        window = list(itertools.islice(pending, WINDOW))
         if not window:
             return
         if workers == 0 or len(window) < 2:

@@ -103,8 +103,9 @@ class OrderedProcessMap:
             raise
 
     def _start(self) -> None:
-        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-        ctx = multiprocessing.get_context(method)
+        forks = "fork" in multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("fork") if forks else multiprocessing.get_context("spawn")
+        method = "fork" if forks else "spawn"
         with _signals_blocked():
             for w in range(self.workers):
                 reader, writer = ctx.Pipe(duplex=False)

@@ -88,7 +88,9 @@ def run_range(task: RangeTask) -> dict[str, Any]:
         BadImageError: ``strict`` and a bad image.
     """
     if task.url is not None:
-        return _run_to_url(task)
+        return _run_to_url(task, task.url)
+    if task.out is None:
+        raise ValueError(f"range task {task.index} has neither out= nor url=: give it where to write")
     out = Path(task.out)
     with OutputLock(out, f".range-{task.index:05d}.lock"):
         done = load_record(out, task.index, task.header)
@@ -108,10 +110,10 @@ def run_range(task: RangeTask) -> dict[str, Any]:
         return record
 
 
-def _run_to_url(task: RangeTask) -> dict[str, Any]:
+def _run_to_url(task: RangeTask, url: str) -> dict[str, Any]:
     from fastdata.storage.remote import get_store
 
-    store = get_store(task.url)
+    store = get_store(url)
     staging = Path(tempfile.mkdtemp(prefix=f"fastdata-range-{task.index:05d}-"))
     try:
         record = _pack(task, staging)

@@ -21,7 +21,7 @@ import warnings
 try:
     from fastdata.packing import _jpegtranscode
 except ImportError:  # pragma: no cover - the extension is optional
-    _jpegtranscode = None
+    _jpegtranscode = None  # type: ignore[assignment]  # None stands for the kernel not built: every use checks it
 
 __all__ = ["MIN_INTERVAL_BYTES", "RESTART_MCUS", "available", "restart_interval", "to_ranges", "transcode_jpeg"]
 

@@ -34,7 +34,7 @@ class ShardWriter:
         samples_per_shard: upper bound on records per shard (None: no count bound).
         first_shard: number of the first shard to write (for resuming).
         on_shard: called with each shard's manifest entry once the shard is published (e.g. to upload it).
-        prefix: shard file names start with it (see :meth:`fastdata.packing.plan.RangePlan.shard_prefix`).
+        prefix: shard file names start with it (see ``RangePlan.shard_prefix`` in :mod:`fastdata.packing.plan`).
 
     Example::
 

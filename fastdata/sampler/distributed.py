@@ -100,8 +100,9 @@ class DistributedSampler(PassOrder, Sampler[int]):
             every pass, the copies on different ranks, pass length unchanged (:mod:`fastdata.sampler.repeats`).
 
     Attributes:
-        dataset, num_replicas, rank, epoch, seed, shuffle, drop_last, ratio, block_shards: as
-            given (``epoch`` set by :meth:`set_epoch`).
+        dataset: as given; so are ``num_replicas``, ``rank``, ``seed``, ``shuffle``, ``drop_last``, ``ratio`` and
+            ``block_shards``.
+        epoch: the epoch :meth:`set_epoch` set.
         num_samples: indices per rank in ONE virtual pass (torch's ``num_samples``).
         total_size: indices over all ranks in one virtual pass (torch's ``total_size``).
 
@@ -112,19 +113,22 @@ class DistributedSampler(PassOrder, Sampler[int]):
             ``block_shards < 1``, ``shuffle`` not one of ``True``/``False``/``"blocks"``/``"index"``/
             ``"index-blocks"``, or a blocks order without a shard layout that adds up to ``len(dataset)``.
 
-    Example::
-
+    Example:
         >>> sampler = DistributedSampler(dataset, ratio=100)  # one loader pass = 100 epochs
-        >>> loader = DataLoader(dataset, batch_size=256, sampler=sampler, num_workers=8)
+        >>> loader = DataLoader(dataset, batch_size=8, sampler=sampler, num_workers=2)
         >>> sampler.set_epoch(0)
         >>> state = sampler.state_dict()          # at the start of the pass
         >>> for step, batch in enumerate(loader):
         ...     train_step(batch)
-        >>> # to checkpoint after `step + 1` batches of 256 (drop_last=False loader):
-        >>> state["start_index"] += (step + 1) * 256
+        ...     if step == 2:                      # stopped here, say
+        ...         break
+        >>> # to checkpoint after `step + 1` batches of 8 (drop_last=False loader):
+        >>> state["start_index"] += (step + 1) * 8
         >>> # after a restart, in a fresh process (same number of ranks):
         >>> sampler.load_state_dict(state)        # next iter() yields the rest of the pass
-        >>> sampler.load_state_dict(sampler.adapt_state(state))  # on another number of ranks
+        >>> # or on another number of ranks (here rank 0 of 2):
+        >>> rank0 = DistributedSampler(dataset, num_replicas=2, rank=0, ratio=100)
+        >>> rank0.load_state_dict(rank0.adapt_state(state))
     """
 
     def __init__(
@@ -232,7 +236,7 @@ class DistributedSampler(PassOrder, Sampler[int]):
             after an uneven :meth:`adapt_state`. Cheap: no index is generated.
         """
         start, origin = (self._start_index, self._origin) if self._active is None else self._active
-        state = {
+        state: dict[str, Any] = {
             "epoch": self.epoch,
             "seed": self.seed,
             "ratio": self.ratio,
@@ -243,7 +247,7 @@ class DistributedSampler(PassOrder, Sampler[int]):
             "dataset_length": self._length,
         }
         if self._blocks:
-            state.update(block_shards=self.block_shards, shard_layout=layout_id(self._offsets))
+            state.update(block_shards=self.block_shards, shard_layout=layout_id(self._shard_offsets()))
         if origin != (0, 0):
             state["origin"] = list(origin)
         if self.repeats != 1:

@@ -125,7 +125,7 @@ def adapt_loader_state(state: Mapping[str, Any], loader: Any) -> dict[str, Any]:
         ValueError: ``state`` is not such a state, ``loader`` has no ``batch_size``, the global batch
             size is not a multiple of the saving world size, or the sampler refuses the state.
     """
-    sampler = getattr(loader, "sampler", None)
+    sampler: Any = getattr(loader, "sampler", None)  # a fastdata.DistributedSampler, checked below
     if not callable(getattr(sampler, "adapt_state", None)):
         raise TypeError(f"loader must sample with fastdata.DistributedSampler, it has {type(sampler).__name__}")
     batch_size = getattr(loader, "batch_size", None)

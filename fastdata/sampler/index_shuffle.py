@@ -64,7 +64,7 @@ class IndexOrder:
         self._shard_starts = np.concatenate([[0], np.cumsum(sizes[:-1], dtype=np.int64)]).astype(np.int64)
         self._block_starts = self._shard_starts[::block_shards]
         self._block_sizes = np.diff(np.append(self._block_starts, length))
-        self._block_bits = domain_bits(self._block_sizes)
+        self._block_bits = np.asarray(domain_bits(self._block_sizes))
         blocks = np.arange(len(self._block_starts), dtype=np.uint64)
         base = round_keys(seed, _TAG_BLOCKS, virtual_epoch)
         self._block_keys = mix(base[:, None] ^ mix(blocks + np.uint64(1))[None, :])  # (ROUNDS, blocks)

@@ -96,7 +96,7 @@ class MixedSampler(DistributedSampler):
         self._counts = [int(c) for c in counts]
         self._lengths = [int(n) for n in lengths]
         self._source_offsets = [int(o) for o in offsets]
-        self._cycles: dict[tuple[int, int, bool], dict[int, np.ndarray]] = {}
+        self._cycles: dict[tuple[int, int, bool | str], dict[int, np.ndarray]] = {}
         super().__init__(
             _PassLength(dataset, sum(self._counts)), num_replicas, rank, shuffle, seed, drop_last, ratio=ratio
         )

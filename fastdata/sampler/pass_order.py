@@ -48,6 +48,12 @@ class PassOrder:
     _active: tuple[int, tuple[int, int]] | None
     _pass_token: int
 
+    def _shard_offsets(self) -> np.ndarray:
+        """The shards' first sample indices (``_offsets``), which every block-reading sampler has."""
+        if self._offsets is None:
+            raise RuntimeError(f"{type(self).__name__} reads no blocks: it has no shard offsets")
+        return self._offsets
+
     def shard_blocks(self, virtual_pass: int = 0) -> list[np.ndarray]:
         """The shards of each block, in reading order, of virtual pass ``virtual_pass`` of the current epoch.
 
@@ -76,7 +82,7 @@ class PassOrder:
         if self.shuffle == INDEX_BLOCKS:
             order = self._index_order(virtual_epoch).shard_order
         else:
-            order = shard_order(self._offsets, self._generator(virtual_epoch))
+            order = shard_order(self._shard_offsets(), self._generator(virtual_epoch))
         return [order[i : i + self.block_shards] for i in range(0, len(order), self.block_shards)]
 
     def _generate(self, start: int, origin: tuple[int, int], epoch: int, token: int) -> Iterator[int]:
@@ -124,7 +130,7 @@ class PassOrder:
             return np.concatenate([np.zeros(0, np.int64), *self._chunks(virtual_epoch, position, 0)])
         self._check_length()
         if self._blocks:
-            order = block_permutation(self._offsets, self.block_shards, self._generator(virtual_epoch))
+            order = block_permutation(self._shard_offsets(), self.block_shards, self._generator(virtual_epoch))
         elif self.shuffle:
             order = torch.randperm(self._length, generator=self._generator(virtual_epoch)).numpy()
         else:

@@ -43,7 +43,7 @@ class SampleIndex(int):
 
     Args:
         index: the sample index.
-        pass_key: a 64-bit key of the pass (see :func:`derive_pass_key`).
+        pass_key: a 64-bit key of the pass (see ``derive_pass_key`` in this module).
         position: the index's position in the pass, counted from the pass's start.
 
     Example::

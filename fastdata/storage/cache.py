@@ -28,6 +28,7 @@ from __future__ import annotations
 import enum
 import logging
 import os
+import struct
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -162,6 +163,26 @@ class ShardCache(CacheBudget):
         """True while some process of the node downloads the shard (its ``.tmp`` exists; no lock taken)."""
         return self._tmp(shard).exists()
 
+    def last_download_ns(self, shard: int) -> int:
+        """When the shard was last downloaded into this cache by any process of the node (``time.time_ns()``; 0: never).
+
+        Kept in the first 8 bytes of the shard's lock file (lock files are never deleted and hold nothing else), so
+        it outlives the shard's eviction: the prefetcher asks it before bringing back a shard of a batch in flight.
+        """
+        try:
+            with open(self.root / "locks" / (self.shards[shard].name + ".lock"), "rb") as f:
+                stamp = f.read(8)
+        except FileNotFoundError:
+            return 0
+        return struct.unpack("<q", stamp)[0] if len(stamp) == 8 else 0
+
+    def _stamp(self, shard: int) -> None:
+        fd = os.open(self.root / "locks" / (self.shards[shard].name + ".lock"), os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC)
+        try:
+            os.pwrite(fd, struct.pack("<q", time.time_ns()), 0)
+        finally:
+            os.close(fd)
+
     # -- readers ---------------------------------------------------------------------------------
     def try_hold(self, shard: int) -> Hold | Fetch | None:
         """Hold the shard if cached; ``Fetch.BUSY`` while another process downloads or evicts it; None if absent."""
@@ -264,6 +285,7 @@ class ShardCache(CacheBudget):
                     if not problem:
                         with self._budget_lock():  # a rename while another process sums the folder could hide a file
                             os.replace(tmp, self.path(shard))
+                            self._stamp(shard)
                             if trace.enabled():
                                 trace.event("ready", shard, os.stat(self.path(shard)).st_ino, self.used_bytes())
                         return

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from typing import Any
 
 from fastdata.storage.remote import get_store
 from fastdata.storage.store import RemoteIOError, Store
@@ -43,7 +44,7 @@ class _StreamIO(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+    def readinto(self, buffer: Any) -> int:
         while not self._left:
             try:
                 self._left = next(self._chunks)
@@ -83,7 +84,7 @@ class _RangedIO(io.RawIOBase):
         self._pos = max(0, base + offset)
         return self._pos
 
-    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+    def readinto(self, buffer: Any) -> int:
         n = min(len(buffer), self._size - self._pos)
         if n <= 0:
             return 0

@@ -28,10 +28,13 @@ def _close_inherited() -> None:
     _OPEN.clear()
 
 
+def _after_fork_in_child() -> None:
+    _OPEN_GUARD.release()
+    _close_inherited()
+
+
 os.register_at_fork(
-    before=_OPEN_GUARD.acquire,
-    after_in_parent=_OPEN_GUARD.release,
-    after_in_child=lambda: (_OPEN_GUARD.release(), _close_inherited()),
+    before=_OPEN_GUARD.acquire, after_in_parent=_OPEN_GUARD.release, after_in_child=_after_fork_in_child
 )
 
 

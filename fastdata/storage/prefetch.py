@@ -3,11 +3,11 @@
 :func:`planned` wraps a pass's index stream (in the main process, where the sampler runs): it reads
 up to :data:`PLAN_HORIZON` indices ahead of what it hands out, so the pass's
 :class:`~fastdata.storage.pass_plan.PassPlan` knows which shard each upcoming sample needs and when.
-A :class:`Prefetcher` thread then claims the shards of the batches in flight plus the next
-``window`` distinct ones, strictly in order of first use (a shard needed later never takes the room
-one needed sooner waits for), and downloads up to ``window`` at once. It publishes the plan (each
-shard's next use) to the cache folder, where eviction in any process of the node reads it: the shard
-needed furthest in the future goes first.
+A :class:`Prefetcher` thread then claims the shards of the batches in flight (unless downloaded and evicted in
+this pass already: their reads may be over) plus the next ``window`` distinct ones, strictly in order of first
+use (a shard needed later never takes the room one needed sooner waits for), and downloads up to ``window`` at
+once. It publishes the plan (each shard's next use) to the cache folder, where eviction in any process of the
+node reads it: the shard needed furthest in the future goes first.
 
 Under a budget, a TFRecord shard is downloaded only if reads of at least half its samples come
 while it would still be cached (:meth:`PassPlan.usage`); the others are served record by record
@@ -24,7 +24,7 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -69,6 +69,7 @@ class Prefetcher:
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._stop = False
+        self._pass_started_ns = 0  # wall clock (as the cache's download stamps) when the current pass started
         # One planning step at a time (start_pass steps on the caller's thread, _run on its own), and only for the
         # current pass: a step of the pass just replaced must not publish its plan over the new one.
         self._step_lock = threading.Lock()
@@ -77,6 +78,7 @@ class Prefetcher:
         """Make ``plan`` the current pass: publish it and start its first downloads now."""
         with self._cond:
             self._plan = plan
+            self._pass_started_ns = time.time_ns()
             self._failed.clear()
             if self._thread is None or not self._thread.is_alive():
                 self._stop = False
@@ -149,6 +151,11 @@ class Prefetcher:
                     return
                 if shard in self._inflight or shard in self._failed or self.cache.present(shard):
                     continue
+            if distance < plan.in_flight and self.cache.last_download_ns(shard) >= self._pass_started_ns:
+                # A dispatched batch's shard, downloaded in this pass and evicted since: the cursor lags the workers
+                # (it counts dispatched batches as unread), so its reads may be over. A reader that still needs it
+                # brings it back itself; downloading it here could be a second download of a shard already read.
+                continue
             claim = self._claim(shard, distance)
             if claim is Fetch.BUSY and self.cache.downloading(shard):
                 self._retry_soon()  # another process brings it (its room is taken): look again soon
@@ -208,7 +215,7 @@ def _indices(item: Any) -> np.ndarray:
 class PlannedPass(Iterator[Any]):
     """The items of one pass, planned ahead (see :func:`planned`). :meth:`close` says the pass is over."""
 
-    def __init__(self, items: Iterator[Any], plan: PassPlan, prefetcher: Prefetcher) -> None:
+    def __init__(self, items: Generator[Any, None, None], plan: PassPlan, prefetcher: Prefetcher) -> None:
         self._items, self._plan, self._prefetcher = items, plan, prefetcher
 
     def __next__(self) -> Any:
@@ -244,7 +251,7 @@ def planned(
 
 def _planned_items(
     order: Iterable[Any], plan: PassPlan, prefetcher: Prefetcher, lag: int, horizon: int
-) -> Iterator[Any]:
+) -> Generator[Any, None, None]:
     source = iter(order)
     ahead: collections.deque[tuple[Any, int]] = collections.deque()
     in_flight: collections.deque[int] = collections.deque()

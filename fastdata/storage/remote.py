@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 
 from fastdata.storage.fsspec_store import FsspecStore
 from fastdata.storage.http_store import HTTPStore
@@ -43,6 +44,8 @@ def get_store(url: str) -> Store:
     with _STORES_LOCK:
         store = _STORES.get(loc.url)
         if store is None:
-            kind = {"s3": S3Store, "http": HTTPStore, "https": HTTPStore}.get(loc.scheme, FsspecStore)
+            kind: Callable[[str], Store] = {"s3": S3Store, "http": HTTPStore, "https": HTTPStore}.get(
+                loc.scheme, FsspecStore
+            )
             store = _STORES[loc.url] = kind(loc.url)
         return store

@@ -300,7 +300,7 @@ class RemoteShards:
         plans = self._plan_view(now) if self._held else None
         planning = self._plans is not None and self._plans[2] > 0
         for shard, (_, _, used) in list(self._held.items()):
-            if now - used > HELD_IDLE_S or (planning and not np.isfinite(plans[shard])):
+            if now - used > HELD_IDLE_S or (planning and plans is not None and not np.isfinite(plans[shard])):
                 self._release(shard)
 
     # -- planning ----------------------------------------------------------------------------------

@@ -656,6 +656,9 @@ PyMODINIT_FUNC PyInit__affine(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
+#ifdef Py_GIL_DISABLED
+    PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED); /* kernels_available is written once, here, before any call */
+#endif
     PyObject *names = PyTuple_New(kernels_available);
     for (int k = 0; names != NULL && k < kernels_available; k++) {
         PyObject *name = PyUnicode_FromString(kernel_names[k]);

@@ -201,6 +201,9 @@ PyMODINIT_FUNC PyInit__lut(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
+#ifdef Py_GIL_DISABLED
+    PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED); /* kernels_available is written once, here, before any call */
+#endif
     PyObject *names = kernels_available > 1 ? Py_BuildValue("(ss)", kernel_names[0], kernel_names[1])
                                             : Py_BuildValue("(s)", kernel_names[0]);
     if (PyModule_AddObject(m, "KERNELS", names) < 0) { /* steals names on success */

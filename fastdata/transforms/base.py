@@ -18,7 +18,7 @@ import numpy as np
 
 from fastdata.decode import DECODER_NAMES, Decoder, get_decoder
 
-__all__ = ["Decode", "DecodeTransform"]
+__all__ = ["Decode", "DecodeTransform", "RandomDecode"]
 
 
 def _pair(value: int | Sequence[int], name: str) -> tuple[int, int]:
@@ -44,10 +44,12 @@ def _range(value: Sequence[float], name: str) -> tuple[float, float]:
     return low, high
 
 
-class _RandomDecode(Protocol):
+class RandomDecode(Protocol):
     """The call of a transform with ``uses_rng``: it takes the sample's generator as keyword ``rng``."""
 
-    def __call__(self, data: bytes, *, rng: np.random.Generator | None) -> np.ndarray: ...
+    def __call__(self, data: bytes, *, rng: np.random.Generator | None) -> np.ndarray:
+        """Decode (and transform) ``data``, drawing from ``rng`` (None: the global RNG)."""
+        ...
 
 
 class DecodeTransform(abc.ABC):
@@ -118,7 +120,7 @@ class DecodeTransform(abc.ABC):
             ValueError: ``out`` has another shape than the transform's output.
         """
         # uses_rng: __call__ takes rng (the class contract)
-        image = cast(_RandomDecode, self)(data, rng=rng) if self.uses_rng and rng is not None else self(data)
+        image = cast(RandomDecode, self)(data, rng=rng) if self.uses_rng and rng is not None else self(data)
         if image.shape != out.shape:
             raise ValueError(
                 f"{type(self).__name__} made an image of shape {image.shape}, the batch slot is "

@@ -100,7 +100,7 @@ class RandomResizedCrop(DecodeTransform):
             scale: ``(min, max)`` area fraction.
             ratio: ``(min, max)`` aspect ratio (width / height).
             rng: draw from this generator; None: from torch's global RNG, call for call as
-                torchvision does (see :func:`fastdata.transforms.crop_params.sample_crop`).
+                torchvision does (see ``sample_crop`` in :mod:`fastdata.transforms.crop_params`).
 
         Returns:
             ``(top, left, h, w)`` inside the image, ``h, w >= 1``.

@@ -62,7 +62,7 @@ def _union(boxes: Sequence[Box]) -> Box:
 
 
 class MultiCrop(DecodeTransform):
-    """k ``RandomResizedCrop``s of one image, decoded once (see the module docstring).
+    """k ``RandomResizedCrop`` crops of one image, decoded once (see the module docstring).
 
     Args:
         crops: the crops, in output order; each a :class:`~fastdata.transforms.RandomResizedCrop` (its size,
@@ -77,8 +77,9 @@ class MultiCrop(DecodeTransform):
 
     Example::
 
-        transform = MultiCrop([RandomResizedCrop(224, scale=(0.4, 1.0))] * 2 + [RandomResizedCrop(96, scale=(0.05,
-        0.4))] * 6) dataset = ShardDataset("shards/train", transform=transform)
+        transform = MultiCrop([RandomResizedCrop(224, scale=(0.4, 1.0))] * 2
+                              + [RandomResizedCrop(96, scale=(0.05, 0.4))] * 6)
+        dataset = ShardDataset("shards/train", transform=transform)
         loader = DataLoaderX(dataset, batch_size=64, num_workers=8, collate_fn=fast_collate)
         for crops, labels in DataPrefetcher(loader):   # crops: a list of 8 float batches on the GPU
             ...

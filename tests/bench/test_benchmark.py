@@ -32,8 +32,8 @@ from tests.images import encode, natural_image
 
 SIZE = 32
 REPEATS = 2
-FLOAT = {"torch-pil", "fastdata-lmdb", "fastdata-tfrecord"}
-UINT8 = {"torch-cv2", "fastdata-uint8"}
+FLOAT = {"torch-pil", "fastdata-lmdb", "fastdata-tfrecord", "fastdata-thread"}
+UINT8 = {"torch-cv2", "fastdata-uint8", "fastdata-uint8-thread"}
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +169,7 @@ def test_flags_need_enough_batches_and_a_narrow_spread():
 def test_bench_loader_breakdown_adds_up(bench_run):
     """--breakdown: fastdata's loader rows carry their counted stages, which add up to cores / (images/s)."""
     results = json.loads(bench_run["json"].read_text())
-    for name in ("fastdata-uint8", "fastdata-tfrecord", "fastdata-lmdb"):
+    for name in ("fastdata-uint8", "fastdata-tfrecord", "fastdata-lmdb", "fastdata-thread", "fastdata-uint8-thread"):
         part = results["pipelines"][name]["loader_breakdown"]
         assert part["runs"] == REPEATS and part["images"] == REPEATS * 9
         assert sum(part["us_per_image"].values()) == pytest.approx(part["total_us"])

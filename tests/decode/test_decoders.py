@@ -144,12 +144,14 @@ def test_scaled_size_and_choose_scale():
     assert scaled_size(375, 500, (1, 8)) == (47, 63)
     assert scaled_size(1, 1, (1, 8)) == (1, 1)
     assert scaled_size(375, 500, (3, 8)) == (141, 188)
-    assert choose_scale(SIMD_SCALES, 375, 500, 47, 63) == (1, 8)
+    assert choose_scale(SIMD_SCALES, 375, 500, 46, 62) == (1, 8)
+    assert choose_scale(SIMD_SCALES, 375, 500, 47, 63) == (1, 4)  # 46.875 rows at 1/8: counted exactly, not rounded up
     assert choose_scale(SIMD_SCALES, 375, 500, 48, 10) == (1, 4)
-    assert choose_scale(SIMD_SCALES, 375, 500, 188, 250) == (1, 2)
-    assert choose_scale(SIMD_SCALES, 375, 500, 189, 10) == (1, 1)
+    assert choose_scale(SIMD_SCALES, 375, 500, 187, 250) == (1, 2)
+    assert choose_scale(SIMD_SCALES, 375, 500, 188, 250) == (1, 1)
+    assert choose_scale(SIMD_SCALES, 2, 2, 2, 2) == (1, 1)  # a crop decoded at its own size stays at full scale
     assert choose_scale(SIMD_SCALES, 375, 500, 400, 600) == (1, 1)  # nothing fits: full size
-    assert choose_scale(TURBOJPEG_SCALES, 375, 500, 141, 100) == (3, 8)
+    assert choose_scale(TURBOJPEG_SCALES, 375, 500, 140, 100) == (3, 8)  # 140.6 rows at 3/8
     assert choose_scale(reversed(TURBOJPEG_SCALES), 375, 500, 142, 100) == (1, 2)  # order of input irrelevant
     assert choose_scale([(1, 1)], 1000, 1000, 1, 1) == (1, 1)
 

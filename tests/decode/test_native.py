@@ -234,9 +234,13 @@ def test_decode_crop_into_same_size_and_whole_image():
     out = np.empty(_MID.shape, np.uint8)
     native.decode_crop_into(data, None, out)
     np.testing.assert_array_equal(out, _full(data))
-    small = np.empty((19, 26, 3), np.uint8)  # 150x203 / 8 -> 19x26: the 1/8 decode itself
+    small = np.empty((19, 26, 3), np.uint8)  # 150x203 / 8 is 18.75 x 25.4 < 19x26: 1/4, resized (never enlarged)
     native.decode_crop_into(data, None, small)
-    np.testing.assert_array_equal(small, _full(data, 8))
+    np.testing.assert_array_equal(small, cv2.resize(_full(data, 4), (26, 19), interpolation=cv2.INTER_AREA))
+    square = _jpeg(_MID[:144, :200], quality=90)  # 144x200 / 8 is 18x25 exactly: the 1/8 decode itself
+    small = np.empty((18, 25, 3), np.uint8)
+    native.decode_crop_into(square, None, small)
+    np.testing.assert_array_equal(small, _full(square, 8))
 
 
 def test_decode_crop_into_matches_turbojpeg_path():

@@ -209,6 +209,11 @@ def _torchvision_op(img: torch.Tensor, name: str, arg: float, interpolation, fil
         return TF.solarize(img, arg / 255 * unit) if arg / 255 * unit <= unit else img
     if name == "grayscale":
         return TF.rgb_to_grayscale(img, 3)
+    if name == "pil_grayscale":  # DeiT III's grayscale: PIL's convert("L"), back to 3 channels
+        u8 = img if img.dtype == torch.uint8 else (img * 255).round().to(torch.uint8)
+        luma = np.array(Image.fromarray(u8.permute(1, 2, 0).numpy().copy()).convert("L"))
+        out = torch.from_numpy(np.repeat(luma[None], 3, axis=0))
+        return out if img.dtype == torch.uint8 else out.float() / 255
     if name == "gaussian_blur":
         return TF.gaussian_blur(img, [9, 9], [arg, arg])
     if name == "pil_gaussian_blur":  # DeiT III's blur: PIL's GaussianBlur(radius)
@@ -246,6 +251,24 @@ def test_each_image_is_torchvisions_ops_with_its_draw(policy, dtype):
     diff = (out.double() - ref.double()).abs() * (1 if dtype == torch.uint8 else 255)
     per_image = diff.flatten(1).mean(1)
     assert per_image.max() <= 1.0, per_image.max()
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+def test_three_augments_grayscale_is_pils_convert_l(dtype):
+    """DeiT III converts with PIL (``RandomGrayscale`` on PIL images): every pixel is Pillow's luma, not
+    torchvision's tensor kernel (0.2989 weights, truncated: one level off on most pixels)."""
+    from fastdata.gpu_transforms import ops
+
+    x = images(16, dtype)
+    got = ops.pil_grayscale(x)
+    for i in range(len(x)):
+        u8 = x[i] if dtype == torch.uint8 else (x[i] * 255).round().to(torch.uint8)
+        luma = torch.from_numpy(np.array(Image.fromarray(u8.permute(1, 2, 0).numpy().copy()).convert("L")))
+        want = luma.expand(3, -1, -1)
+        assert torch.equal(got[i], want if dtype == torch.uint8 else want.float() / 255), i
+    torchvision_kernel = ops.grayscale(x)
+    assert not torch.equal(torchvision_kernel, got)  # the two kernels do differ on these images
+    assert torch.equal(ops.pil_grayscale(x[:, :1]), x[:, :1])  # one channel: unchanged
 
 
 def test_three_augment_blurs_as_deit_iii():

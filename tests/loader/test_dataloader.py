@@ -85,8 +85,9 @@ def test_signature_matches_torch():
             assert ours[name].default == param.default, name
     assert ours["pin_memory"].default is None and ours["persistent_workers"].default is False
     extra = names[len(theirs) :]
-    assert extra == ["max_prefetch"]
+    assert extra == ["max_prefetch", "worker_mode"]
     assert ours["max_prefetch"].kind == inspect.Parameter.KEYWORD_ONLY and ours["max_prefetch"].default == 4
+    assert ours["worker_mode"].kind == inspect.Parameter.KEYWORD_ONLY and ours["worker_mode"].default == "process"
 
 
 def test_defaults_and_attributes():

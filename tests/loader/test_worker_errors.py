@@ -221,3 +221,24 @@ def test_an_unpicklable_exception_is_rebuilt_as_its_type_from_its_message():
 def test_an_exception_that_cannot_be_rebuilt_names_its_type():
     for exc in _raised(_unbuildable):
         assert type(exc) is RuntimeError and f"{__name__}.UnbuildableError" in str(exc).splitlines()[0]
+
+
+@pytest.mark.parametrize("version", [(3, 10, 14), (3, 11, 0)])
+def test_add_note_keeps_notes_on_every_supported_python(monkeypatch: pytest.MonkeyPatch, version: tuple) -> None:
+    """Python 3.10 has no BaseException.add_note: the note goes to __notes__ (where 3.11+ keeps it)."""
+    import types
+
+    from fastdata.loader import worker_errors
+
+    fake_sys = types.SimpleNamespace(version_info=version)
+    monkeypatch.setattr(worker_errors, "sys", fake_sys)
+
+    class NoAddNote(OSError):  # as on Python 3.10: calling add_note fails
+        def add_note(self, note: str) -> None:
+            raise AttributeError("add_note")
+
+    error = NoAddNote(5, "disk gone") if version < (3, 11) else OSError(5, "disk gone")
+    worker_errors.add_note(error, "first")
+    worker_errors.add_note(error, "second")
+    assert error.__notes__ == ["first", "second"]
+    assert error.errno == 5 and str(error) == "[Errno 5] disk gone"

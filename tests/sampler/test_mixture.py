@@ -47,16 +47,16 @@ def test_proportions_exact_every_pass():
     assert set(per_sample.values()) == {12} and len(per_sample) == 10
 
 
-def test_repeat_mode_covers_a_half_source_every_two_passes():
+def test_repeat_mode_reads_a_half_source_without_repeats_across_passes():
     a, b, c = sources()
     ds = MixedDataset([(a, 2.0), (b, 0.5), c], mode="repeat")
-    assert ds.pass_counts == [20, 4, 23]  # round(0.5 * 7) = 4 (banker's rounding of 3.5)
+    assert ds.pass_counts == [20, 3, 23]  # int(0.5 * 7) = 3, as MosaicML Streaming
     sampler = MixedSampler(ds, num_replicas=1, rank=0, seed=0, ratio=2)
     order = list(sampler)
     n = ds.samples_per_pass
     first, second = ([ds[i] for i in order[p * n : (p + 1) * n] if source_of(ds, i) == 1] for p in range(2))
-    assert len(first) == len(second) == 4
-    assert len(set(first) | set(second)) == 7  # 8 draws from the stream: one permutation (7) + 1 of the next
+    assert len(first) == len(second) == 3
+    assert len(set(first) | set(second)) == 6  # 6 draws of one permutation of 7: none twice before all are read
     assert Counter(ds[i] for p in range(2) for i in order[p * n : (p + 1) * n] if source_of(ds, i) == 2) == Counter(
         {(2, i): 2 for i in range(23)}
     )
@@ -296,3 +296,17 @@ def test_mixed_batches_follow_the_loader_resolution(two_packs):
     loader.set_resolution((24, 20))
     images, labels = next(iter(loader))
     assert tuple(images.shape) == (4, 3, 24, 20) and labels.shape == (4,)
+
+
+@pytest.mark.parametrize(
+    ("length", "weight", "count"),
+    [(7, 0.5, 3), (5, 0.5, 2), (9, 1.5, 13), (100, 0.29, 29), (3, 0.1, 0), (10, 2.0, 20), (1000, 0.0015, 1)],
+)
+def test_repeat_counts_are_streamings_rounded_down(length, weight, count):
+    """``mode="repeat"`` reads ``int(weight * length)`` samples of a source per pass, as MosaicML Streaming's
+    ``repeat`` (it rounded to nearest before: 7 x 0.5 read 4); a float product just below a whole number is it."""
+    ds = MixedDataset([(list(range(length)), weight), (list(range(4)), 1.0)], mode="repeat")
+    assert list(ds.pass_counts) == [count, 4]
+    assert ds.samples_per_pass == count + 4
+    order = list(MixedSampler(ds, num_replicas=1, rank=0, seed=0))
+    assert sum(1 for i in order if i < length) == count and len(order) == count + 4

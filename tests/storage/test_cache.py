@@ -125,3 +125,21 @@ def test_processes_racing_for_shards_download_each_once(s3, remote_pack, tmp_pat
     crcs = {s.path: s.crc32c for s in open_remote(remote_pack, tmp_path).manifest.shards}
     assert all(crc == crcs[shard_file(remote_pack, shard)] for shard, crc in results)
     assert [shard_gets(s3, remote_pack, i) for i in range(n)] == [1] * n
+
+
+@pytest.mark.parametrize("remote_pack", ["lmdb"], indirect=True)
+def test_a_download_is_stamped_and_the_stamp_outlives_eviction(s3, remote_pack, tmp_path):
+    import time
+
+    remote = open_remote(remote_pack, tmp_path)
+    assert remote.cache.last_download_ns(2) == 0  # never downloaded (no lock file yet)
+    hold = remote.cache.try_hold(2)  # a look creates the lock file: still no stamp
+    assert hold is None and remote.cache.last_download_ns(2) == 0
+    before = time.time_ns()
+    assert remote.cache.fetch(2) is Fetch.DONE
+    stamp = remote.cache.last_download_ns(2)
+    assert before <= stamp <= time.time_ns()
+    remote.cache.path(2).unlink()  # evicted
+    assert remote.cache.last_download_ns(2) == stamp and remote.cache.last_download_ns(1) == 0
+    assert remote.cache.try_hold(2) is None  # the stamp does not look like a shard, and the lock still works
+    assert remote.cache.fetch(2) is Fetch.DONE and remote.cache.last_download_ns(2) > stamp

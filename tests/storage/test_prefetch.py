@@ -11,6 +11,7 @@ import pytest
 
 from fastdata import DataLoaderX, ShardDataset
 from fastdata.storage import plans, trace
+from fastdata.storage.cache import Fetch
 from fastdata.storage.locks import FileLock
 from fastdata.storage.pass_plan import PassPlan
 from fastdata.storage.prefetch import Prefetcher
@@ -172,3 +173,44 @@ def test_a_finished_pass_plans_nothing_more(s3, remote_pack, tmp_path, monkeypat
         assert len([e for e in trace.read_events(tmp_path / "trace.log") if e[2] == "get"]) == gets
     finally:
         remote.close()
+
+
+class _StampedCache:
+    """No shard present; records what the prefetcher claims; shard 0 was downloaded at ``stamp`` (and evicted)."""
+
+    def __init__(self, folder, stamp: int) -> None:
+        self.folder, self.stamp, self.claimed = folder, stamp, []
+
+    def present(self, shard: int) -> bool:
+        return False
+
+    def downloading(self, shard: int) -> bool:
+        return False
+
+    def last_download_ns(self, shard: int) -> int:
+        return self.stamp if shard == 0 else 0
+
+    def claim(self, shard: int, *, next_use: float = 0, strict: bool = False):
+        self.claimed.append(shard)
+        return Fetch.DONE
+
+    def publish_plan(self, distances) -> None:
+        plans.publish_plan(self.folder, distances)
+
+
+@pytest.mark.parametrize("this_pass", [True, False])
+def test_a_dispatched_shard_evicted_in_this_pass_is_not_downloaded_again(tmp_path, this_pass):
+    """The cursor counts dispatched batches as unread, but the workers may have read them already: a shard of a
+    batch in flight that was downloaded in this pass and evicted since is left to the readers (a prefetch of it
+    was the second download of a shard in one pass under a tight budget and a loaded CPU). One downloaded in an
+    earlier pass is brought as before."""
+    plan = PassPlan(np.array([0, 4, 8, 12]))
+    plan.push(np.arange(12))  # shard 0, 1, 2 in turn
+    plan.dispatch(8)  # the batches of shards 0 and 1 are in flight
+    cache = _StampedCache(tmp_path, time.time_ns() + 10**9 if this_pass else 1)
+    prefetcher = Prefetcher(cache, window=1)
+    try:
+        prefetcher.start_pass(plan)
+    finally:
+        prefetcher.close()
+    assert cache.claimed == ([1, 2] if this_pass else [0, 1, 2])

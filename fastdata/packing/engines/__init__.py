@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -71,7 +72,7 @@ def get_engine(name: str, *, workers: int = 0, ray_address: str | None = None) -
 def run_plan(
     source: Source,
     identity: PackIdentity,
-    out: str | Path,
+    out: str | os.PathLike,
     options: PackOptions,
     *,
     on_shard: Callable[[ShardInfo], None] | None = None,
