@@ -60,7 +60,8 @@ def code_imports(text: str) -> list[str]:
 
 def dotted_names(text: str) -> list[str]:
     """``fastdata.a.b`` written in backticks in the prose (calls and attribute paths, without arguments)."""
-    return [m.rstrip(".") for m in re.findall(r"`(fastdata(?:\.[A-Za-z_][A-Za-z0-9_]*)+)", text)]
+    # a name followed by "/" is a folder (the wheel's `fastdata.libs/`), not a Python name
+    return [m.rstrip(".") for m in re.findall(r"`(fastdata(?:\.[A-Za-z_][A-Za-z0-9_]*)+)(?![\w/])", text)]
 
 
 def resolve(path: str) -> object:

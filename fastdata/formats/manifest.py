@@ -41,7 +41,7 @@ class Manifest:
         targets_crc32c: CRC32C of the targets file, 8 hex digits (None in older manifests).
         transcoded: in manifests written before ``transcoded_records``: ``[start, stop)`` ranges of the
             samples whose record pack re-coded losslessly (a baseline JPEG with restart intervals tiling
-            its MCU rows, see README "What pack stores"); the others hold their source bytes. Still read;
+            its MCU rows, see docs/concepts/format.md); the others hold their source bytes. Still read;
             never written now (scattered records made it grow with the samples).
         transcoded_records: how many records pack re-coded; each shard's count is its
             ``ShardInfo.transcoded`` (None in older manifests).

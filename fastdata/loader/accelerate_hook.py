@@ -11,7 +11,7 @@ it reads the loader's ``_is_accelerate_prepared`` flag, and leaves a loader that
 - otherwise Accelerate rebuilds it (it has to shard the data), with a warning that names the recipe that
   keeps ``DataLoaderX``.
 
-The supported recipe (README, "With Accelerate")::
+The supported recipe (examples/tutorial_accelerate.py runs it)::
 
     model, optimizer = accelerator.prepare(model, optimizer)          # not the loader
     sampler = fastdata.DistributedSampler(dataset, num_replicas=accelerator.num_processes,
@@ -37,7 +37,7 @@ RECIPE = (
     "prepare only the model and optimizer, give the loader a fastdata.DistributedSampler(dataset, "
     "num_replicas=accelerator.num_processes, rank=accelerator.process_index), iterate "
     "fastdata.DataPrefetcher(loader, device=accelerator.device) and "
-    "accelerator.register_for_checkpointing(prefetcher) (README: With Accelerate)"
+    "accelerator.register_for_checkpointing(prefetcher) (examples/tutorial_accelerate.py)"
 )
 
 

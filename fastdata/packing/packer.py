@@ -124,7 +124,7 @@ def pack(
             rows, so a crop decodes from only the intervals that cover it; EXIF, ICC and comments
             are dropped. A JPEG that cannot be re-coded, and any other format, is stored unchanged;
             the manifest counts the records that were, per shard (``ShardInfo.transcoded``; which ones, where a shard
-            holds both kinds, in ``transcoded.bits``: see README "What pack stores").
+            holds both kinds, in ``transcoded.bits``: see docs/concepts/format.md).
 
     Images are accepted as PIL accepts them: a JPEG with libjpeg warnings ("extraneous bytes
     before marker") is packed, and the codec messages of every such file are recorded in the

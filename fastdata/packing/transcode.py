@@ -1,4 +1,4 @@
-"""What pack stores for a JPEG: the same coefficients, re-coded for random access (see README "What pack stores").
+"""What pack stores for a JPEG: the same coefficients, re-coded for random access (docs/concepts/crop-decoding.md).
 
 :func:`transcode_jpeg` rewrites a JPEG losslessly with fastdata's C extension
 (:mod:`fastdata.packing._jpegtranscode`): the DCT coefficients are copied, so every decoder gives

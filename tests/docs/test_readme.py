@@ -13,34 +13,6 @@ MAX_CHARACTERS = 12_000
 #: The results file the README's "Measured" paragraph quotes, and the pipelines it names.
 HEADLINE = ROOT / "bench" / "results" / "headline.json"
 QUOTED = (("fastdata-tfrecord", "torch-pil"), ("fastdata-uint8", "torch-cv2"))
-#: Pages that the documentation conventions name and that other branches write (docs/how-to, concepts, ...): a link
-#: to one of them that is missing here is allowed until those branches are merged; then this set can be emptied.
-PAGES_OF_OTHER_BRANCHES = {
-    *(
-        f"docs/how-to/{name}.md"
-        for name in (
-            "pack-sources",
-            "pack-cluster",
-            "resume",
-            "mix-datasets",
-            "validation",
-            "progressive-resolution",
-            "threads-vs-processes",
-            "large-datasets",
-            "migrate-imagefolder",
-            "migrate-ffcv",
-            "migrate-webdataset",
-            "migrate-dali",
-            "object-storage",
-        )
-    ),
-    *(
-        f"docs/concepts/{name}.md"
-        for name in ("crop-decoding", "format", "guarantees", "architecture", "design-decisions", "dataset", "loader")
-    ),
-    *(f"docs/{name}.md" for name in ("index", "performance", "benchmarks", "which-api", "faq", "changelog")),
-    "docs/reference/index.md",
-}
 
 
 def readme() -> str:
@@ -63,7 +35,7 @@ def relative_links(text: str) -> list[str]:
 def test_every_file_the_readme_links_to_exists():
     links = relative_links(readme())
     assert len(links) > 10
-    missing = [t for t in links if not (ROOT / t).exists() and t not in PAGES_OF_OTHER_BRANCHES]
+    missing = [t for t in links if not (ROOT / t).exists()]
     assert missing == [], f"README.md links to files that do not exist: {missing}"
 
 

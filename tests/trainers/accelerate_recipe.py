@@ -1,4 +1,4 @@
-"""The Accelerate recipe that keeps DataLoaderX (README, "With Accelerate"), run by test_accelerate.py as
+"""The Accelerate recipe that keeps DataLoaderX (examples/tutorial_accelerate.py), run by test_accelerate.py as
 ``torchrun --nproc_per_node 2 tests/trainers/accelerate_recipe.py PACK OUT MODE [STOP_AT]`` (Accelerate
 runs on 2 CPU processes with gloo; its own ``accelerate launch --cpu`` needs MPI for more than one).
 
