@@ -173,7 +173,7 @@ def build(name: str, ctx: Context) -> tuple[Iterable, Callable[[], None]]:
     threads = name.endswith("-thread") or name == "fastdata-thread"
     uint8 = name.startswith("fastdata-uint8")
     # the thread mode needs a thread at least; the process mode's persistent workers are its steady state
-    mode = {"worker_mode": "thread", "num_workers": max(1, ctx.workers)} if threads else {}
+    mode: dict[str, Any] = {"worker_mode": "thread", "num_workers": max(1, ctx.workers)} if threads else {}
     mode.setdefault("num_workers", ctx.workers)
     mode.setdefault("persistent_workers", ctx.workers > 0)
     if not uint8 and not cuda:  # CPU training: normalized float made in the workers
