@@ -46,8 +46,8 @@ def empty_tensor(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
         pool = getattr(_thread, "pool", None)
         if pool is None or getattr(_thread, "pin", False):
             return torch.empty(tuple(shape), dtype=dtype, pin_memory=getattr(_thread, "pin", False))
-        storage = pool.empty(_nbytes(shape, dtype))
-        return torch.empty(0, dtype=dtype).set_(storage, 0, *_contiguous(shape))
+        storage = pool.empty(_nbytes(shape, dtype))  # exactly that many bytes
+        return torch.empty(0, dtype=dtype).set_(storage).view(tuple(shape))
     storage, _ = acquire(_nbytes(shape, dtype))  # a segment of the worker's ring when one is free
     return torch.empty(0, dtype=dtype).set_(storage, 0, *_contiguous(shape))
 

@@ -78,7 +78,11 @@ def _helper_main(
     results: Any,
     parent: int,
 ) -> None:
-    """The helper process: ``threads`` loader threads until told to stop, or until the training process is gone."""
+    """The helper process: ``threads`` loader threads until told to stop, or until the training process is gone.
+
+    Nothing is left to deliver once the training process is gone, and a process killed while it held a queue's
+    lock would make a clean exit wait for that lock forever: the helper then ends with ``os._exit``.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the training process's to handle
     torch.set_num_threads(1)
     random.seed(base_seed)
@@ -98,11 +102,8 @@ def _helper_main(
         thread.start()
     while alive := [thread for thread in workers if thread.is_alive()]:
         alive[0].join(_WAIT_S)
-        if os.getppid() != parent:  # the training process is gone: stop
-            relay.stopping = True
-            for _ in workers:
-                tasks.put(None)
-            return
+        if os.getppid() != parent:  # the training process is gone (killed: it may hold a queue's lock): go now
+            os._exit(0)
 
 
 def _stop(proc: Any, tasks: Any, results: Any, threads: int, owner: int) -> None:

@@ -194,3 +194,36 @@ def test_a_thousand_start_stop_cycles_leak_no_thread_descriptor_or_memory(pack, 
     assert not extra_threads(threads)
     assert _fds() == fds
     assert _rss() - rss < 16 << 20  # one cycle's batches in flight (~100 KiB) leaked per cycle would be ~100 MiB
+
+
+def test_the_helper_process_exits_when_the_training_process_dies(pack, tmp_path):
+    """worker_mode="thread-process": a training process killed mid-pass (SIGKILL) leaves no helper behind."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os, signal, sys, torch\n"
+        "from fastdata import DataLoaderX, ShardDataset, fast_collate\n"
+        "from fastdata.transforms import RandomResizedCrop\n"
+        f"ds = ShardDataset({str(pack)!r}, transform=RandomResizedCrop(16))\n"
+        "it = iter(DataLoaderX(ds, batch_size=2, num_workers=2, worker_mode='thread-process', collate_fn=fast_collate,"
+        " pin_memory=False))\n"
+        "next(it)\n"
+        "print(it._torch_iter._proc.pid, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    out = tmp_path / "out.txt"
+    with open(out, "w") as stdout:  # a file, not a pipe: a helper that outlived its parent would hold a pipe open
+        subprocess.run([sys.executable, "-c", script], stdout=stdout, timeout=120, check=False)
+    helper = int(out.read_text().split()[0])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(helper, 0)
+        except ProcessLookupError:
+            return
+        with open(f"/proc/{helper}/stat") as f:  # a zombie (no parent reaps it yet) has exited too
+            if f.read().split(") ")[1].startswith("Z"):
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"the helper process {helper} still runs 30 s after its training process died")
