@@ -110,13 +110,13 @@ def train(accelerator, model, optimizer, sampler, batches, epochs, start_epoch=0
 # ---------------------------------------------
 run = setup()
 print(f"{run[0].num_processes} process(es), device {run[0].device}")
-full = train(*run, epochs=2)
+full = train(*run, epochs=1)
 print(f"uninterrupted: {len(full)} batches")
 
-first = train(*setup(), epochs=2, stop_after=4)  # "interrupted" after 4 batches
+first = train(*setup(), epochs=1, stop_after=4)  # "interrupted" after 4 batches
 run = setup()
 run[0].load_state(WORK / "state")
-rest = train(*run, epochs=2)  # a real script also saves the epoch it was in
+rest = train(*run, epochs=1)  # a real script also saves the epoch it was in
 print("resumed: the batches of the uninterrupted run, flips included:", first + rest == full)
 
 # %%

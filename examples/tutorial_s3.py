@@ -75,6 +75,7 @@ make_images(WORK / "images")
 URL = "s3://my-bucket/train"
 manifest = fastdata.pack(WORK / "images", URL, format="tfrecord", samples_per_shard=50, shuffle_seed=0, progress=False)
 listing = s3.list_objects_v2(Bucket="my-bucket", Prefix="train/")["Contents"]
+SHARDS = sum(o["Key"].endswith(".tfrecord") for o in listing)
 print(f"{len(listing)} objects in {URL}:", ", ".join(sorted(Path(o["Key"]).name for o in listing)[:8]), "...")
 print(fastdata.verify(URL))  # downloads and checks one shard at a time
 
@@ -111,7 +112,7 @@ for epoch in range(2):
         optimizer.step()
         losses.append(loss.item())
     cached = len(list(CACHE.rglob("*.tfrecord")))
-    print(f"epoch {epoch}: loss {np.mean(losses):.3f}; shards in the cache now: {cached} of {len(listing) // 2}")
+    print(f"epoch {epoch}: loss {np.mean(losses):.3f}; shards in the cache now: {cached} of {SHARDS}")
 
 # %%
 # Clean up

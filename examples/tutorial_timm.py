@@ -48,7 +48,7 @@ def make_images(folder: Path, classes=("red", "green", "blue"), per_class=100, s
             Image.fromarray(np.clip(picture, 0, 255).astype(np.uint8)).save(folder / name / f"{n}.jpg", quality=90)
 
 
-make_images(WORK / "train-images", per_class=80, seed=0)
+make_images(WORK / "train-images", per_class=60, seed=0)
 make_images(WORK / "validation-images", per_class=20, seed=1)
 for split in ("train", "validation"):
     fastdata.pack(WORK / f"{split}-images", DATA / split, format="tfrecord", progress=False)
