@@ -134,9 +134,9 @@ class AutoAugment(PlanPolicy):
 class ThreeAugment(PlanPolicy):
     """DeiT III's 3-Augment, drawn per image.
 
-    DeiT III's 3-Augment per image: one of grayscale (PIL's ``convert("L")``,
-    :func:`~fastdata.gpu_transforms.ops.pil_grayscale`: Pillow's bytes on uint8), solarize (threshold 128) or Gaussian
-    blur, uniformly, then a
+    DeiT III's 3-Augment per image: one of grayscale (PIL's ``convert("L")``, ``pil_grayscale`` in
+    :mod:`fastdata.gpu_transforms.ops`: Pillow's bytes on uint8), solarize (threshold 128) or Gaussian blur,
+    uniformly, then a
     per-image colour jitter of strength ``color_jitter`` (0: none) as torchvision's ``ColorJitter(x, x, x)``:
     brightness, contrast and saturation factors uniform in ``[max(0, 1 - x), 1 + x]``, applied in a random order
     drawn per image.
