@@ -150,14 +150,14 @@ class Manifest:
             warnings=[
                 f.file_warnings(entry, f"warnings[{i}]") for i, entry in enumerate(f.array(root, "warnings") or [])
             ],
-            targets=f.path(root, "targets") or "targets.npy",
+            targets=f.unique(f.path(root, "targets") or "targets.npy", "targets"),
             options=f.options(root),
             version=version,
             created_by=f.string(root, "created_by") or "",
             targets_nbytes=f.integer(root, "targets_nbytes"),
             targets_crc32c=f.checksum(root, "targets_crc32c"),
             transcoded_records=f.integer(root, "transcoded_records"),
-            transcoded_file=f.path(root, "transcoded_file"),
+            transcoded_file=f.unique(f.path(root, "transcoded_file"), "transcoded_file"),
             transcoded_nbytes=f.integer(root, "transcoded_nbytes"),
             transcoded_crc32c=f.checksum(root, "transcoded_crc32c"),
         )

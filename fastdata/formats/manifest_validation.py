@@ -8,12 +8,14 @@ folder, sorted ``transcoded`` ranges), each error one line naming the file and t
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal, overload
 
 from fastdata.formats.manifest_entries import FileWarnings, ShardInfo, SkippedFile
 
 _MAX_INT = 2**63
 _HEX = frozenset("0123456789abcdef")
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 _KINDS: dict[type, str] = {str: "a string", list: "a list", dict: "an object"}
 
 
@@ -24,7 +26,15 @@ def parse_json(data: bytes, source: str) -> Any:
         ValueError: one line naming ``source`` (never echoing its contents).
     """
     try:
-        return json.loads(data.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float)
+        text = data.decode("utf-8")
+        parsed = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+        if _SURROGATE.search(text):  # escaped surrogates: only whole pairs spell text (a lone one is no character)
+            json.dumps(parsed, ensure_ascii=False).encode("utf-8")
+        return parsed
+    except UnicodeEncodeError:
+        raise ValueError(
+            f"{source} escapes a lone surrogate (\\udXXX), which is no UTF-8 text: re-create it with `fastdata pack`"
+        ) from None
     except UnicodeDecodeError:
         raise ValueError(f"{source} is not UTF-8 text: re-create it with `fastdata pack`") from None
     except RecursionError:
@@ -55,6 +65,25 @@ class _Fields:
 
     def __init__(self, source: str) -> None:
         self.source = source
+        self._files: dict[str, str] = {"manifest.json": "the manifest itself"}  # each file named, and by which field
+
+    @overload
+    def unique(self, rel: str, name: str) -> str: ...
+    @overload
+    def unique(self, rel: str | None, name: str) -> str | None: ...
+    def unique(self, rel: str | None, name: str) -> str | None:
+        """``rel`` (a checked relative path, or None), refused when an earlier field named the same file."""
+        if rel is None:
+            return None
+        plain = not (rel.startswith("./") or "/./" in rel or "//" in rel or rel.endswith(("/", "/.")) or rel == ".")
+        key = rel if plain else _normal(rel)
+        other = self._files.setdefault(key, name)
+        if other is not name:
+            raise ValueError(
+                f"{self.source}: field {name} names the same file as {other}; a file holds one thing of a pack: "
+                "re-create it with `fastdata pack`"
+            )
+        return rel
 
     def fail(self, name: str, expected: str, value: Any) -> ValueError:
         return ValueError(
@@ -125,11 +154,11 @@ class _Fields:
     def shard(self, value: Any, name: str) -> ShardInfo:
         entry = self.mapping(value, name)
         info = ShardInfo(
-            path=self.path(entry, "path", required=True, name=f"{name}.path"),
+            path=self.unique(self.path(entry, "path", required=True, name=f"{name}.path"), f"{name}.path"),
             num_samples=self.integer(entry, "num_samples", required=True, name=f"{name}.num_samples"),
             nbytes=self.integer(entry, "nbytes", required=True, name=f"{name}.nbytes"),
             crc32c=self.checksum(entry, "crc32c", required=True, name=f"{name}.crc32c"),
-            index=self.path(entry, "index", name=f"{name}.index"),
+            index=self.unique(self.path(entry, "index", name=f"{name}.index"), f"{name}.index"),
             index_nbytes=self.integer(entry, "index_nbytes", name=f"{name}.index_nbytes"),
             index_crc32c=self.checksum(entry, "index_crc32c", name=f"{name}.index_crc32c"),
             meta_crc32c=self.checksum(entry, "meta_crc32c", name=f"{name}.meta_crc32c"),
@@ -194,3 +223,8 @@ def _check_relative(rel: str, source: str, name: str) -> None:
             f"{source}: field {name} names a path that is not inside the dataset folder "
             "(absolute, empty or with '..'); refusing to read it"
         )
+
+
+def _normal(rel: str) -> str:
+    """A checked relative path as the file system reads it: ``./a//b/`` is ``a/b``."""
+    return "/".join(part for part in rel.split("/") if part not in ("", "."))

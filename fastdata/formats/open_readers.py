@@ -177,7 +177,11 @@ class OpenReaders:
         # else a thread still reading it holds it; its __del__ closes the descriptor when that thread is done
 
     def _refuse_near_limit(self, reader: ShardReaderBase) -> None:
-        """Close ``reader`` and raise when its descriptor is within :func:`reserve` of the limit.
+        """Make room for ``reader`` when its descriptor is within :func:`reserve` of the limit, else close it and raise.
+
+        Near the limit the least recently used readers are closed (they re-open on their next read, checked again),
+        one for each descriptor ``reader`` stands inside the reserve; only when none is left to close is ``reader``
+        closed and ``EMFILE`` raised.
 
         Descriptors are numbered lowest-free first, so a new one numbered ``fd`` means at least ``fd``
         others are open: a free check, made on every open.
@@ -185,6 +189,14 @@ class OpenReaders:
         limit = nofile_limit()
         fd = getattr(reader, "_fd", -1)
         if limit is None or fd < limit - reserve(limit):
+            return
+        # near the limit: this process's own least recently used readers are closed first, one descriptor for each
+        # number ``fd`` stands inside the reserve (the lowest free numbers go to the next opens)
+        excess = fd - (limit - reserve(limit)) + 1
+        while excess > 0 and self._open:
+            self._evict()
+            excess -= 1
+        if excess <= 0:
             return
         reader.close()
         raise self._too_many(errno.EMFILE, getattr(reader, "path", None), limit, refused=True)
@@ -198,7 +210,10 @@ class OpenReaders:
         )
         if refused and limit is not None:  # refused: only where a limit is known
             message += f", and no shard is opened while fewer than {reserve(limit)} descriptors would be left"
-        message += "; lower max_open_shards (default: a quarter of the limit) or raise `ulimit -n`"
+        if self._open or not refused:
+            message += "; lower max_open_shards (default: a quarter of the limit) or raise `ulimit -n`"
+        else:  # no shard of this process holds one: its other files (torch's worker pipes, ...) take the rest
+            message += "; the process's other files take the rest: raise `ulimit -n` or use fewer DataLoader workers"
         return OSError(code, message, None if path is None else os.fspath(path))
 
     def close(self) -> None:

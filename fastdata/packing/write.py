@@ -13,11 +13,14 @@ removes what it wrote: a folder is either a finished pack or holds nothing of th
 
 from __future__ import annotations
 
+import json
 import operator
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from fastdata.decode import DEFAULT_MAX_PIXELS
 from fastdata.formats.fields import KINDS, encode_values, fits, infer_types
@@ -36,6 +39,7 @@ from fastdata.storage.urls import is_url
 __all__ = ["write"]
 
 _ARRAYS = ("int_list", "float_array")
+MAX_LABEL = (1 << 24) - 1  # without class names: the class table "0" .. str(max) (16.7M names) still loads
 
 
 def write(
@@ -204,6 +208,11 @@ class _Samples:
             raise TypeError(
                 f"sample {number}: label must be an int{' or a class name' if self.classes else ''}, got {_kind(label)}"
             ) from None
+        if self.classes is None and value > MAX_LABEL:
+            raise ValueError(
+                f"sample {number}: label {value} is larger than {MAX_LABEL}, the most a class table '0' .. 'max' "
+                "may name; number the classes from 0 (or pass classes=[...] and their names as labels)"
+            )
         if value < 0 or (self.classes is not None and value >= len(self.classes)):
             raise ValueError(
                 f"sample {number}: label {value} is outside "
@@ -215,6 +224,12 @@ class _Samples:
     def _fields(self, number: int, values: Any) -> dict[str, tuple[str, list]]:
         if values is not None and not isinstance(values, Mapping):
             raise TypeError(f"sample {number}: fields must be a dict of name -> value, got {_kind(values)}")
+        if values is not None:
+            names = [name for name in values if not isinstance(name, str)]
+            if names:
+                raise TypeError(f"sample {number}: field names must be str, got {_kind(names[0])}")
+            values = {name: _plain(value) for name, value in values.items()}
+            _check_text(values, f"sample {number}: its fields")
         if self.types is None:  # the first sample says which fields there are, and their types
             self.types = infer_types(values or {}, [values or {}])
         if set(values or {}) != set(self.types):
@@ -228,7 +243,10 @@ class _Samples:
                     f"sample {number}: field {name!r} is {_kind(values[name])}, which does not fit "  # type: ignore[index]
                     f"its type {spec} (declare fields={{{name!r}: ...}} to store it)"
                 )
-        return encode_values(self.types, values or {})
+        try:
+            return encode_values(self.types, values or {})
+        except TypeError as exc:  # a json field holding what JSON cannot spell (an object, a set)
+            raise TypeError(f"sample {number}: a field value cannot be stored as JSON ({exc})") from None
 
     def final_classes(self) -> list[str]:
         return list(self.classes) if self.classes is not None else [str(i) for i in range(self._top + 1)]
@@ -247,6 +265,7 @@ def _classes(classes: Sequence[str] | None) -> list[str] | None:
     if isinstance(classes, str) or not all(isinstance(c, str) for c in classes):
         raise TypeError(f"classes must be a list of class names (str), got {_kind(classes)}")
     names = list(classes)
+    _check_text(names, "classes")
     if len(set(names)) != len(names):
         raise ValueError(f"classes names a class twice: {sorted(n for n in set(names) if names.count(n) > 1)[:3]}")
     return names
@@ -266,6 +285,28 @@ def _field_types(fields: Mapping[str, Any] | None) -> dict[str, dict] | None:
         spec.setdefault("shape", [-1] if spec["kind"] in _ARRAYS else [])
         types[str(name)] = {"kind": spec["kind"], "shape": list(spec["shape"])}
     return types
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with numpy's scalars and arrays as the Python numbers and lists they hold (in lists and dicts too)."""
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _check_text(value: Any, what: str) -> None:
+    """Refuse a string (in lists and dicts too) that is no UTF-8 text (a lone surrogate, as ``os.fsdecode`` makes)."""
+    try:
+        json.dumps(value, ensure_ascii=False, default=str).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(
+            f"{what}: a string holds a lone surrogate (undecodable bytes of a file name?), which is no UTF-8 text; "
+            "decode it with errors='replace' or store the bytes"
+        ) from None
 
 
 def _kind(value: Any) -> str:

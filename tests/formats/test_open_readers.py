@@ -118,22 +118,29 @@ def test_pickled_copies_hold_no_readers_and_keep_the_bound(twelve):
     assert len(clone._readers) == 2
 
 
-def test_a_shard_that_would_leave_too_few_descriptors_is_refused_by_name(twelve, monkeypatch):
+def test_near_the_limit_own_readers_are_closed_first_then_a_shard_is_refused_by_name(twelve, monkeypatch):
+    """Within the reserve of the descriptor limit the process's own least recently used readers are closed (and
+    re-open, checked, when read again); only with none left to close is the shard refused, in one line."""
     ds = ShardDataset(twelve, max_open_shards=10_000)
-    first = ds.read(0)
+    first, second = ds.read(0), ds.read(1)
     fd = os.dup(0)  # the lowest free descriptor number: the next shard opened gets it
     os.close(fd)
     limit = fd + 8  # as if `ulimit -n` left fewer than the reserve (8 here) from it on
     monkeypatch.setattr(open_readers, "nofile_limit", lambda: limit)
     monkeypatch.setattr(open_readers, "reserve", lambda limit: 8)
-    before = dict(open_shard_files(twelve))
+    third = ds.read(2)  # shard 2: one descriptor inside the reserve, so shard 0 (least recently used) is closed
+    assert len(ds._readers) == 2 and 0 not in ds._readers and 2 in ds._readers
+    monkeypatch.setattr(open_readers, "nofile_limit", lambda: 0)  # now every descriptor is inside the reserve
+    monkeypatch.setattr(open_readers, "reserve", lambda limit: 0)
     with pytest.raises(OSError) as caught:
-        ds.read(1)
+        ds.read(3)
     assert caught.value.errno == errno.EMFILE and "Too many open files" in str(caught.value)
-    assert f"may open {limit} files" in str(caught.value) and "max_open_shards=10000" in str(caught.value)
-    assert caught.value.filename.endswith("shard-00001." + ds.format)
-    assert open_shard_files(twelve) == before  # the refused shard was closed again
-    assert ds.read(0) == first  # open shards go on
+    assert "may open 0 files" in str(caught.value) and "0 shard files are open" in str(caught.value)
+    assert "raise `ulimit -n` or use fewer DataLoader workers" in str(caught.value) and "\n" not in str(caught.value)
+    assert caught.value.filename.endswith("shard-00003." + ds.format)
+    assert not open_shard_files(twelve) and len(ds._readers) == 0  # every reader closed, the refused one too
+    monkeypatch.undo()
+    assert (ds.read(0), ds.read(1), ds.read(2)) == (first, second, third)  # and reading goes on, byte for byte
 
 
 def test_readers_that_keep_per_record_arrays_are_bounded_by_records_too(tmp_path):
