@@ -60,10 +60,20 @@ def make(dataset, mode: str = "thread", **kwargs) -> DataLoaderX:
 MODES = ["thread", "thread-process"]
 
 
-def extra_threads(before: set[threading.Thread]) -> list[Any]:
-    """Threads started since ``before`` and child processes still alive (after a collection: a traceback's cycles)."""
-    gc.collect()
-    return [t for t in threading.enumerate() if t not in before] + multiprocessing.active_children()
+def extra_threads(before: set[threading.Thread], within_s: float = 20.0) -> list[Any]:
+    """Threads started since ``before`` and child processes still alive ``within_s`` after the pass ended.
+
+    Shutdown is asynchronous (a thread finishes its batch, the helper process exits on its own): under a loaded CI
+    machine it takes more than an instant, so this waits for them, with a collection each time (a traceback's
+    cycles); a leaked thread or process is still there at the deadline.
+    """
+    deadline = time.monotonic() + within_s
+    while True:
+        gc.collect()
+        left = [t for t in threading.enumerate() if t not in before] + multiprocessing.active_children()
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
 
 
 def outcomes(loader: DataLoaderX) -> list[tuple]:
