@@ -3,8 +3,8 @@
 
 An ImageNet-like folder (made if missing) is packed as TFRecord with pack's defaults (JPEGs re-coded with restart
 intervals; ``--keep-bytes`` stores the originals). Then, for each N in ``--parallel``, loaders of the same dataset
-(``RandomResizedCrop(224)``, batch 256, ``fast_collate`` uint8, or ``--float``: ``NormalizeCollate(hflip_p=0.5)``)
-read full passes:
+(``RandomResizedCrop(224)`` + a flip at decode time, batch 256, ``fast_collate`` uint8, or ``--float``:
+``NormalizeCollate(hflip_p=0.5)``) read full passes:
 
 - ``thread-N``: ``DataLoaderX(worker_mode="thread", num_workers=N)``: N loader threads in the training process;
 - ``fork-N`` / ``forkserver-N``: ``num_workers=N`` worker processes started by that context (persistent workers);
@@ -43,23 +43,29 @@ from fastdata.datasets.shard_dataset import ShardDataset  # noqa: E402
 from fastdata.loader.collate import NormalizeCollate, fast_collate  # noqa: E402
 from fastdata.loader.dataloader import DataLoaderX  # noqa: E402
 from fastdata.packing.packer import pack  # noqa: E402
-from fastdata.transforms import RandomResizedCrop  # noqa: E402
+from fastdata.transforms import DecodeCompose, RandomHorizontalFlip, RandomResizedCrop  # noqa: E402
 
 MODES = ("thread", "fork", "forkserver", "inline")
 
 
-def _prepare(data_dir: Path, images: int, keep_bytes: bool) -> Path:
-    folder = data_dir / f"imagenet-like-{images}"
-    if not (folder.is_dir() and any(folder.iterdir())):
-        make_images(folder, images, "imagenet", min(100, images))
-    packed = data_dir / f"imagenet-like-{images}-{'keep-bytes' if keep_bytes else 'default'}-tfrecord"
+def _prepare(data_dir: Path, images: int, keep_bytes: bool, folder: Path | None = None) -> Path:
+    """Pack ``folder`` (default: the ImageNet-like set of ``images``, made if missing) once, as TFRecord."""
+    if folder is None:
+        folder = data_dir / f"imagenet-like-{images}"
+        if not (folder.is_dir() and any(folder.iterdir())):
+            make_images(folder, images, "imagenet", min(100, images))
+    packed = data_dir / f"{folder.name}-{'keep-bytes' if keep_bytes else 'default'}-tfrecord"
     if not (packed / "manifest.json").is_file():
         pack(folder, packed, format="tfrecord", progress=False, overwrite=True, keep_bytes=keep_bytes)
     return packed
 
 
 def _loader(root: Path, mode: str, n: int, batch: int, size: int, normalize: bool) -> DataLoaderX:
-    dataset = ShardDataset(root, transform=RandomResizedCrop(size), decode_threads=n if mode == "inline" else 1)
+    # uint8: crop + flip at decode time; float: the flip is NormalizeCollate's
+    transform = (
+        RandomResizedCrop(size) if normalize else DecodeCompose([RandomResizedCrop(size), RandomHorizontalFlip()])
+    )
+    dataset = ShardDataset(root, transform=transform, decode_threads=n if mode == "inline" else 1)
     collate = NormalizeCollate(hflip_p=0.5) if normalize else fast_collate
     if mode == "thread":
         return DataLoaderX(dataset, batch, shuffle=True, num_workers=n, collate_fn=collate, worker_mode="thread")
@@ -114,6 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=ROOT / "data")
     parser.add_argument("--images", type=int, default=1000)
+    parser.add_argument(
+        "--data",
+        type=Path,
+        help="an image folder to use instead of the ImageNet-like set (e.g. tools/make_real_photos.py)",
+    )
     parser.add_argument("--parallel", default="1,2,4,8,16", help="comma-separated N (threads or worker processes)")
     parser.add_argument("--modes", default="thread,fork,forkserver", help=f"comma-separated, of {','.join(MODES)}")
     parser.add_argument("--repeats", type=int, default=3)
@@ -127,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = args.modes.split(",")
     if not set(modes) <= set(MODES):
         parser.error(f"--modes must be of {MODES}, got {args.modes!r}")
-    root = _prepare(args.data_dir, args.images, args.keep_bytes)
+    root = _prepare(args.data_dir, args.images, args.keep_bytes, args.data)
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     counts = [int(v) for v in args.parallel.split(",")]
     runs: dict[str, list[dict]] = {f"{mode}-{n}": [] for n in counts for mode in modes}
@@ -139,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
             )
     output = "NormalizeCollate float" if args.float else "uint8"
     print(
-        f"{args.images} ImageNet-like images ({'keep-bytes' if args.keep_bytes else 'default'} pack, TFRecord), "
+        f"{args.data or f'{args.images} ImageNet-like images'} "
+        f"({'keep-bytes' if args.keep_bytes else 'default'} pack, TFRecord), "
         f"RandomResizedCrop({args.size}), batch {args.batch_size}, {output}, median of {args.repeats} rounds; "
         f"{usable} usable CPUs"
     )

@@ -61,7 +61,8 @@ DESCRIPTIONS = {
     "fastdata-lmdb": "ShardDataset(lmdb, RandomResizedCrop, batch decoded in place) > DataLoaderX > float: "
     "NormalizeCollate in the workers (CPU) or DataPrefetcher (CUDA)",
     "fastdata-tfrecord": "the same over the TFRecord shards",
-    "fastdata-uint8": "ShardDataset(tfrecord) > DataLoaderX(fast_collate): uint8 batches, no prefetcher",
+    "fastdata-uint8": "ShardDataset(tfrecord, RandomResizedCrop + flip at decode time) > DataLoaderX(fast_collate): "
+    "uint8 batches, no prefetcher",
     "fastdata-thread": "fastdata-tfrecord with worker_mode='thread': --workers threads of the training process",
     "fastdata-uint8-thread": "fastdata-uint8 with worker_mode='thread': --workers threads of the training process",
     "dali": "fastdata.dali.DALILoader over the TFRecord shards",
@@ -128,7 +129,8 @@ def build(name: str, ctx: Context) -> tuple[Iterable, Callable[[], None]]:
     from fastdata.loader.collate import NormalizeCollate, fast_collate
     from fastdata.loader.dataloader import DataLoaderX
     from fastdata.loader.prefetcher import DataPrefetcher
-    from fastdata.transforms import RandomResizedCrop
+    from fastdata.transforms import DecodeCompose, RandomResizedCrop
+    from fastdata.transforms import RandomHorizontalFlip as DecodeTimeFlip
 
     cuda = ctx.device.type == "cuda"
     if name in ctx.peer_dirs:
@@ -169,9 +171,12 @@ def build(name: str, ctx: Context) -> tuple[Iterable, Callable[[], None]]:
         )
         return dali, getattr(dali, "close", lambda: None)
     fmt = "lmdb" if name == "fastdata-lmdb" else "tfrecord"
-    shards = ShardDataset(ctx.roots[fmt], transform=RandomResizedCrop(ctx.size))
     threads = name.endswith("-thread") or name == "fastdata-thread"
     uint8 = name.startswith("fastdata-uint8")
+    # uint8 output is what a GPU trains from: the flip is made at decode time, as torch-cv2 makes it per image;
+    # the float pipelines flip in NormalizeCollate (CPU) or on the GPU (DataPrefetcher)
+    crop = RandomResizedCrop(ctx.size)
+    shards = ShardDataset(ctx.roots[fmt], transform=DecodeCompose([crop, DecodeTimeFlip()]) if uint8 else crop)
     # the thread mode needs a thread at least; the process mode's persistent workers are its steady state
     mode: dict[str, Any] = {"worker_mode": "thread", "num_workers": max(1, ctx.workers)} if threads else {}
     mode.setdefault("num_workers", ctx.workers)

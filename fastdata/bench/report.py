@@ -1,4 +1,6 @@
-"""What the benchmark reports: statistics, the machine, the dataset, text tables and JSON (the chart: ``chart.py``).
+"""What the benchmark reports: statistics, the dataset, text tables and JSON.
+
+The chart is drawn by ``chart.py``, the machine described by ``machine.py``.
 
 The user's table holds measurements only: no goals. A row whose numbers are not to be trusted says so: too few
 timed batches per run (:data:`MIN_TIMED_BATCHES`), or repeats that spread over :data:`MAX_SPREAD_PCT` of the median.
@@ -6,13 +8,10 @@ timed batches per run (:data:`MIN_TIMED_BATCHES`), or repeats that spread over :
 
 from __future__ import annotations
 
-import importlib
-import importlib.metadata
 import json
 import logging
 import math
 import os
-import platform
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from fastdata._util.cpus import available_cpus
 from fastdata.bench.chart import MATPLOTLIB_HINT, plot_results
 from fastdata.bench.loader_breakdown import combine, format_loader_breakdown
+from fastdata.bench.machine import machine_info
 
 logger = logging.getLogger(__name__)
 
@@ -154,64 +153,6 @@ def _flags(entry: dict[str, Any], batch_size: int | None) -> list[str]:
     if len(runs) > 1 and spread > MAX_SPREAD_PCT:
         flags.append(f"repeats spread {spread:.0f}% of the median (> {MAX_SPREAD_PCT:.0f}%): a noisy measurement")
     return flags
-
-
-def _version(module: str, attr: str = "__version__") -> str | None:
-    try:
-        return str(getattr(importlib.import_module(module), attr))
-    except Exception:  # noqa: BLE001 - a missing or broken optional package is just "not there"
-        return None
-
-
-def _dali_version() -> str | None:
-    for dist in importlib.metadata.distributions():
-        name = (dist.metadata["Name"] or "").lower()
-        if name.startswith("nvidia-dali"):
-            return f"{dist.version} ({name})"
-    return None
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def machine_info() -> dict[str, Any]:
-    """CPU, cores, RAM, GPU and the versions of every library in the measured pipelines."""
-    import torch
-
-    usable = available_cpus()
-    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else None
-    info: dict[str, Any] = {
-        "cpu": _cpu_model(),
-        "logical_cores": os.cpu_count(),
-        "usable_cores": usable,
-        "ram_gb": round(ram / 2**30, 1) if ram else None,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "numpy": np.__version__,
-        "cv2": _version("cv2"),
-        "pillow": _version("PIL"),
-        "turbojpeg": _version("turbojpeg"),
-        "dali": _dali_version(),
-        "fastdata": _version("fastdata"),
-        "cuda": torch.cuda.is_available(),
-        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-    }
-    try:
-        from fastdata._util.optional import has_turbojpeg
-
-        info["libturbojpeg_loaded"] = has_turbojpeg()
-    except ImportError:
-        info["libturbojpeg_loaded"] = False
-    return info
 
 
 def dataset_stats(root: str | os.PathLike, paths: Sequence[str], *, max_headers: int = 20000) -> dict[str, Any]:

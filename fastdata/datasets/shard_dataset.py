@@ -63,9 +63,10 @@ class ShardDataset(ShardSource, Dataset):
         max_open_shards: shard files each process (the main one, every DataLoader worker) keeps open at once;
             beyond it the least recently used is closed, and opened again (and checked again) when next read.
             None (default): a quarter of the process's soft ``RLIMIT_NOFILE`` (``ulimit -n``; 256 of 1024), at
-            most 1024; a remote dataset's cached shards count double (each holds a lock too). Opening a shard
-            that would leave fewer than 64 descriptors (a quarter of a smaller limit) to the rest of the process
-            raises ``OSError`` (``EMFILE``) naming the limit.
+            most 1024; a remote dataset's cached shards count double (each holds a lock too). A bound above the
+            limit is safe: opening a shard that would leave fewer than 64 descriptors (a quarter of a smaller
+            limit) to the rest of the process closes the least recently used shards first, and raises
+            ``OSError`` (``EMFILE``) naming the limit only when no open shard is left to close.
 
     Raises:
         FileNotFoundError: no manifest and no TFRecord files, or a file the manifest names is missing.

@@ -16,9 +16,10 @@ A reader may also keep per-record arrays (an LMDB shard's sidecar: 24 bytes a re
 records too (:data:`MAX_HELD_RECORDS`, about 1M records): with 10,000-sample shards a process holds ~100 readers, not
 1,024, and its memory stays that of a 1M-sample pack read whole, whatever the shard size or the dataset's.
 
-A process that nears its limit anyway (``max_open_shards`` set above it) refuses to open one more
-shard while fewer than :func:`reserve` descriptors would be left, with an ``OSError`` (``EMFILE``) that
-says so, before a batch in transit can be the one that fails.
+A process that nears its limit anyway (``max_open_shards`` set above it) closes its own least recently
+used readers rather than go within :func:`reserve` descriptors of the limit; only when it holds none to
+close does it refuse the shard, with an ``OSError`` (``EMFILE``) that says so, before a batch in transit
+can be the one that fails.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""2,000 shards read through a full shuffle by 2 workers under ``ulimit -n 256``: right samples, or a named error.
+"""2,000 shards read through a full shuffle by 2 workers under ``ulimit -n 256``: every sample, whatever the bound.
 
 Each run is a subprocess (the limit must not leak into the test process) whose timeout is the hang detector.
 """
@@ -73,8 +73,11 @@ def test_a_full_shuffle_over_2000_shards_under_ulimit_256_reads_every_sample(two
     assert [tuple(s) for s in result["samples"]] == expected
 
 
-def test_with_the_bound_above_the_limit_the_loader_ends_with_a_named_emfile(two_thousand, tmp_path):
+def test_with_the_bound_above_the_limit_the_loader_still_reads_every_sample(two_thousand, tmp_path):
+    # max_open_shards=10,000 cannot be held under 256 descriptors: near the limit each worker closes its own least
+    # recently used shards instead of failing (an EMFILE only when it holds none to close: tests/formats)
+    reference = ShardDataset(two_thousand)
+    expected = sorted((google_crc32c.value(data), label) for data, label in map(reference.read, range(len(reference))))
     result = read_all(two_thousand, 10_000, tmp_path)
-    assert "samples" not in result, "2,000 shards cannot all be open under a limit of 256"
-    assert result["is_os_error"] and result["errno"] == 24, result
-    assert "Too many open files" in result["message"] and "max_open_shards=10000" in result["message"], result
+    assert "samples" in result, result
+    assert [tuple(s) for s in result["samples"]] == expected
