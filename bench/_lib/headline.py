@@ -4,8 +4,9 @@
 Makes ``data/imagenet-like-3000`` if it is missing, then runs, one after the other (about 15 minutes):
 
 1. the loaders, steady state: ``fastdata bench`` over 2 passes with the first pass as warm-up (workers started,
-   fastdata's shared-memory buffers reused), torch-pil, the careful torch-cv2, fastdata's float and uint8 loaders,
-   both kernel bounds, the torchcodec peer, ``--breakdown`` -> ``bench/results/headline.json`` / ``.png``;
+   fastdata's shared-memory buffers reused), torch-pil, the careful torch-cv2, fastdata's float and uint8 loaders
+   with worker processes and with ``worker_mode="thread"``, both kernel bounds, the torchcodec peer,
+   ``--breakdown`` -> ``bench/results/headline.json`` / ``.png``;
 2. the same on the issue's first protocol (one pass per run, one warm-up batch per worker) -> ``...-one-pass.json``;
 3. the breakdown before this issue's changes: the same run as 1. in a temporary git worktree of the commit that
    added the counters alone (subject "Loader breakdown, the counters alone"), its C kernels built there
@@ -37,7 +38,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 BEFORE_SUBJECT = "Loader breakdown, the counters alone"
-PIPELINES = ["torch-pil", "torch-cv2", "fastdata-tfrecord", "fastdata-uint8", "decode-bound", "decode-bound-cv2"]
+PIPELINES = [
+    "torch-pil",
+    "torch-cv2",
+    "fastdata-tfrecord",
+    "fastdata-thread",
+    "fastdata-uint8",
+    "fastdata-uint8-thread",
+    "decode-bound",
+    "decode-bound-cv2",
+]
 #: (pipeline, baseline, at least): the issue's goals. Checked here only.
 GOALS = (
     ("fastdata-uint8", "decode-bound", 0.90),

@@ -72,7 +72,8 @@ def _cli(*args: str, slow: bool = False) -> subprocess.Popen:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fmt,parts", [("tfrecord", 1), ("tfrecord", 2), ("lmdb", 3), ("tfrecord", 7)])
+# one part, an odd split, more parts than cores
+@pytest.mark.parametrize("fmt,parts", [("tfrecord", 1), ("lmdb", 3), ("tfrecord", 7)])
 def test_parts_in_separate_processes_then_merge_byte_identical(src, reference, tmp_path, fmt, parts):
     out = tmp_path / "out"
     order = list(range(parts))
