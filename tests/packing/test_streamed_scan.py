@@ -1,8 +1,8 @@
 """A list of a million rows packs in bounded memory: the scan, the jobs and the pool are streamed.
 
-Measured at 50,000 and 200,000 rows (a quarter of the CI time of one million-row pack): each peak is under the
+Measured at 40,000 and 120,000 rows (a sixth of the CI time of one million-row pack): each peak is under the
 limit, and the growth from one to the other, carried on linearly to a million rows, stays under it too (measured
-2026-11-29: 272 MB at 50,000 rows, 286 MB at 200,000, so 361 MB at a million). A pack that kept a few hundred bytes
+2026-11-29: 281 MB at 40,000 rows, 290 MB at 120,000, so 389 MB at a million). A pack that kept a few hundred bytes
 per row in memory (a list of its rows) would grow by that many hundred MB per million rows and fail the second check.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-SMALL, LARGE, TARGET = 50_000, 200_000, 1_000_000
+SMALL, LARGE, TARGET = 40_000, 120_000, 1_000_000
 LIMIT_MB = 500
 
 SCRIPT = textwrap.dedent("""
