@@ -29,7 +29,7 @@ import boto3
 import numpy as np
 import torch
 from moto.server import ThreadedMotoServer
-from PIL import Image
+from sample_images import make_images
 
 import fastdata
 from fastdata.transforms import RandomResizedCrop
@@ -54,21 +54,6 @@ print("buckets:", [bucket["Name"] for bucket in s3.list_buckets()["Buckets"]])
 # The same call as for a local folder, with a URL as the output: shards are written locally, uploaded as each one
 # is finished, and ``manifest.json`` is uploaded last, so a reader never sees a half-written dataset.
 WORK = Path(tempfile.mkdtemp(prefix="fastdata-tutorial-"))
-
-
-def make_images(folder: Path, classes=("red", "green", "blue"), per_class=100, seed=0) -> None:
-    """``folder/<class>/<n>.jpg``: smooth, photo-like pictures whose dominant colour is the class."""
-    rng = np.random.default_rng(seed)
-    for label, name in enumerate(classes):
-        (folder / name).mkdir(parents=True, exist_ok=True)
-        for n in range(per_class):
-            h, w = rng.integers(96, 161, size=2)
-            yy, xx = np.mgrid[0:h, 0:w] / max(h, w)
-            picture = 60 + 50 * np.sin(2 * np.pi * (rng.uniform(0.5, 2) * xx + rng.uniform(0.5, 2) * yy))[..., None]
-            picture = np.repeat(picture, 3, axis=2)
-            picture[..., label] += 40
-            picture += rng.normal(0, 20, picture.shape)
-            Image.fromarray(np.clip(picture, 0, 255).astype(np.uint8)).save(folder / name / f"{n}.jpg", quality=90)
 
 
 make_images(WORK / "images")
