@@ -3,8 +3,8 @@
 A :class:`~fastdata.formats.manifest_entries.ShardInfo` per shard (a frozen dataclass with its own ``__dict__`` and
 four checksum strings) costs about 800 bytes; 16,000 shards held 13 MB in every DataLoader worker. A
 :class:`ShardTable` keeps the numbers and checksums in int64 arrays (a missing value as -1) and the names in one
-UTF-8 blob (:class:`Names`), about 90 bytes a shard plus its names, and builds the ``ShardInfo`` of the shard asked for, so code
-that indexes or iterates ``manifest.shards`` reads it unchanged. Readers open a pack with it
+UTF-8 blob (:class:`Names`), about 90 bytes a shard plus its names, and builds the ``ShardInfo`` of the shard asked
+for, so code that indexes or iterates ``manifest.shards`` reads it unchanged. Readers open a pack with it
 (:func:`~fastdata.formats.packed.open_pack` with ``compact=True``); writers keep plain lists.
 """
 

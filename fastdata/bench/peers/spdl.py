@@ -64,9 +64,9 @@ class SpdlFiles:
 
         order = np.random.default_rng(self.epoch).permutation(len(self.items))
         self.epoch += 1
+        builder: Any = PipelineBuilder()  # SPDL's stubs type each stage's function as Never -> Never
         pipeline = (
-            PipelineBuilder()
-            .add_source([self.items[i] for i in order])
+            builder.add_source([self.items[i] for i in order])
             .pipe(partial(_decode, size=self.size), concurrency=self.workers)
             .aggregate(self.batch_size, drop_last=False)
             .pipe(_collate)
