@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import _thread
+import contextlib
 import gc
 import multiprocessing
 import os
 import signal
 import threading
 import time
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -175,8 +177,13 @@ def test_close_break_and_garbage_collection_stop_every_thread(pack, mode):
     assert not extra_threads(before)
 
 
-def _fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def _fds() -> Counter[str]:
+    """What this process's descriptors point at (a path, ``pipe:[inode]``...), each with how many point there."""
+    targets: Counter[str] = Counter()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(FileNotFoundError):  # the descriptor listdir itself held
+            targets[os.readlink(f"/proc/self/fd/{fd}")] += 1
+    return targets
 
 
 def _rss() -> int:
@@ -207,7 +214,9 @@ def test_a_thousand_start_stop_cycles_leak_no_thread_descriptor_or_memory(pack, 
     for k in range(cycles):
         cycle(k)
     assert not extra_threads(threads)
-    assert _fds() == fds
+    # No descriptor gained: none points anywhere more often than before. One may be gone: the baseline can hold a
+    # pipe a previous helper process was still closing (seen once in 60 helper-process cycles: 24 before, 23 after).
+    assert not _fds() - fds
     assert _rss() - rss < 16 << 20  # one cycle's batches in flight (~100 KiB) leaked per cycle would be ~100 MiB
 
 
