@@ -224,8 +224,8 @@ def resize_into(
         if image.shape[:2] == (height, width) and (box is None or tuple(box) == whole):
             np.copyto(out, image)
             return
-        result = Image.fromarray(image).resize((width, height), Image.Resampling.BILINEAR, box=box, reducing_gap=None)
-        np.copyto(out, np.asarray(result))
+        resized = Image.fromarray(image).resize((width, height), Image.Resampling.BILINEAR, box=box, reducing_gap=None)
+        np.copyto(out, np.asarray(resized))
         return
     if image.shape[:2] == (height, width):
         np.copyto(out, image)
