@@ -147,6 +147,14 @@ def print_table(title: str, table: dict) -> dict:
     return result
 
 
+def _plan(data: bytes, box: tuple[int, int, int, int], mode: str) -> tuple:
+    """The region ``decode_crop_into`` decodes for ``box`` in ``mode``: scale, bounds and a buffer for it."""
+    height, width = native.read_header(data)[:2]
+    room = headroom(mode)
+    scale, y0, y1, x0, x1 = plan_region(box, height, width, 224 * room, 224 * room, native.NATIVE_SCALES)
+    return scale, y0, y1, x0, x1, np.empty((y1 - y0, x1 - x0, 3), np.uint8)
+
+
 def speed(root: Path, rounds: int) -> dict:
     """img/s of CPU time per mode: the kernel (decode_crop_into) and the loader's batch path (__getitems__)."""
     datasets = {
@@ -165,19 +173,30 @@ def speed(root: Path, rounds: int) -> dict:
         datas.append(data)
         boxes.append(crop._params(height, width, None))
     out = np.empty((224, 224, 3), np.uint8)
-    rates: dict = {f"{what}/{mode}": [] for what in ("kernel", "loader") for mode in MODES}
+    plans = {mode: [_plan(data, box, mode) for data, box in zip(datas, boxes, strict=True)] for mode in MODES}
+    rates: dict = {f"{what}/{mode}": [] for what in ("kernel", "loader", "decode") for mode in MODES}
     for round_ in range(rounds):
         for mode in MODES if round_ % 2 == 0 else MODES[::-1]:
             began = time.process_time()
             for data, box in zip(datas, boxes, strict=True):
                 native.decode_crop_into(data, box, out, resample=mode)
             rates[f"kernel/{mode}"].append(len(datas) / (time.process_time() - began))
+            began = time.process_time()  # the same regions decoded at the mode's DCT scale, not resized
+            for data, (scale, y0, y1, x0, x1, region) in zip(datas, plans[mode], strict=True):
+                native._region(data, scale, y0, y1, x0, x1, region)
+            rates[f"decode/{mode}"].append(len(datas) / (time.process_time() - began))
             dataset = datasets[mode]
             began = time.process_time()
             for start in range(0, len(dataset), BATCH):
                 dataset.__getitems__(list(range(start, min(start + BATCH, len(dataset)))))
             rates[f"loader/{mode}"].append(len(dataset) / (time.process_time() - began))
     print(f"\nspeed, one core, CPU time, {rounds} rounds, img/s median (range):")
+    for mode in MODES:  # the kernel's time per image split into the region's decode and the rest (the resize)
+        kernel_us = 1e6 / statistics.median(rates[f"kernel/{mode}"])
+        decode_us = 1e6 / statistics.median(rates[f"decode/{mode}"])
+        print(
+            f"  {mode:9s} per image {kernel_us:6.0f} us = decode {decode_us:6.0f} + resize {kernel_us - decode_us:6.0f}"
+        )
     for what in ("kernel", "loader"):
         cells = []
         for mode in MODES:

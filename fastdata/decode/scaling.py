@@ -24,11 +24,24 @@ from collections.abc import Iterable
 
 import cv2
 import numpy as np
+import PIL
 from PIL import Image
+
+from fastdata._util.optional import native_disabled
+
+try:  # PIL's antialiased bilinear, value for value, into the caller's slot (the PIL call below where not built)
+    from fastdata.decode import _bilinear
+except ImportError:
+    _bilinear = None  # type: ignore[assignment]  # None stands for the extension not built: the use checks it
+
+#: Pillow 13 orders the two passes of a resize by the shrink (vertical first where the height loses more than twice
+#: as many pixels as the width); earlier Pillows always go horizontal first. ``_bilinear`` follows the installed one.
+PILLOW_13 = int(PIL.__version__.split(".")[0]) >= 13
 
 __all__ = [
     "ANTIALIAS_HEADROOM",
     "KERNEL_SCALES",
+    "PILLOW_13",
     "RESAMPLES",
     "SIMD_SCALES",
     "TURBOJPEG_SCALES",
@@ -223,6 +236,9 @@ def resize_into(
         whole = (0.0, 0.0, float(image.shape[1]), float(image.shape[0]))
         if image.shape[:2] == (height, width) and (box is None or tuple(box) == whole):
             np.copyto(out, image)
+            return
+        if _bilinear is not None and not native_disabled() and image.flags.c_contiguous and out.flags.c_contiguous:
+            _bilinear.resize(image, out, whole if box is None else tuple(map(float, box)), PILLOW_13)
             return
         resized = Image.fromarray(image).resize((width, height), Image.Resampling.BILINEAR, box=box, reducing_gap=None)
         np.copyto(out, np.asarray(resized))

@@ -64,7 +64,9 @@ def test_one_decode_equals_independent_crops_when_scales_agree(seed, count_decod
 
 @pytest.mark.parametrize("seed", range(6))
 def test_large_photo_one_decode_and_per_scale_decodes(seed, count_decodes):
-    data = jpeg(1500, 2000, seed)  # local crops alone decode at reduced scales (3x their size kept), global ones near 1/1
+    data = jpeg(
+        1500, 2000, seed
+    )  # local crops alone decode at reduced scales (3x their size kept), global ones near 1/1
     rng = np.random.default_rng(seed)
     boxes = MultiCrop(DINO).draw(1500, 2000, rng)
     scales = [
