@@ -121,83 +121,71 @@ static void horizontal_scalar(const uint8_t *src, Py_ssize_t src_stride, int fir
 #include <immintrin.h>
 #define HAVE_AVX2_PATH 1
 
-/* The same sums, two output pixels at a time in one AVX2 register: lanes 0-2 the first pixel's red, green and blue,
- * lanes 4-6 the second's (lanes 3 and 7 carry the next byte of the row, summed and dropped), for two rows at once
- * (they share the weights). Each lane is the reference's int32 sum, tap by tap in the same order: the same values.
- * A tap past a pixel's own count has weight 0 (coefficients() zero-fills to ksize), so both pixels run to the longer
- * count, reading on past their own taps; a pair whose reads would leave the row (at its right edge, where a 4-byte
- * read of the last pixel would also pass the end of `src`) takes the scalar path. */
-__attribute__((target("avx2"))) static inline __m256i pair_sum(const uint8_t *a, const uint8_t *b, const int32_t *ka,
-                                                                const int32_t *kb, int n)
+/* The same sums for one output pixel of two rows at once, in one AVX2 register: lanes 0-2 the upper row's red,
+ * green and blue, lanes 4-6 the lower row's (lanes 3 and 7 carry the next byte of each row, summed and dropped).
+ * Both rows share the pixel's taps and weights, so each tap is one broadcast weight, and each lane is the
+ * reference's int32 sum, tap by tap in the same order: the same values. The 4-byte read of a row's last pixel
+ * passes the row's end by one byte: inside `src` except for the last row of `src`, whose last pixel (when it is a
+ * tap) the caller leaves to the scalar path. */
+__attribute__((target("avx2"))) static inline void two_rows_pixel(const uint8_t *p0, const uint8_t *p1,
+                                                                   uint8_t *o0, uint8_t *o1, const int32_t *k,
+                                                                   int n)
 {
     __m256i sum = _mm256_set1_epi32(HALF);
-    for (int x = 0; x < n; x++) {
-        uint32_t pa, pb;
-        memcpy(&pa, a + x * 3, 4);
-        memcpy(&pb, b + x * 3, 4);
-        __m256i values = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)(((uint64_t)pb << 32) | pa)));
-        __m256i w = _mm256_set_m128i(_mm_set1_epi32(kb[x]), _mm_set1_epi32(ka[x]));
-        sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(values, w));
+    for (int x = 0; x < n; x++, p0 += 3, p1 += 3) {
+        uint32_t v0, v1;
+        memcpy(&v0, p0, 4);
+        memcpy(&v1, p1, 4);
+        __m256i values = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)(((uint64_t)v1 << 32) | v0)));
+        sum = _mm256_add_epi32(sum, _mm256_mullo_epi32(values, _mm256_set1_epi32(k[x])));
     }
-    return sum;
-}
-
-__attribute__((target("avx2"))) static inline void pair_store(uint8_t *o, __m256i sum)
-{
     const __m256i zero = _mm256_setzero_si256(), top = _mm256_set1_epi32(255);
     sum = _mm256_min_epi32(_mm256_max_epi32(_mm256_srai_epi32(sum, PRECISION_BITS), zero), top);
     int32_t lanes[8];
     _mm256_storeu_si256((__m256i *)lanes, sum);
-    o[0] = (uint8_t)lanes[0];
-    o[1] = (uint8_t)lanes[1];
-    o[2] = (uint8_t)lanes[2];
-    o[3] = (uint8_t)lanes[4];
-    o[4] = (uint8_t)lanes[5];
-    o[5] = (uint8_t)lanes[6];
+    o0[0] = (uint8_t)lanes[0];
+    o0[1] = (uint8_t)lanes[1];
+    o0[2] = (uint8_t)lanes[2];
+    o1[0] = (uint8_t)lanes[4];
+    o1[1] = (uint8_t)lanes[5];
+    o1[2] = (uint8_t)lanes[6];
 }
 
 __attribute__((target("avx2"))) static void horizontal_avx2(const uint8_t *src, Py_ssize_t src_stride, int first,
-                                                             int rows, uint8_t *dst, Py_ssize_t dst_stride, int out_w,
-                                                             int ksize, const int *bounds, const int32_t *weights)
+                                                             int rows, int in_rows, uint8_t *dst,
+                                                             Py_ssize_t dst_stride, int out_w, int ksize,
+                                                             const int *bounds, const int32_t *weights)
 {
     int in_w = (int)(src_stride / 3);
-    for (int y = 0; y < rows; y += 2) {
-        int two = y + 1 < rows;
-        const uint8_t *row0 = src + (Py_ssize_t)(first + y) * src_stride, *row1 = row0 + (two ? src_stride : 0);
-        uint8_t *o0 = dst + (Py_ssize_t)y * dst_stride, *o1 = o0 + (two ? dst_stride : 0);
-        int xx = 0;
-        for (; xx + 1 < out_w; xx += 2) {
-            int a0 = bounds[xx * 2], an = bounds[xx * 2 + 1], b0 = bounds[xx * 2 + 2], bn = bounds[xx * 2 + 3];
-            int n = an > bn ? an : bn;
-            if (a0 + n >= in_w || b0 + n >= in_w) { /* the right edge: one pixel at a time */
-                for (int k = 0; k < 2; k++) {
-                    horizontal_pixel(row0, o0, xx + k, ksize, bounds, weights);
-                    if (two)
-                        horizontal_pixel(row1, o1, xx + k, ksize, bounds, weights);
-                }
+    int y = 0;
+    for (; y + 1 < rows; y += 2) {
+        const uint8_t *row0 = src + (Py_ssize_t)(first + y) * src_stride, *row1 = row0 + src_stride;
+        uint8_t *o0 = dst + (Py_ssize_t)y * dst_stride, *o1 = o0 + dst_stride;
+        int lower_is_last = first + y + 1 == in_rows - 1;
+        for (int xx = 0; xx < out_w; xx++) {
+            int x0 = bounds[xx * 2], n = bounds[xx * 2 + 1];
+            if (lower_is_last && x0 + n == in_w) {
+                horizontal_pixel(row0, o0, xx, ksize, bounds, weights);
+                horizontal_pixel(row1, o1, xx, ksize, bounds, weights);
                 continue;
             }
-            const int32_t *ka = weights + (Py_ssize_t)xx * ksize, *kb = ka + ksize;
-            pair_store(o0 + xx * 3, pair_sum(row0 + a0 * 3, row0 + b0 * 3, ka, kb, n));
-            if (two)
-                pair_store(o1 + xx * 3, pair_sum(row1 + a0 * 3, row1 + b0 * 3, ka, kb, n));
-        }
-        for (; xx < out_w; xx++) {
-            horizontal_pixel(row0, o0, xx, ksize, bounds, weights);
-            if (two)
-                horizontal_pixel(row1, o1, xx, ksize, bounds, weights);
+            two_rows_pixel(row0 + x0 * 3, row1 + x0 * 3, o0 + xx * 3, o1 + xx * 3,
+                           weights + (Py_ssize_t)xx * ksize, n);
         }
     }
+    if (y < rows) /* an odd row out */
+        horizontal_scalar(src, src_stride, first + y, 1, dst + (Py_ssize_t)y * dst_stride, dst_stride, out_w, ksize,
+                          bounds, weights);
 }
 #endif
 
-/* Rows [first, first + rows) of src (width in_w) resized horizontally into dst (width out_w). */
-static void horizontal(const uint8_t *src, Py_ssize_t src_stride, int first, int rows, uint8_t *dst,
+/* Rows [first, first + rows) of src (in_rows rows of width in_w) resized horizontally into dst (width out_w). */
+static void horizontal(const uint8_t *src, Py_ssize_t src_stride, int first, int rows, int in_rows, uint8_t *dst,
                        Py_ssize_t dst_stride, int out_w, int ksize, const int *bounds, const int32_t *weights)
 {
 #ifdef HAVE_AVX2_PATH
     if (__builtin_cpu_supports("avx2")) {
-        horizontal_avx2(src, src_stride, first, rows, dst, dst_stride, out_w, ksize, bounds, weights);
+        horizontal_avx2(src, src_stride, first, rows, in_rows, dst, dst_stride, out_w, ksize, bounds, weights);
         return;
     }
 #endif
@@ -277,7 +265,7 @@ static int resize_rgb(const uint8_t *src, int in_h, int in_w, uint8_t *out, int 
     if (need_h && (hk = coefficients(in_w, box[0], box[2], out_w, &hbounds, &hweights)) == 0)
         goto done;
     if (!need_v) { /* one horizontal pass over every row, straight into out */
-        horizontal(src, in_stride, 0, in_h, out, out_stride, out_w, hk, hbounds, hweights);
+        horizontal(src, in_stride, 0, in_h, in_h, out, out_stride, out_w, hk, hbounds, hweights);
         status = 0;
         goto done;
     }
@@ -288,7 +276,7 @@ static int resize_rgb(const uint8_t *src, int in_h, int in_w, uint8_t *out, int 
         if (temp == NULL || sums == NULL)
             goto done;
         vertical(src, in_stride, temp, in_stride, out_h, in_stride, vk, vbounds, vweights, sums);
-        horizontal(temp, in_stride, 0, out_h, out, out_stride, out_w, hk, hbounds, hweights);
+        horizontal(temp, in_stride, 0, out_h, out_h, out, out_stride, out_w, hk, hbounds, hweights);
         status = 0;
         goto done;
     }
@@ -299,7 +287,7 @@ static int resize_rgb(const uint8_t *src, int in_h, int in_w, uint8_t *out, int 
         temp = malloc((size_t)(last - first) * out_stride);
         if (temp == NULL)
             goto done;
-        horizontal(src, in_stride, first, last - first, temp, out_stride, out_w, hk, hbounds, hweights);
+        horizontal(src, in_stride, first, last - first, in_h, temp, out_stride, out_w, hk, hbounds, hweights);
         for (int i = 0; i < out_h; i++)
             vbounds[i * 2] -= first;
         vsrc = temp;

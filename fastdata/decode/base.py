@@ -27,6 +27,7 @@ import numpy as np
 
 from fastdata.decode.headers import _PNG_SIGNATURE, is_jpeg, jpeg_header, png_size
 from fastdata.decode.scaling import (
+    KERNEL_SCALES,
     Box,
     Scale,
     check_out,
@@ -180,12 +181,19 @@ class Decoder(abc.ABC):
         check_out(out)
         mode = resample_mode(resample, antialias)
         room = headroom(mode)
-        scales = self.scales if mode != "antialias" or is_jpeg(data) else ((1, 1),)  # PNG scales with OpenCV
+        if mode != "antialias":
+            scales = self.scales
+        elif is_jpeg(data):  # the native kernel's scales: the same picture with or without it
+            scales = tuple(scale for scale in self.scales if scale in KERNEL_SCALES) or ((1, 1),)
+        else:  # PNG scales with OpenCV
+            scales = ((1, 1),)
         out_h, out_w = out.shape[0] * room, out.shape[1] * room
-        if box is None:
+        if box is None and mode != "antialias":
             image = self.decode(data, scale=choose_scale(scales, *self._size_or_decode(data), out_h, out_w))
             resize_into(image, out, mode)
             return
+        if box is None:  # the whole image as a box, as the native kernel takes it: at a reduced scale the resize
+            box = (0, 0, *self._size_or_decode(data))  # reads the image's own extent, not its rounded-up pixels
         scale = choose_scale(scales, box[2], box[3], out_h, out_w)
         image = self.decode(data, scale=scale)
         y0, y1, x0, x1 = scaled_box(box, scale, image.shape[:2])

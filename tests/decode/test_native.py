@@ -25,6 +25,7 @@ _jpegcrop = pytest.importorskip(
 )
 
 from fastdata.decode import DecodeError, native  # noqa: E402 (after the skip)
+from fastdata.decode.scaling import ANTIALIAS_HEADROOM  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -194,12 +195,12 @@ def test_rgb_colorspace_jpeg():
 def _reference_crop(data: bytes, box, size, antialias=None, resample=None) -> np.ndarray:
     """Full decode at the chosen scale, numpy crop, resize: what decode_crop_into promises.
 
-    ``"antialias"`` (antialias None): PIL's bilinear of the box (3x the output kept by the scale); else cv2.resize.
+    ``"antialias"`` (antialias None): PIL's bilinear of the box (4x the output kept by the scale); else cv2.resize.
     """
-    from fastdata.decode.scaling import choose_scale, scaled_box, scaled_size
+    from fastdata.decode.scaling import choose_scale, headroom, scaled_box, scaled_size
 
     mode = resample or {None: "antialias", True: "area", False: "linear"}[antialias]
-    room = 3 if mode == "antialias" else 1
+    room = headroom(mode)
     height, width = native.read_header(data)[:2]
     scale = choose_scale(native.NATIVE_SCALES, box[2], box[3], size[0] * room, size[1] * room)
     image = _full(data, scale)
@@ -250,11 +251,11 @@ def test_decode_crop_into_same_size_and_whole_image():
     small = np.empty((18, 25, 3), np.uint8)
     native.decode_crop_into(square, None, small, resample="fast")
     np.testing.assert_array_equal(small, _full(square, 8))
-    native.decode_crop_into(square, None, small)  # antialias keeps 3x the output: 1/2, PIL's resize of it
+    native.decode_crop_into(square, None, small)  # antialias keeps 4x the output: 1/2, PIL's resize of it
     np.testing.assert_array_equal(small, np.asarray(Image.fromarray(_full(square, 2)).resize((25, 18), Image.BILINEAR)))
 
 
-@pytest.mark.parametrize("resample, room", [("antialias", 3), ("fast", 1)])
+@pytest.mark.parametrize("resample, room", [("antialias", ANTIALIAS_HEADROOM), ("fast", 1)])
 def test_decode_crop_into_matches_turbojpeg_path(resample, room):
     """Same pixels as RandomResizedCrop's path so far: PyTurboJPEG full decode at the scale, crop, resize."""
     from fastdata.decode import get_decoder
