@@ -239,7 +239,8 @@ def resize_into(
             np.copyto(out, image)
             return
         if _bilinear is not None and not native_disabled() and image.flags.c_contiguous and out.flags.c_contiguous:
-            _bilinear.resize(image, out, whole if box is None else tuple(map(float, box)), PILLOW_13)
+            left, upper, right, lower = whole if box is None else box
+            _bilinear.resize(image, out, (float(left), float(upper), float(right), float(lower)), PILLOW_13)
             return
         resized = Image.fromarray(image).resize((width, height), Image.Resampling.BILINEAR, box=box, reducing_gap=None)
         np.copyto(out, np.asarray(resized))
