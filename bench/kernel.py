@@ -12,6 +12,7 @@ COMMANDS = {
     "read-share": ("kernel_read_share.py", "the Python-side reads' share of a thread-mode batch (GIL held)"),
     "intervals": ("kernel_intervals.py", "design probe: crops from restart intervals against region decode"),
     "scales": ("kernel_scales.py", "design probe: DCT scales M/8 against powers of two"),
+    "resample": ("kernel_resample.py", "the crop resample against torchvision's (pixels, sharpness) and its cost"),
 }
 
 if __name__ == "__main__":

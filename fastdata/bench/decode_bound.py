@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fastdata.bench.measure import usable_cores
+from fastdata.bench.measure import RESAMPLE, usable_cores
 
 __all__ = ["measure_decode_bound"]
 
@@ -34,7 +34,7 @@ def _decode_init(root: str, size: int, barrier: Any, method: str) -> None:
         crop = CV2RandomResizedCropFlip(size)
         transform = lambda data: crop(cv2_decode_bgr(data))  # noqa: E731
     else:
-        transform = RandomResizedCrop(size)
+        transform = RandomResizedCrop(size, resample=RESAMPLE)
     _WORKER.update(dataset=ShardDataset(root), transform=transform, barrier=barrier)
 
 

@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 _END = object()
 
 __all__ = [
+    "RESAMPLE",
     "BatchCheck",
     "MemorySampler",
     "measure_run",
@@ -30,6 +31,11 @@ __all__ = [
     "split_batch",
     "usable_cores",
 ]
+
+#: The crop resample of fastdata's rows in ``fastdata bench``: 0.2.0's OpenCV one (``"fast"``), the pictures
+#: torch-cv2 makes and the speed the docs' tables were measured at. The default, ``"antialias"``, gives torch-pil's
+#: pictures at a cost that ``python bench/kernel.py resample`` measures (docs/concepts/crop-decoding.md).
+RESAMPLE = "fast"
 
 
 # -- page cache ----------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from fastdata.bench.baselines import (
     pil_train_transform,
     uint8_collate,
 )
+from fastdata.bench.measure import RESAMPLE
 from fastdata.bench.peers import harness
 
 __all__ = [
@@ -175,7 +176,7 @@ def build(name: str, ctx: Context) -> tuple[Iterable, Callable[[], None]]:
     uint8 = name.startswith("fastdata-uint8")
     # uint8 output is what a GPU trains from: the flip is made at decode time, as torch-cv2 makes it per image;
     # the float pipelines flip in NormalizeCollate (CPU) or on the GPU (DataPrefetcher)
-    crop = RandomResizedCrop(ctx.size)
+    crop = RandomResizedCrop(ctx.size, resample=RESAMPLE)
     shards = ShardDataset(ctx.roots[fmt], transform=DecodeCompose([crop, DecodeTimeFlip()]) if uint8 else crop)
     # the thread mode needs a thread at least; the process mode's persistent workers are its steady state
     mode: dict[str, Any] = {"worker_mode": "thread", "num_workers": max(1, ctx.workers)} if threads else {}

@@ -114,12 +114,12 @@ class _TimedDecoder(Decoder):
         self.decoded_pixels += image.shape[0] * image.shape[1]
         return image
 
-    def decode_crop_into(self, data: bytes, box: Any, out: np.ndarray, *, antialias: bool | None = None) -> None:
+    def decode_crop_into(self, data: bytes, box: Any, out: np.ndarray, **resample: Any) -> None:
         if type(self.inner).decode_crop_into is Decoder.decode_crop_into:  # decode + crop + resize: time the decode
-            super().decode_crop_into(data, box, out, antialias=antialias)
+            super().decode_crop_into(data, box, out, **resample)
             return
         start = time.perf_counter()  # a region decoder: decode and resize are one call
-        self.inner.decode_crop_into(data, box, out, antialias=antialias)
+        self.inner.decode_crop_into(data, box, out, **resample)
         self.region_s += time.perf_counter() - start
         scale = choose_scale(self.scales, box[2], box[3], *out.shape[:2])
         self.scale_counts[f"{scale[0]}/{scale[1]}"] += 1

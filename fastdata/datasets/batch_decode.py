@@ -4,11 +4,10 @@
 :class:`~fastdata.transforms.RandomResizedCrop` on the native decoder. The crops are drawn exactly as the per-sample
 path draws them (same generator, same order), the regions of every JPEG are decoded by
 ``fastdata.decode._jpegcrop.decode_batch`` (one call per :data:`CHUNK_BYTES` of regions; on ``threads`` threads
-inside each call, each with its own libjpeg
-decompressor), then OpenCV resizes each region into its slot, as :func:`fastdata.decode.native.decode_crop_into`
-does: the pixels are the per-sample path's. A record the batch cannot take (not a JPEG, a header libjpeg refuses, an
-error or a warning while decoding) goes through the per-sample path with the same crop, which gives its exact
-result or error.
+inside each call, each with its own libjpeg decompressor), then each region is resized into its slot (the
+transform's ``resample``), as :func:`fastdata.decode.native.decode_crop_into` does: the pixels are the per-sample
+path's. A record the batch cannot take (not a JPEG, a header libjpeg refuses, an error or a warning while
+decoding) goes through the per-sample path with the same crop, which gives its exact result or error.
 
 Example::
 
@@ -23,14 +22,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeGuard
 
-import cv2
 import numpy as np
 
 from fastdata._util.stage_clock import marker
 from fastdata.decode import native
 from fastdata.decode.base import DecodeError
 from fastdata.decode.headers import is_jpeg
-from fastdata.decode.scaling import interpolation, plan_region
+from fastdata.decode.scaling import headroom, plan_region, region_box, resize_into
 from fastdata.sampler.seeding import sample_generator
 from fastdata.transforms import crop_params
 from fastdata.transforms.compose import DecodeCompose
@@ -146,7 +144,8 @@ def decode_batch_into(
                 (i, size, crop_params._params_from_uniforms(size[0], size[1], transform.scale, transform.ratio, draws))
             )
     mark("setup")
-    jobs = [_job(datas[i], box, size, out_h, out_w) for i, size, box in plans]
+    mode = transform.resample
+    jobs = [_job(datas[i], box, size, out_h, out_w, mode) for i, size, box in plans]
     start = 0
     while start < len(jobs):  # chunks of regions up to CHUNK_BYTES of scratch: one kernel call each
         end, total = start + 1, jobs[start][7]
@@ -158,16 +157,19 @@ def decode_batch_into(
         start = end
 
 
-def _job(data, box: tuple[int, int, int, int], size: tuple[int, int], out_h: int, out_w: int) -> list:
+def _job(data, box: tuple[int, int, int, int], size: tuple[int, int], out_h: int, out_w: int, mode: str) -> list:
     """The decode plan of one record for the batch call.
 
-    ``[data, scale, y0, y1, x0, x1, region or None, scratch bytes]``: what ``native.decode_crop_into`` would decode
-    for ``box`` (the smallest of :data:`~fastdata.decode.native.NATIVE_SCALES` that keeps the box at least the
-    output's size, the box mapped into it: :func:`~fastdata.decode.scaling.plan_region`).
+    ``[data, scale, y0, y1, x0, x1, region or None, scratch bytes, box in the region]``: what
+    ``native.decode_crop_into`` would decode for ``box`` with resample ``mode`` (the smallest of
+    :data:`~fastdata.decode.native.NATIVE_SCALES` that keeps the box at least the output's size, times
+    :func:`~fastdata.decode.scaling.headroom`, the box mapped into it: :func:`~fastdata.decode.scaling.plan_region`).
     """
-    scale, y0, y1, x0, x1 = plan_region(box, size[0], size[1], out_h, out_w, native.NATIVE_SCALES)
+    room = headroom(mode)
+    scale, y0, y1, x0, x1 = plan_region(box, size[0], size[1], out_h * room, out_w * room, native.NATIVE_SCALES)
     rows, cols = y1 - y0, x1 - x0
-    return [data, scale, y0, y1, x0, x1, None, 0 if (rows, cols) == (out_h, out_w) else rows * cols * 3]
+    direct = (rows, cols) == (out_h, out_w) and (mode != "antialias" or tuple(box[2:]) == (out_h, out_w))
+    return [data, scale, y0, y1, x0, x1, None, 0 if direct else rows * cols * 3, region_box(box, scale, y0, x0)]
 
 
 class SampleGenerators(Sequence):
@@ -245,7 +247,6 @@ def _decode_chunk(
     mark: Callable[[str], None],
     nbytes: int,
 ) -> None:
-    out_h, out_w = out.shape[1], out.shape[2]
     scratch = _scratch(nbytes)
     offset = 0
     for job, (i, _, _) in zip(jobs, plans, strict=False):
@@ -256,27 +257,21 @@ def _decode_chunk(
     mark("kernel")
     results = native._jpegcrop.decode_batch(_decompressors(threads), calls)
     mark("resize")
-    antialias = transform.antialias
+    mode = transform.resample
 
     def finish(k: int) -> None:
         job, (status, warnings, _) = jobs[k], results[k]
         i = plans[k][0]
         if status != 0 or warnings:  # errors and damage: the per-sample path decides, with the same crop
-            decoder.decode_crop_into(job[0], plans[k][2], out[i], antialias=antialias)
-        elif job[7]:  # decoded into the scratch: resize into the slot, as resize_into does
-            region, slot = job[6], out[i]
-            rows, cols = region.shape[0], region.shape[1]
-            result = cv2.resize(
-                region, (out_w, out_h), dst=slot, interpolation=interpolation(rows, cols, out_h, out_w, antialias)
-            )
-            if result is not slot:
-                np.copyto(slot, result)
+            decoder.decode_crop_into(job[0], plans[k][2], out[i], resample=mode)
+        elif job[7]:  # decoded into the scratch: resize into the slot, as decode_crop_into does
+            resize_into(job[6], out[i], mode, job[8])
 
     if threads == 1 or len(jobs) < 2:
         for k in range(len(jobs)):
             finish(k)
     else:
-        for _ in _executor(threads).map(finish, range(len(jobs))):  # cv2.resize releases the GIL
+        for _ in _executor(threads).map(finish, range(len(jobs))):  # the resizes release the GIL
             pass
 
 

@@ -26,7 +26,18 @@ import abc
 import numpy as np
 
 from fastdata.decode.headers import _PNG_SIGNATURE, is_jpeg, jpeg_header, png_size
-from fastdata.decode.scaling import Box, Scale, check_out, choose_scale, resize_into, scaled_box
+from fastdata.decode.scaling import (
+    KERNEL_SCALES,
+    Box,
+    Scale,
+    check_out,
+    choose_scale,
+    headroom,
+    region_box,
+    resample_mode,
+    resize_into,
+    scaled_box,
+)
 
 __all__ = ["DECODER_NAMES", "DecodeError", "DecodeWarning", "Decoder", "check_not_empty"]
 
@@ -136,33 +147,57 @@ class Decoder(abc.ABC):
                 "truncated JPEG", the pixel-limit message, the codec's own words, ...).
         """
 
-    def decode_crop_into(self, data: bytes, box: Box | None, out: np.ndarray, *, antialias: bool | None = None) -> None:
+    def decode_crop_into(
+        self,
+        data: bytes,
+        box: Box | None,
+        out: np.ndarray,
+        *,
+        resample: str | None = None,
+        antialias: bool | None = None,
+    ) -> None:
         """Decode the ``box`` of an image and resize it into ``out`` (e.g. one slot of a batch).
 
-        The image is decoded at the smallest of :attr:`scales` that keeps the box at least ``out``'s size, the box
-        is mapped into the scaled pixels (``scaled_box`` of :mod:`fastdata.decode.scaling`) and resized into
-        ``out`` (``resize_into``). Decoders that can decode only a region override this.
+        The image is decoded at the smallest of :attr:`scales` that keeps the box at least ``out``'s size
+        (``resample="antialias"``: :data:`~fastdata.decode.scaling.ANTIALIAS_HEADROOM` times it; other formats than
+        JPEG then at full size), the box is mapped into the scaled pixels (``scaled_box`` of
+        :mod:`fastdata.decode.scaling`) and resized into ``out`` (``resize_into``). Decoders that can decode only a
+        region override this.
 
         Args:
             data: the encoded image.
             box: ``(top, left, height, width)`` in full-resolution pixels, inside the image;
                 None for the whole image.
             out: writable, C-contiguous ``uint8`` array ``(H, W, 3)``; receives the RGB result.
-            antialias: the resize rule of ``resize_into`` (:mod:`fastdata.decode.scaling`).
+            resample: one of :data:`~fastdata.decode.scaling.RESAMPLES`; None: ``"antialias"`` (PIL's antialiased
+                bilinear, torchvision's pictures).
+            antialias: 0.2.0's switch, instead of ``resample``: True is ``"area"``, False ``"linear"``.
 
         Raises:
             DecodeError: the image cannot be decoded.
-            ValueError: ``box`` lies outside the image, or ``out`` is not a uint8 ``(H, W, 3)`` array.
+            ValueError: ``box`` lies outside the image, ``out`` is not a uint8 ``(H, W, 3)`` array, or an unknown
+                ``resample``.
         """
         check_out(out)
-        if box is None:
-            image = self.decode(data, scale=choose_scale(self.scales, *self._size_or_decode(data), *out.shape[:2]))
-            resize_into(image, out, antialias)
+        mode = resample_mode(resample, antialias)
+        room = headroom(mode)
+        if mode != "antialias":
+            scales = self.scales
+        elif is_jpeg(data):  # the native kernel's scales: the same picture with or without it
+            scales = tuple(scale for scale in self.scales if scale in KERNEL_SCALES) or ((1, 1),)
+        else:  # PNG scales with OpenCV
+            scales = ((1, 1),)
+        out_h, out_w = out.shape[0] * room, out.shape[1] * room
+        if box is None and mode != "antialias":
+            image = self.decode(data, scale=choose_scale(scales, *self._size_or_decode(data), out_h, out_w))
+            resize_into(image, out, mode)
             return
-        scale = choose_scale(self.scales, box[2], box[3], *out.shape[:2])
+        if box is None:  # the whole image as a box, as the native kernel takes it: at a reduced scale the resize
+            box = (0, 0, *self._size_or_decode(data))  # reads the image's own extent, not its rounded-up pixels
+        scale = choose_scale(scales, box[2], box[3], out_h, out_w)
         image = self.decode(data, scale=scale)
         y0, y1, x0, x1 = scaled_box(box, scale, image.shape[:2])
-        resize_into(image[y0:y1, x0:x1], out, antialias)
+        resize_into(image[y0:y1, x0:x1], out, mode, region_box(box, scale, y0, x0))
 
     def _size_or_decode(self, data: bytes) -> tuple[int, int]:
         size = self.read_size(data)

@@ -44,7 +44,10 @@ from fastdata.decode.scaling import (
     TURBOJPEG_SCALES,
     Box,
     check_out,
+    headroom,
     plan_region,
+    region_box,
+    resample_mode,
     resize_into,
     resize_to,
     scaled_size,
@@ -181,15 +184,22 @@ def read_header(data) -> tuple[int, int, int, int]:
 
 
 def decode_crop_into(
-    data, box: Box | None, out: np.ndarray, *, antialias: bool | None = None, strict: bool = False
+    data,
+    box: Box | None,
+    out: np.ndarray,
+    *,
+    resample: str | None = None,
+    antialias: bool | None = None,
+    strict: bool = False,
 ) -> None:
     """Decode the ``box`` of a JPEG and resize it into ``out``.
 
     The JPEG is decoded at the smallest DCT scale of :data:`NATIVE_SCALES` (1/8, 1/4, 1/2, 5/8 or 1) that keeps
-    the crop at least ``out``'s size, only the crop's pixels (widened to whole scaled pixels
-    by :func:`~fastdata.decode.scaling.scaled_box`) are decoded, and OpenCV resizes them
-    straight into ``out`` (:func:`~fastdata.decode.scaling.resize_into`). A crop that
-    already has the output size is decoded into ``out`` with no resize.
+    the crop at least ``out``'s size (``resample="antialias"``: :data:`~fastdata.decode.scaling.ANTIALIAS_HEADROOM`
+    times it), only the crop's pixels (widened to whole scaled pixels by
+    :func:`~fastdata.decode.scaling.scaled_box`) are decoded, and they are resized into ``out``
+    (:func:`~fastdata.decode.scaling.resize_into`). A crop that already has the output size is decoded into
+    ``out`` with no resize: PIL's exact pixels.
 
     Args:
         data: the encoded JPEG (bytes-like).
@@ -197,9 +207,9 @@ def decode_crop_into(
             None for the whole image.
         out: C-contiguous, writable ``uint8`` array of shape ``(H, W, 3)``, e.g. one slot
             of a batch array; receives the RGB result.
-        antialias: None: ``INTER_AREA`` only when the remaining shrink is 2x or more in
-            some direction (and no direction enlarges), else ``INTER_LINEAR``; True:
-            ``INTER_AREA`` whenever shrinking; False: always ``INTER_LINEAR``.
+        resample: one of :data:`~fastdata.decode.scaling.RESAMPLES` (see :mod:`fastdata.decode.scaling`); None:
+            ``"antialias"``, PIL's antialiased bilinear (torchvision's pictures).
+        antialias: 0.2.0's switch, instead of ``resample``: True is ``"area"``, False ``"linear"``.
         strict: raise :class:`RecoveredDamage` where libjpeg only warns (recoverable damage).
 
     Raises:
@@ -218,14 +228,17 @@ def decode_crop_into(
     top, left, box_h, box_w = (int(v) for v in box)
     if box_h < 1 or box_w < 1 or top < 0 or left < 0 or top + box_h > height or left + box_w > width:
         raise ValueError(f"box {tuple(box)} (top, left, height, width) is empty or outside the {height}x{width} image")
-    scale, y0, y1, x0, x1 = plan_region((top, left, box_h, box_w), height, width, out_h, out_w, NATIVE_SCALES)
+    mode = resample_mode(resample, antialias)
+    room = headroom(mode)
+    box = (top, left, box_h, box_w)
+    scale, y0, y1, x0, x1 = plan_region(box, height, width, out_h * room, out_w * room, NATIVE_SCALES)
     region_h, region_w = y1 - y0, x1 - x0
-    if (region_h, region_w) == (out_h, out_w):
+    if (region_h, region_w) == (out_h, out_w) and (mode != "antialias" or (box_h, box_w) == (out_h, out_w)):
         _region(data, scale, y0, y1, x0, x1, out, strict)
         return
     region = _scratch(region_h * region_w * 3)[: region_h * region_w * 3].reshape(region_h, region_w, 3)
     _region(data, scale, y0, y1, x0, x1, region, strict)
-    resize_into(region, out, antialias)  # cv2.resize with dst=out, GIL released
+    resize_into(region, out, mode, region_box(box, scale, y0, x0))  # the GIL released
 
 
 def decode_full(data, scale: Scale = (1, 1), *, strict: bool = False) -> np.ndarray:
@@ -322,15 +335,17 @@ class NativeJpegDecoder(Decoder):
         box: Box | None,
         out: np.ndarray,
         *,  # noqa: D102
+        resample: str | None = None,
         antialias: bool | None = None,
     ) -> None:
+        mode = resample_mode(resample, antialias)
         if not is_jpeg(data):
-            self.fallback.decode_crop_into(data, box, out, antialias=antialias)
+            self.fallback.decode_crop_into(data, box, out, resample=mode)
             return
         try:
-            decode_crop_into(data, box, out, antialias=antialias, strict=True)
+            decode_crop_into(data, box, out, resample=mode, strict=True)
         except RecoveredDamage:  # a damaged file: decode it whole the fallback's way (PIL's pixels)
-            self.fallback.decode_crop_into(data, box, out, antialias=antialias)
+            self.fallback.decode_crop_into(data, box, out, resample=mode)
 
     def validate(self, data: bytes) -> tuple[int, int]:  # noqa: D102
         return self.fallback.validate(data)

@@ -11,8 +11,10 @@ functions take the same arguments and return what ``train.py`` uses, so one adde
 that flips, colour-jitters, normalizes and random-erases the batch on ``device``, and hands out
 ``(images, labels)`` on the device in ``img_dtype``, as timm's prefetcher does. An argument fastdata does not
 reproduce (aug splits, mixup collate, ...) raises ``ValueError`` naming the ``train.py`` flag to drop, rather than
-training with a different recipe than asked. The decode-time resize is fastdata's (OpenCV
-``INTER_AREA``/``INTER_LINEAR``), whatever ``interpolation`` says.
+training with a different recipe than asked. The decode-time resize is PIL's antialiased bilinear by default
+(``create_transform``'s ``interpolation="bilinear"``: timm's pictures); ``resample="fast"`` takes fastdata 0.2.0's
+cheaper OpenCV resize (:mod:`fastdata.decode.scaling` says what each gives). ``interpolation`` does not change the
+crop's resize (``"random"``, as ``train.py`` passes, picks bilinear or bicubic per image in timm; here bilinear).
 
 ``auto_augment`` (``--aa``: ``rand-...`` strings, and ``3a``) and with it the whole training recipe run where
 ``augment_at`` says: ``"decode"`` puts flip, the policy, colour jitter and random erasing in the DataLoader workers
@@ -139,6 +141,7 @@ def create_loader(  # noqa: D417 (timm's create_loader arguments, with timm's me
     auto_augment: str | None = None,
     interpolation: str = "bilinear",
     augment_at: str = "auto",
+    resample: str | None = None,
     **options: Any,
 ) -> TimmLoader:
     """Timm's ``create_loader`` over a fastdata pack (see the module docstring for what it builds).
@@ -150,6 +153,9 @@ def create_loader(  # noqa: D417 (timm's create_loader arguments, with timm's me
     Args:
         augment_at: where the training augmentations run: ``"decode"`` (the workers, on uint8), ``"device"``
             (batched on ``device``) or ``"auto"`` (``"device"`` for a CUDA device, else ``"decode"``).
+        resample: the decode-time crop's resize (:class:`~fastdata.transforms.RandomResizedCrop`'s, and the
+            evaluation ``ResizeCenterCrop``'s): None or ``"antialias"`` (PIL's antialiased bilinear, timm's
+            pictures), ``"fast"`` (0.2.0's OpenCV resize, cheaper, sharper than timm's).
 
     Raises:
         TypeError: ``dataset`` is not a :class:`~fastdata.ShardDataset` (use :func:`create_dataset`).
@@ -176,12 +182,14 @@ def create_loader(  # noqa: D417 (timm's create_loader arguments, with timm's me
         jitter = (float(color_jitter),) * 3 if isinstance(color_jitter, (int, float)) else tuple(color_jitter)[:3]
     if augment:
         area, aspect = tuple(scale or (0.08, 1.0)), tuple(ratio or (3.0 / 4.0, 4.0 / 3.0))
-        crop = RandomResizedCrop(size, cast(_Pair, area), cast(_Pair, aspect))  # it checks that both are pairs
+        crop = RandomResizedCrop(size, cast(_Pair, area), cast(_Pair, aspect), resample=resample)  # checks the pairs
         dataset.transform = crop
     else:
         if size[0] != size[1]:  # timm keeps the aspect ratio then (ResizeKeepRatio), which is not reproduced here
             raise ValueError(f"evaluation at a non-square input_size {size} is not supported; use a square size")
-        dataset.transform = ResizeCenterCrop(math.floor(size[0] / (crop_pct or _DEFAULT_CROP_PCT)), size)
+        dataset.transform = ResizeCenterCrop(
+            math.floor(size[0] / (crop_pct or _DEFAULT_CROP_PCT)), size, resample=resample
+        )
     steps: list[Any] = []
     if augment and at_decode:  # the recipe in the workers, in timm's order; the device only normalizes
         recipe: list[Any] = [crop]

@@ -16,7 +16,7 @@ import numpy as np
 from typing_extensions import override
 
 from fastdata.decode import Decoder
-from fastdata.decode.scaling import resize_into
+from fastdata.decode.scaling import resample_mode, resize_into
 from fastdata.transforms.base import DecodeTransform, _pair, _range
 from fastdata.transforms.crop_params import sample_crop
 
@@ -35,26 +35,27 @@ class RandomResizedCrop(DecodeTransform):
     gives the same crops whatever ``num_workers`` is and a resumed run the crops of an
     uninterrupted one. Without ``rng`` (``ds[i]`` with a plain int, torch's DataLoader) it draws
     from torch's global RNG exactly as torchvision does (DataLoader's per-worker seeding applies).
-    The JPEG is then decoded at the smallest DCT scale that keeps
-    the crop at least ``size``, the crop box is mapped into the scaled image (grown
-    outwards to whole pixels, at most one scaled pixel per side) and resized with
-    OpenCV (``INTER_AREA`` when shrinking, ``INTER_LINEAR`` when enlarging).
-    PyTurboJPEG 1.x cannot decode only a region, so the whole image is decoded at
-    that scale.
+    The JPEG is then decoded at the smallest DCT scale that keeps the crop at least ``size`` (by default
+    :data:`~fastdata.decode.scaling.ANTIALIAS_HEADROOM` times it), the crop box is mapped into the scaled image
+    (grown outwards to whole pixels, at most one scaled pixel per side) and resized by ``resample``. The default
+    gives torchvision's pictures: its ``RandomResizedCrop`` on the PIL image (PIL's antialiased bilinear), exactly
+    where the crop is decoded at full scale (a 224 crop of an ImageNet-sized photo). PyTurboJPEG 1.x cannot decode
+    only a region, so that decoder decodes the whole image at that scale.
 
     Args:
         size: output size, an int (square) or ``(height, width)``.
         scale: range of the crop's area as a fraction of the image's.
         ratio: range of the crop's aspect ratio (width / height), sampled log-uniformly.
-        antialias: None (default): ``INTER_AREA`` only when the remaining shrink is 2x or
-            more, else ``INTER_LINEAR``; since the DCT-scaled decode already did the large part
-            of a JPEG's shrink, that is nearly always the fast ``INTER_LINEAR``. True: always
-            ``INTER_AREA`` when shrinking (close to torchvision's antialiased bilinear, slower);
-            False: always ``INTER_LINEAR``.
+        resample: how the crop is resized (:mod:`fastdata.decode.scaling` says what each gives): None or
+            ``"antialias"`` (default): PIL's antialiased bilinear, torchvision's and timm's pictures. ``"fast"``:
+            0.2.0's resample, the smallest DCT scale, then OpenCV's ``INTER_LINEAR`` (``INTER_AREA`` where 2x or
+            more shrink remains): cheaper, sharper than the reference (aliased). ``"area"``, ``"linear"``: always
+            ``INTER_AREA`` when shrinking / always ``INTER_LINEAR``.
+        antialias: 0.2.0's switch, instead of ``resample``: True is ``"area"``, False ``"linear"``.
         decoder: a Decoder or decoder name (see :class:`DecodeTransform`).
 
     Raises:
-        ValueError: a bad ``size``, ``scale``, ``ratio`` or decoder name.
+        ValueError: a bad ``size``, ``scale``, ``ratio``, ``resample`` or decoder name.
 
     Example::
 
@@ -70,11 +71,12 @@ class RandomResizedCrop(DecodeTransform):
         scale: tuple[float, float] = (0.08, 1.0),
         ratio: tuple[float, float] = (3.0 / 4.0, 4.0 / 3.0),
         *,
+        resample: str | None = None,
         antialias: bool | None = None,
         decoder: Decoder | str = "auto",
     ) -> None:
         super().__init__(decoder=decoder)
-        self.antialias = None if antialias is None else bool(antialias)
+        self.resample = resample_mode(resample, None if antialias is None else bool(antialias))
         self.size = _pair(size, "size")
         self.scale = _range(scale, "scale")
         self.ratio = _range(ratio, "ratio")
@@ -146,10 +148,10 @@ class RandomResizedCrop(DecodeTransform):
         if full is None:  # no cheap header: decode fully, crop in full resolution
             image = decoder.decode(data)
             top, left, height, width = self._params(image.shape[0], image.shape[1], rng)
-            resize_into(image[top : top + height, left : left + width], out, self.antialias)
+            resize_into(image[top : top + height, left : left + width], out, self.resample)
             return
         box = self._params(full[0], full[1], rng)
-        decoder.decode_crop_into(data, box, out, antialias=self.antialias)
+        decoder.decode_crop_into(data, box, out, resample=self.resample)
 
     def _params(self, height: int, width: int, rng: np.random.Generator | None) -> tuple[int, int, int, int]:
         if rng is None:  # the call torchvision makes (a subclass overriding get_params without rng keeps working)
@@ -158,15 +160,16 @@ class RandomResizedCrop(DecodeTransform):
 
     def _extra_repr(self) -> str:
         ratio = tuple(round(r, 4) for r in self.ratio)
-        return f"size={self.size}, scale={self.scale}, ratio={ratio}, antialias={self.antialias}"
+        return f"size={self.size}, scale={self.scale}, ratio={ratio}, resample={self.resample!r}"
 
 
 class ResizeCenterCrop(DecodeTransform):
     """``Resize(resize)`` then ``CenterCrop(size)`` (torchvision semantics) with a DCT-scaled decode.
 
-    The JPEG is decoded at the smallest DCT scale that keeps the resized size
-    reachable without enlarging, then resized with OpenCV ``INTER_AREA`` and
-    center-cropped. The evaluation transform of ImageNet-style training.
+    The JPEG is decoded at the smallest DCT scale that keeps the resized size reachable without enlarging (by
+    default :data:`~fastdata.decode.scaling.ANTIALIAS_HEADROOM` times it), then resized by ``resample`` and
+    center-cropped. The evaluation transform of ImageNet-style training; by default torchvision's pictures
+    (``Resize`` + ``CenterCrop`` on the PIL image).
 
     Args:
         resize: an int resizes the shorter side to it, keeping the aspect ratio
@@ -174,11 +177,13 @@ class ResizeCenterCrop(DecodeTransform):
             ``(height, width)`` resizes to exactly that.
         size: center crop size, an int (square) or ``(height, width)``; must fit
             inside the resized image.
-        antialias: shrink with ``INTER_AREA``; False uses the faster ``INTER_LINEAR``.
+        resample: as :class:`RandomResizedCrop`'s; None: ``"antialias"`` (PIL's antialiased bilinear).
+        antialias: 0.2.0's switch, instead of ``resample``: True (0.2.0's default) is ``"area"`` (OpenCV's
+            ``INTER_AREA``), False ``"linear"``.
         decoder: a Decoder or decoder name (see :class:`DecodeTransform`).
 
     Raises:
-        ValueError: a bad ``resize``/``size``, a crop larger than ``resize``, or a bad
+        ValueError: a bad ``resize``/``size``, a crop larger than ``resize``, a bad ``resample`` or a bad
             decoder name.
 
     Example::
@@ -191,11 +196,12 @@ class ResizeCenterCrop(DecodeTransform):
         resize: int | Sequence[int] = 256,
         size: int | Sequence[int] = 224,
         *,
-        antialias: bool = True,
+        resample: str | None = None,
+        antialias: bool | None = None,
         decoder: Decoder | str = "auto",
     ) -> None:
         super().__init__(decoder=decoder)
-        self.antialias = bool(antialias)
+        self.resample = resample_mode(resample, None if antialias is None else bool(antialias))
         _pair(resize, "resize")  # validates
         self.resize = resize if isinstance(resize, int) else tuple(resize)
         self.size = _pair(size, "size")
@@ -239,11 +245,11 @@ class ResizeCenterCrop(DecodeTransform):
         if full is None:
             full = decoder.decode(data).shape[:2]  # no cheap header (rare formats): learn the size first
         resized = np.empty((*self.resized_size(*full), 3), np.uint8)
-        decoder.decode_crop_into(data, None, resized, antialias=self.antialias)
+        decoder.decode_crop_into(data, None, resized, resample=self.resample)
         crop_h, crop_w = self.size
         top = int(round((resized.shape[0] - crop_h) / 2.0))
         left = int(round((resized.shape[1] - crop_w) / 2.0))
         np.copyto(out, resized[top : top + crop_h, left : left + crop_w])
 
     def _extra_repr(self) -> str:
-        return f"resize={self.resize}, size={self.size}, antialias={self.antialias}"
+        return f"resize={self.resize}, size={self.size}, resample={self.resample!r}"

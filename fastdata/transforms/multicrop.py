@@ -28,7 +28,7 @@ from fastdata.decode import native
 from fastdata.decode.base import Decoder
 from fastdata.decode.batch import MultiDecodedBatch, empty_tensor
 from fastdata.decode.headers import is_jpeg
-from fastdata.decode.scaling import Box, choose_scale, resize_into, scaled_box, scaled_size
+from fastdata.decode.scaling import Box, choose_scale, headroom, region_box, resize_into, scaled_box, scaled_size
 from fastdata.sampler.seeding import sample_generator
 from fastdata.transforms.base import DecodeTransform
 from fastdata.transforms.crop import RandomResizedCrop
@@ -66,7 +66,7 @@ class MultiCrop(DecodeTransform):
 
     Args:
         crops: the crops, in output order; each a :class:`~fastdata.transforms.RandomResizedCrop` (its size,
-            scale, ratio and antialias are used; its decoder is not). DINO's: 2 global + 6 local.
+            scale, ratio and resample are used; its decoder is not). DINO's: 2 global + 6 local.
         one_decode: True: one region decode at the finest scale any crop needs; False: one per distinct scale,
             every crop then exactly its ``RandomResizedCrop``'s output.
         decoder: a Decoder or decoder name (see :class:`~fastdata.transforms.DecodeTransform`).
@@ -149,10 +149,13 @@ class MultiCrop(DecodeTransform):
             height, width = image.shape[:2]
             for crop, box, out in zip(self.crops, self.draw(height, width, rng), outs, strict=True):
                 top, left, h, w = box
-                resize_into(image[top : top + h, left : left + w], out, crop.antialias)
+                resize_into(image[top : top + h, left : left + w], out, crop.resample)
             return
         boxes = self.draw(full[0], full[1], rng)
-        scales = [choose_scale(decoder.scales, b[2], b[3], *c.size) for b, c in zip(boxes, self.crops, strict=True)]
+        scales = [
+            choose_scale(decoder.scales, b[2], b[3], c.size[0] * headroom(c.resample), c.size[1] * headroom(c.resample))
+            for b, c in zip(boxes, self.crops, strict=True)
+        ]
         if self.one_decode:
             finest = max(scales, key=lambda s: s[0] / s[1])
             scales = [finest] * len(scales)
@@ -163,7 +166,8 @@ class MultiCrop(DecodeTransform):
             region = decode_region(decoder, data, scale, (y0, y1, x0, x1))
             for k in members:
                 a0, a1, b0, b1 = scaled_box(boxes[k], scale, shape)
-                resize_into(region[a0 - y0 : a1 - y0, b0 - x0 : b1 - x0], outs[k], self.crops[k].antialias)
+                part = region[a0 - y0 : a1 - y0, b0 - x0 : b1 - x0]
+                resize_into(part, outs[k], self.crops[k].resample, region_box(boxes[k], scale, a0, b0))
 
     def decode_batch(self, dataset: Any, indices: Sequence[int]) -> MultiDecodedBatch:
         """A batch of ``dataset`` (with ``read()``) decoded in place into k uint8 ``[N, h, w, 3]`` tensors.

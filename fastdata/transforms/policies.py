@@ -127,11 +127,16 @@ class RandAugment(_TorchvisionPolicy):
 
     @classmethod
     def from_config(cls, config: str, **kwargs: Any) -> TimmRandAugment:
-        """Timm's RandAugment from its config string (``"rand-m9-mstd0.5-inc1"``), as ``--aa`` builds it.
+        """Timm's RandAugment from its config string (``"rand-m9-mstd0.5-inc1"``), as ``create_transform`` builds it.
 
-        See :class:`~fastdata.transforms.timm_augment.TimmRandAugment` (what this returns) for the sections and
-        keyword arguments.
+        The geometric ops interpolate bilinearly by default, as ``timm.data.create_transform(...,
+        auto_augment=config)`` does (its ``interpolation="bilinear"``) and as fastdata's timm ``create_loader`` does.
+        timm's ``train.py`` passes ``--train-interpolation random`` instead (bilinear or bicubic per op): pass
+        ``interpolation="random"`` to get that. See :class:`~fastdata.transforms.timm_augment.TimmRandAugment` (what
+        this returns; its own ``from_config`` keeps ``rand_augment_transform``'s default, ``"random"``) for the
+        sections and keyword arguments.
         """
+        kwargs.setdefault("interpolation", "bilinear")
         return TimmRandAugment.from_config(config, **kwargs)
 
     def draw(self, rng: np.random.Generator, height: int, width: int) -> list[tuple[str, float]]:  # noqa: D102

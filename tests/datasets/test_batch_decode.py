@@ -49,10 +49,11 @@ def _per_sample(transform, datas, seeds) -> np.ndarray:
     return out
 
 
+@pytest.mark.parametrize("resample", ["antialias", "fast"])
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("size", [(48, 40), (224, 224)])
-def test_batch_equals_per_sample(threads, size):
-    transform = RandomResizedCrop(size, decoder="native")
+def test_batch_equals_per_sample(threads, size, resample):
+    transform = RandomResizedCrop(size, resample=resample, decoder="native")
     assert batch_decode.batch_capable(transform)
     datas = _records() * 3
     seeds = [SampleIndex(i, 0, i) for i in range(len(datas))]
@@ -225,11 +226,12 @@ def test_seeded_batch_draws_its_crops_in_one_call(monkeypatch):
     assert plain.uniforms(40) is None and plain[0] is None
 
 
-def test_job_is_choose_scale_and_scaled_box():
+@pytest.mark.parametrize("mode", ["antialias", "fast"])
+def test_job_is_choose_scale_and_scaled_box(mode):
     """The batch call's inline plan is exactly what decode_crop_into computes (choose_scale + scaled_box)."""
     import random
 
-    from fastdata.decode.scaling import choose_scale, scaled_box, scaled_size
+    from fastdata.decode.scaling import choose_scale, headroom, scaled_box, scaled_size
 
     rng = random.Random(4)
     for _ in range(3000):
@@ -237,9 +239,11 @@ def test_job_is_choose_scale_and_scaled_box():
         box_h, box_w = rng.randint(1, height), rng.randint(1, width)
         box = (rng.randint(0, height - box_h), rng.randint(0, width - box_w), box_h, box_w)
         out_h, out_w = rng.choice([(224, 224), (96, 96), (40, 64), (1, 1), (500, 300)])
-        scale = choose_scale(native.NATIVE_SCALES, box_h, box_w, out_h, out_w)
+        room = headroom(mode)
+        scale = choose_scale(native.NATIVE_SCALES, box_h, box_w, out_h * room, out_w * room)
         region = scaled_box(box, scale, scaled_size(height, width, scale))
-        job = batch_decode._job(b"", box, (height, width), out_h, out_w)
+        job = batch_decode._job(b"", box, (height, width), out_h, out_w, mode)
         assert job[1] == scale and tuple(job[2:6]) == region, (height, width, box, out_h, out_w)
         rows, cols = region[1] - region[0], region[3] - region[2]
-        assert job[7] == (0 if (rows, cols) == (out_h, out_w) else rows * cols * 3)
+        direct = (rows, cols) == (out_h, out_w) and (mode == "fast" or (box_h, box_w) == (out_h, out_w))
+        assert job[7] == (0 if direct else rows * cols * 3)

@@ -25,6 +25,7 @@ _jpegcrop = pytest.importorskip(
 )
 
 from fastdata.decode import DecodeError, native  # noqa: E402 (after the skip)
+from fastdata.decode.scaling import ANTIALIAS_HEADROOM  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -191,22 +192,31 @@ def test_rgb_colorspace_jpeg():
 # ---- decode_crop_into ---------------------------------------------------------------------
 
 
-def _reference_crop(data: bytes, box, size, antialias=None) -> np.ndarray:
-    """Full decode at the chosen scale, numpy crop, cv2.resize: what decode_crop_into promises."""
-    from fastdata.decode.scaling import choose_scale, scaled_box, scaled_size
+def _reference_crop(data: bytes, box, size, antialias=None, resample=None) -> np.ndarray:
+    """Full decode at the chosen scale, numpy crop, resize: what decode_crop_into promises.
 
+    ``"antialias"`` (antialias None): PIL's bilinear of the box (4x the output kept by the scale); else cv2.resize.
+    """
+    from fastdata.decode.scaling import choose_scale, headroom, scaled_box, scaled_size
+
+    mode = resample or {None: "antialias", True: "area", False: "linear"}[antialias]
+    room = headroom(mode)
     height, width = native.read_header(data)[:2]
-    scale = choose_scale(native.NATIVE_SCALES, box[2], box[3], *size)
+    scale = choose_scale(native.NATIVE_SCALES, box[2], box[3], size[0] * room, size[1] * room)
     image = _full(data, scale)
     assert image.shape[:2] == scaled_size(height, width, scale)
     y0, y1, x0, x1 = scaled_box(box, scale, image.shape[:2])
     region = image[y0:y1, x0:x1]
+    if mode == "antialias":
+        f = scale[0] / scale[1]
+        pil_box = (box[1] * f - x0, box[0] * f - y0, (box[1] + box[3]) * f - x0, (box[0] + box[2]) * f - y0)
+        return np.asarray(Image.fromarray(region).resize(size[::-1], Image.BILINEAR, box=pil_box))
     if region.shape[:2] == size:
         return region.copy()
     shrink = size[0] <= region.shape[0] and size[1] <= region.shape[1]
-    if antialias is None:
+    if mode == "fast":
         shrink = shrink and max(region.shape[0] / size[0], region.shape[1] / size[1]) >= 2.0
-    interpolation = cv2.INTER_AREA if shrink and antialias is not False else cv2.INTER_LINEAR
+    interpolation = cv2.INTER_AREA if shrink and mode != "linear" else cv2.INTER_LINEAR
     return cv2.resize(region, (size[1], size[0]), interpolation=interpolation)
 
 
@@ -235,18 +245,21 @@ def test_decode_crop_into_same_size_and_whole_image():
     native.decode_crop_into(data, None, out)
     np.testing.assert_array_equal(out, _full(data))
     small = np.empty((19, 26, 3), np.uint8)  # 150x203 / 8 is 18.75 x 25.4 < 19x26: 1/4, resized (never enlarged)
-    native.decode_crop_into(data, None, small)
+    native.decode_crop_into(data, None, small, resample="fast")
     np.testing.assert_array_equal(small, cv2.resize(_full(data, 4), (26, 19), interpolation=cv2.INTER_AREA))
     square = _jpeg(_MID[:144, :200], quality=90)  # 144x200 / 8 is 18x25 exactly: the 1/8 decode itself
     small = np.empty((18, 25, 3), np.uint8)
-    native.decode_crop_into(square, None, small)
+    native.decode_crop_into(square, None, small, resample="fast")
     np.testing.assert_array_equal(small, _full(square, 8))
+    native.decode_crop_into(square, None, small)  # antialias keeps 4x the output: 1/2, PIL's resize of it
+    np.testing.assert_array_equal(small, np.asarray(Image.fromarray(_full(square, 2)).resize((25, 18), Image.BILINEAR)))
 
 
-def test_decode_crop_into_matches_turbojpeg_path():
+@pytest.mark.parametrize("resample, room", [("antialias", ANTIALIAS_HEADROOM), ("fast", 1)])
+def test_decode_crop_into_matches_turbojpeg_path(resample, room):
     """Same pixels as RandomResizedCrop's path so far: PyTurboJPEG full decode at the scale, crop, resize."""
     from fastdata.decode import get_decoder
-    from fastdata.decode.scaling import choose_scale, resize_into, scaled_box
+    from fastdata.decode.scaling import choose_scale, region_box, resize_into, scaled_box
 
     try:
         decoder = get_decoder("turbojpeg")
@@ -257,13 +270,15 @@ def test_decode_crop_into_matches_turbojpeg_path():
     for _ in range(20):
         h, w = rng.randint(20, 375), rng.randint(20, 500)
         box = (rng.randint(0, 375 - h), rng.randint(0, 500 - w), h, w)
-        scale = choose_scale(decoder.scales, h, w, 56, 56)
+        scale = choose_scale(decoder.scales, h, w, 56 * room, 56 * room)
+        if scale != choose_scale(native.NATIVE_SCALES, h, w, 56 * room, 56 * room):
+            continue  # 5/8: the kernel's own scale, not one of PyTurboJPEG's (SIMD) scales
         image = decoder.decode(data, scale=scale)
         y0, y1, x0, x1 = scaled_box(box, scale, image.shape)
         expected = np.empty((56, 56, 3), np.uint8)
-        resize_into(np.ascontiguousarray(image[y0:y1, x0:x1]), expected, None)
+        resize_into(np.ascontiguousarray(image[y0:y1, x0:x1]), expected, resample, region_box(box, scale, y0, x0))
         out = np.empty((56, 56, 3), np.uint8)
-        native.decode_crop_into(data, box, out)
+        native.decode_crop_into(data, box, out, resample=resample)
         assert np.abs(out.astype(np.int16) - expected).max() <= 1
 
 

@@ -14,6 +14,7 @@ from PIL import Image
 
 from fastdata._util.optional import has_turbojpeg
 from fastdata.decode import SIMD_SCALES, TURBOJPEG_SCALES, Decoder, OpenCVDecoder, TurboJpegDecoder, scaled_size
+from fastdata.decode.scaling import ANTIALIAS_HEADROOM, KERNEL_SCALES
 from fastdata.decode.scaling import scaled_box as _scaled_box
 from fastdata.transforms import Decode, DecodeTransform, RandomResizedCrop, ResizeCenterCrop
 from tests.images import encode, encode_cmyk, natural_image
@@ -144,9 +145,11 @@ def test_get_params_matches_torchvision():
 
 
 @pytest.mark.parametrize("scales", [SIMD_SCALES, pytest.param(TURBOJPEG_SCALES, marks=needs_turbojpeg)])
-def test_random_resized_crop_decodes_at_the_smallest_sufficient_scale(scales, monkeypatch):
+@pytest.mark.parametrize("resample, room", [("fast", 1), ("antialias", ANTIALIAS_HEADROOM)])
+def test_random_resized_crop_decodes_at_the_smallest_sufficient_scale(scales, resample, room, monkeypatch):
     spy = SpyDecoder(TurboJpegDecoder(scales=scales) if scales is TURBOJPEG_SCALES else OpenCVDecoder())
-    transform = RandomResizedCrop(100, decoder=spy)
+    transform = RandomResizedCrop(100 if resample == "fast" else 45, resample=resample, decoder=spy)
+    least = transform.size[0] * room  # the crop at the chosen scale keeps at least this, counted exactly
     boxes = []
     real_get_params = RandomResizedCrop.get_params
 
@@ -157,21 +160,26 @@ def test_random_resized_crop_decodes_at_the_smallest_sufficient_scale(scales, mo
     monkeypatch.setattr(RandomResizedCrop, "get_params", staticmethod(recording))
     torch.manual_seed(0)
     for _ in range(40):
-        assert transform(BIG_JPEG).shape == (100, 100, 3)
+        assert transform(BIG_JPEG).shape == (*transform.size, 3)
+    # "antialias" decodes at the native kernel's scales only, so that both paths give the same picture
+    usable = scales if resample == "fast" else tuple(s for s in scales if s in KERNEL_SCALES)
     for (_, _, h, w), scale in zip(boxes, spy.calls, strict=False):
-        assert min(scaled_size(h, w, scale)) >= 100 or scale == (1, 1)
-        for smaller in (s for s in scales if s[0] / s[1] < scale[0] / scale[1]):
-            assert min(scaled_size(h, w, smaller)) < 100, (h, w, scale, smaller)
+        assert scale in usable
+        assert min(h, w) * scale[0] >= least * scale[1] or scale == (1, 1)
+        for smaller in (s for s in usable if s[0] / s[1] < scale[0] / scale[1]):
+            assert min(h, w) * smaller[0] < least * smaller[1], (h, w, scale, smaller)
     assert len(set(spy.calls)) >= 3  # the test exercised several scales
 
 
 def test_resize_center_crop_decodes_at_the_smallest_sufficient_scale():
     spy = SpyDecoder(OpenCVDecoder())
-    ResizeCenterCrop(225, 224, decoder=spy)(BIG_JPEG)  # 900 / 4 = 225 >= 225
-    ResizeCenterCrop(226, 224, decoder=spy)(BIG_JPEG)  # 225 < 226: needs 1/2
-    ResizeCenterCrop(112, 100, decoder=spy)(BIG_JPEG)  # 900 / 8 = 112.5 -> 113 rows
-    ResizeCenterCrop(1000, 224, decoder=spy)(BIG_JPEG)  # enlarging: full size
-    assert spy.calls == [(1, 4), (1, 2), (1, 8), (1, 1)]
+    ResizeCenterCrop(225, 224, resample="fast", decoder=spy)(BIG_JPEG)  # 900 / 4 = 225 >= 225
+    ResizeCenterCrop(226, 224, resample="fast", decoder=spy)(BIG_JPEG)  # 225 < 226: needs 1/2
+    ResizeCenterCrop(112, 100, resample="fast", decoder=spy)(BIG_JPEG)  # 900 / 8 = 112.5 >= 112
+    ResizeCenterCrop(1000, 224, resample="fast", decoder=spy)(BIG_JPEG)  # enlarging: full size
+    ResizeCenterCrop(112, 100, decoder=spy)(BIG_JPEG)  # antialias keeps 4x: 900 / 2 = 450 >= 448, 900 / 4 < 448
+    ResizeCenterCrop(226, 224, decoder=spy)(BIG_JPEG)  # 678 rows needed: full size
+    assert spy.calls == [(1, 4), (1, 2), (1, 8), (1, 1), (1, 2), (1, 1)]
 
 
 def test_scaled_box_covers_the_crop_and_stays_in_bounds():
@@ -211,13 +219,10 @@ def test_random_resized_crop_matches_pil_crop_and_resize(decoder):
             scale = transform.resolve_decoder().scales
             torch.manual_seed(seed)
             out = transform(BIG_JPEG)
-            # the DCT-scaled path may grow the box by < 1 scaled pixel per side: compare with that box
-            chosen = next(s for s in scale if s == (1, 1) or min(scaled_size(h, w, s)) >= transform.size[0])
-            y0, y1, x0, x1 = _scaled_box((top, left, h, w), chosen, (*scaled_size(900, 1200, chosen), 3))
-            inv = chosen[1] / chosen[0]
-            box = (x0 * inv, y0 * inv, min(x1 * inv, 1200), min(y1 * inv, 900))
-            ref = np.asarray(pil.resize(transform.size[::-1], Image.BILINEAR, box=box))
-            assert _mad(out, ref) < 3.0, (seed, chosen)
+            # torchvision's RandomResizedCrop on the PIL image: crop, then PIL's antialiased bilinear
+            chosen = next(s for s in scale if s == (1, 1) or min(h, w) * s[0] >= 3 * transform.size[0] * s[1])
+            ref = np.asarray(pil.crop((left, top, left + w, top + h)).resize(transform.size[::-1], Image.BILINEAR))
+            assert _mad(out, ref) < (0.5 if chosen == (1, 1) else 1.5), (seed, chosen)
 
 
 @pytest.mark.parametrize("decoder", DECODER_PARAMS)
@@ -301,11 +306,17 @@ def test_transforms_pickle(decoder):
 
 def test_repr():
     assert repr(RandomResizedCrop(224)) == (
-        "RandomResizedCrop(size=(224, 224), scale=(0.08, 1.0), ratio=(0.75, 1.3333), antialias=None, decoder='auto')"
+        "RandomResizedCrop(size=(224, 224), scale=(0.08, 1.0), ratio=(0.75, 1.3333), resample='antialias', "
+        "decoder='auto')"
     )
     assert repr(ResizeCenterCrop(antialias=False)) == (
-        "ResizeCenterCrop(resize=256, size=(224, 224), antialias=False, decoder='auto')"
+        "ResizeCenterCrop(resize=256, size=(224, 224), resample='linear', decoder='auto')"
     )
+    assert RandomResizedCrop(8, resample="fast").resample == "fast"
+    with pytest.raises(ValueError, match="resample must be one of"):
+        RandomResizedCrop(8, resample="bicubic")
+    with pytest.raises(ValueError, match="not both"):
+        RandomResizedCrop(8, resample="fast", antialias=True)
     assert repr(Decode(decoder="opencv")) == "Decode(decoder='opencv')"
     assert math.isclose(RandomResizedCrop(8).ratio[1], 4 / 3)
 
@@ -325,7 +336,7 @@ def test_antialias_picks_the_opencv_interpolation(antialias, interpolation):
 
 
 def test_auto_antialias_uses_area_only_for_large_shrinks(monkeypatch):
-    """antialias=None: INTER_LINEAR below a 2x shrink (what is left after a DCT-scaled decode), INTER_AREA from 2x."""
+    """resample="fast": INTER_LINEAR below a 2x shrink (what is left after a DCT-scaled decode), INTER_AREA from 2x."""
     from fastdata.decode.scaling import resize_into
 
     used = []
@@ -339,11 +350,11 @@ def test_auto_antialias_uses_area_only_for_large_shrinks(monkeypatch):
         )[1],
     )
     image = np.zeros((300, 300, 3), np.uint8)
-    resize_into(image, np.empty((200, 200, 3), np.uint8), None)  # 1.5x
-    resize_into(image, np.empty((150, 150, 3), np.uint8), None)  # 2x
-    resize_into(image, np.empty((200, 200, 3), np.uint8), True)
-    resize_into(image, np.empty((150, 150, 3), np.uint8), False)
-    resize_into(image, np.empty((400, 400, 3), np.uint8), None)  # enlarging
+    resize_into(image, np.empty((200, 200, 3), np.uint8), "fast")  # 1.5x
+    resize_into(image, np.empty((150, 150, 3), np.uint8), "fast")  # 2x
+    resize_into(image, np.empty((200, 200, 3), np.uint8), "area")
+    resize_into(image, np.empty((150, 150, 3), np.uint8), "linear")
+    resize_into(image, np.empty((400, 400, 3), np.uint8), "fast")  # enlarging
     assert used == [cv2.INTER_LINEAR, cv2.INTER_AREA, cv2.INTER_AREA, cv2.INTER_LINEAR, cv2.INTER_LINEAR]
 
 

@@ -8,7 +8,7 @@ import torch
 
 from fastdata import DataLoaderX, DataPrefetcher, ShardDataset, fast_collate
 from fastdata.decode import get_decoder, native
-from fastdata.decode.scaling import choose_scale, resize_into, scaled_box
+from fastdata.decode.scaling import choose_scale, headroom, region_box, resize_into, scaled_box
 from fastdata.transforms import RandomResizedCrop
 from fastdata.transforms.multicrop import MultiCrop
 from tests.images import encode, natural_image
@@ -26,7 +26,7 @@ def independent(crops, data, seed, decoder="auto"):
     rng = np.random.default_rng(seed)
     outs = []
     for crop in crops:
-        alone = RandomResizedCrop(crop.size, crop.scale, crop.ratio, antialias=crop.antialias, decoder=decoder)
+        alone = RandomResizedCrop(crop.size, crop.scale, crop.ratio, resample=crop.resample, decoder=decoder)
         out = np.empty((*crop.size, 3), np.uint8)
         alone.decode_into(data, out, rng=rng)
         outs.append(out)
@@ -64,10 +64,15 @@ def test_one_decode_equals_independent_crops_when_scales_agree(seed, count_decod
 
 @pytest.mark.parametrize("seed", range(6))
 def test_large_photo_one_decode_and_per_scale_decodes(seed, count_decodes):
-    data = jpeg(750, 1000, seed)  # local crops alone would decode at 1/2 or 1/4, global ones at 1/2 or 1/1
+    data = jpeg(
+        1500, 2000, seed
+    )  # local crops alone decode at reduced scales (3x their size kept), global ones near 1/1
     rng = np.random.default_rng(seed)
-    boxes = MultiCrop(DINO).draw(750, 1000, rng)
-    scales = [choose_scale(native.NATIVE_SCALES, b[2], b[3], *c.size) for b, c in zip(boxes, DINO, strict=False)]
+    boxes = MultiCrop(DINO).draw(1500, 2000, rng)
+    scales = [
+        choose_scale(native.NATIVE_SCALES, b[2], b[3], *(side * headroom(c.resample) for side in c.size))
+        for b, c in zip(boxes, DINO, strict=False)
+    ]
     # one_decode=False: one decode per distinct scale, every crop exactly its RandomResizedCrop's
     exact = MultiCrop(DINO, one_decode=False)(data, rng=np.random.default_rng(seed))
     assert len(set(scales)) > 1 and len(count_decodes) == len(set(scales))
@@ -82,7 +87,7 @@ def test_large_photo_one_decode_and_per_scale_decodes(seed, count_decodes):
     for got, box, crop in zip(crops, boxes, DINO, strict=False):
         y0, y1, x0, x1 = scaled_box(box, finest, whole.shape[:2])
         want = np.empty_like(got)
-        resize_into(whole[y0:y1, x0:x1], want, crop.antialias)
+        resize_into(whole[y0:y1, x0:x1], want, crop.resample, region_box(box, finest, y0, x0))
         assert np.array_equal(got, want)
 
 

@@ -427,3 +427,12 @@ def test_policies_called_on_an_image_keep_the_input_and_check_it():
         RandAugment()(image.astype(np.float32))
     with pytest.raises(TypeError, match="numpy"):
         RandAugment()(torch.zeros(3, 4, 4, dtype=torch.uint8))
+
+
+def test_from_config_interpolates_as_create_transform():
+    """``RandAugment.from_config`` is what ``timm.data.create_transform(auto_augment=...)`` builds: bilinear geometric
+    ops (its ``interpolation="bilinear"``); ``train.py``'s ``random`` is asked for by name."""
+    from fastdata.transforms import RandAugment
+
+    assert RandAugment.from_config("rand-m9-mstd0.5-inc1").interpolation == "bilinear"
+    assert RandAugment.from_config("rand-m9-mstd0.5-inc1", interpolation="random").interpolation == "random"
