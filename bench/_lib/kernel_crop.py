@@ -37,6 +37,7 @@ import torch  # noqa: E402
 from imagenet_like import make_images  # noqa: E402 (a neighbour in bench/_lib, on sys.path)
 
 from fastdata._util.cpus import pin_to_one_core  # noqa: E402
+from fastdata.bench.measure import RESAMPLE  # noqa: E402 (the resample the dated results were measured with)
 from fastdata.decode import get_decoder, is_jpeg  # noqa: E402
 from fastdata.decode.scaling import resize_into  # noqa: E402
 from fastdata.transforms import RandomResizedCrop  # noqa: E402
@@ -60,7 +61,7 @@ def _load(folder: Path, limit: int) -> list[bytes]:
 def _cv2_crop(data: bytes, box: tuple[int, int, int, int], out: np.ndarray) -> None:
     top, left, height, width = box
     bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
-    resize_into(cv2.cvtColor(bgr[top : top + height, left : left + width], cv2.COLOR_BGR2RGB), out, None)
+    resize_into(cv2.cvtColor(bgr[top : top + height, left : left + width], cv2.COLOR_BGR2RGB), out, RESAMPLE)
 
 
 def measure(datas: list[bytes], repeats: int) -> dict:
@@ -71,8 +72,8 @@ def measure(datas: list[bytes], repeats: int) -> dict:
     batch = np.empty((256, SIZE, SIZE, 3), np.uint8)
     methods = {
         "cv2": lambda d, b, o: _cv2_crop(d, b, o),
-        "turbojpeg": lambda d, b, o: turbo.decode_crop_into(d, b, o),
-        "native": lambda d, b, o: native.decode_crop_into(d, b, o),
+        "turbojpeg": lambda d, b, o: turbo.decode_crop_into(d, b, o, resample=RESAMPLE),
+        "native": lambda d, b, o: native.decode_crop_into(d, b, o, resample=RESAMPLE),
     }
     rates: dict[str, list[float]] = {name: [] for name in methods}
     for fn in methods.values():  # warm-up: allocators, scratch buffers, page cache of the code

@@ -43,6 +43,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from fastdata._util.cpus import pin_to_one_core  # noqa: E402
+from fastdata.bench.measure import RESAMPLE  # noqa: E402 (the resample the dated results were measured with)
 from fastdata.datasets import batch_decode  # noqa: E402
 from fastdata.datasets.batch_decode import decode_batch_into  # noqa: E402
 from fastdata.decode import is_jpeg, native  # noqa: E402
@@ -57,7 +58,7 @@ RESTARTS = {"1B": "1B", "2B": "2B", "row": "1"}
 def _cv2_crop(data: bytes, box, out: np.ndarray) -> None:
     top, left, height, width = box
     bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
-    resize_into(cv2.cvtColor(bgr[top : top + height, left : left + width], cv2.COLOR_BGR2RGB), out, None)
+    resize_into(cv2.cvtColor(bgr[top : top + height, left : left + width], cv2.COLOR_BGR2RGB), out, RESAMPLE)
 
 
 def load_jpegs(folder: Path, count: int) -> list[bytes]:
@@ -93,7 +94,7 @@ def _native(splice: bool):
         decompressor = native._decompressor()
         decompressor.splice = splice
         try:
-            native.decode_crop_into(data, box, out)
+            native.decode_crop_into(data, box, out, resample=RESAMPLE)
         finally:
             decompressor.splice = True
 
@@ -108,7 +109,7 @@ class _FixedBoxes(RandomResizedCrop):
     """RandomResizedCrop whose crops are the benchmark's precomputed boxes, in order."""
 
     def __init__(self, boxes) -> None:
-        super().__init__(SIZE, decoder="native")
+        super().__init__(SIZE, decoder="native", resample=RESAMPLE)
         self.boxes, self.next = boxes, 0
 
     def _params(self, height, width, rng):

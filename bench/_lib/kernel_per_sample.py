@@ -42,6 +42,7 @@ import torch  # noqa: E402
 from imagenet_like import make_images  # noqa: E402 (a neighbour in bench/_lib, on sys.path)
 
 from fastdata._util.cpus import pin_to_one_core  # noqa: E402
+from fastdata.bench.measure import RESAMPLE  # noqa: E402 (the resample the dated results were measured with)
 from fastdata.datasets import shard_dataset as dataset_module  # noqa: E402
 from fastdata.datasets.batch_decode import decode_batch_into  # noqa: E402
 from fastdata.datasets.shard_dataset import ShardDataset  # noqa: E402
@@ -63,7 +64,7 @@ def _prepare(data_dir: Path, images: int) -> Path:
 
 def _methods(root: Path) -> tuple[dict, int]:
     """Each method decodes the records ``[start, stop)`` (one batch's worth)."""
-    transform = RandomResizedCrop(224)
+    transform = RandomResizedCrop(224, resample=RESAMPLE)
     dataset = ShardDataset(root, transform=transform, decode_threads=1)
     datas = [dataset.read(i)[0] for i in range(len(dataset))]
     batch_out = np.empty((BATCH, 224, 224, 3), np.uint8)

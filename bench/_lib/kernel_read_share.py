@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from imagenet_like import make_images  # noqa: E402 (a neighbour in bench/_lib, on sys.path)
 
+from fastdata.bench.measure import RESAMPLE  # noqa: E402 (the resample the dated results were measured with)
 from fastdata.datasets.batch_decode import decode_all_into, sample_generators  # noqa: E402
 from fastdata.datasets.shard_dataset import ShardDataset  # noqa: E402
 from fastdata.packing.packer import pack  # noqa: E402
@@ -54,7 +55,7 @@ def _prepare(data_dir: Path, images: int) -> dict[str, Path]:
 
 def _measure(root: Path, batch: int, size: int) -> tuple[list[float], list[float]]:
     """Per batch of a shuffled pass: (read us per image, decode us per image), thread CPU time."""
-    dataset = ShardDataset(root, transform=RandomResizedCrop(size))
+    dataset = ShardDataset(root, transform=RandomResizedCrop(size, resample=RESAMPLE))
     order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(0)).tolist()
     batches = [order[k : k + batch] for k in range(0, len(order) - batch + 1, batch)]
     out = np.empty((batch, size, size, 3), np.uint8)

@@ -40,6 +40,7 @@ import torch  # noqa: E402
 from kernel_per_sample import _prepare  # noqa: E402 (its neighbour in bench/_lib, on sys.path)
 
 from fastdata._util.cpus import pin_to_one_core  # noqa: E402
+from fastdata.bench.measure import RESAMPLE  # noqa: E402 (the resample the dated results were measured with)
 from fastdata.datasets.shard_dataset import ShardDataset  # noqa: E402
 from fastdata.decode import native  # noqa: E402
 from fastdata.decode.scaling import TURBOJPEG_SCALES, choose_scale, resize_into, scaled_box, scaled_size  # noqa: E402
@@ -63,13 +64,13 @@ def crop_into(data: bytes, box, out: np.ndarray, scale: tuple[int, int], header)
         return
     region = native._scratch(rows * cols * 3)[: rows * cols * 3].reshape(rows, cols, 3)
     native._region(data, scale, y0, y1, x0, x1, region, True)
-    resize_into(region, out, None)
+    resize_into(region, out, RESAMPLE)
 
 
 def plan(root: Path) -> list[tuple[bytes, tuple, tuple, dict[str, tuple[int, int]]]]:
     """Every JPEG record: its bytes, header size, box, and the scale each policy picks."""
     dataset = ShardDataset(root)
-    transform = RandomResizedCrop(SIZE)
+    transform = RandomResizedCrop(SIZE, resample=RESAMPLE)
     torch.manual_seed(0)
     records = []
     for i in range(len(dataset)):

@@ -31,6 +31,7 @@ from fastdata.bench.baselines import (
     cv2_decode_bgr,
     uint8_collate,
 )
+from fastdata.bench.measure import RESAMPLE
 from fastdata.decode import Decoder, choose_scale
 
 logger = logging.getLogger(__name__)
@@ -130,12 +131,12 @@ class _TimedDecoder(Decoder):
 
 
 def _timed_transform(size: int) -> tuple[Any, _TimedDecoder]:
-    """``fastdata.transforms.RandomResizedCrop(size)`` running on a timed decoder."""
+    """``fastdata.transforms.RandomResizedCrop(size, resample=RESAMPLE)`` running on a timed decoder."""
     from fastdata.decode import get_decoder
     from fastdata.transforms import RandomResizedCrop
 
     timed = _TimedDecoder(get_decoder("auto"))
-    return RandomResizedCrop(size, decoder=timed), timed
+    return RandomResizedCrop(size, decoder=timed, resample=RESAMPLE), timed
 
 
 def _fastdata_part(roots: dict[str, Path], picks: np.ndarray, size: int, batch_size: int) -> tuple[dict, list[bytes]]:
