@@ -32,7 +32,7 @@ from fastdata.bench.baselines import (
     uint8_collate,
 )
 from fastdata.bench.measure import RESAMPLE
-from fastdata.decode import Decoder, choose_scale
+from fastdata.decode import Decoder, choose_scale, get_decoder
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +132,6 @@ class _TimedDecoder(Decoder):
 
 def _timed_transform(size: int) -> tuple[Any, _TimedDecoder]:
     """``fastdata.transforms.RandomResizedCrop(size, resample=RESAMPLE)`` running on a timed decoder."""
-    from fastdata.decode import get_decoder
     from fastdata.transforms import RandomResizedCrop
 
     timed = _TimedDecoder(get_decoder("auto"))
