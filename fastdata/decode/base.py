@@ -188,10 +188,6 @@ class Decoder(abc.ABC):
         else:  # PNG scales with OpenCV
             scales = ((1, 1),)
         out_h, out_w = out.shape[0] * room, out.shape[1] * room
-        if box is None and mode != "antialias":
-            image = self.decode(data, scale=choose_scale(scales, *self._size_or_decode(data), out_h, out_w))
-            resize_into(image, out, mode)
-            return
         if box is None:  # the whole image as a box, as the native kernel takes it: at a reduced scale the resize
             box = (0, 0, *self._size_or_decode(data))  # reads the image's own extent, not its rounded-up pixels
         scale = choose_scale(scales, box[2], box[3], out_h, out_w)
