@@ -9,6 +9,7 @@ COMMANDS = {
     "open": ("scale_open.py", "what opening a pack costs: open time, pickled size, memory"),
     "reopen": ("scale_reopen.py", "re-opening an LMDB shard with its .loc sidecar and without"),
     "memory": ("scale_memory.py", "worker memory over many passes (the copy-on-read check)"),
+    "manifest": ("scale_manifest.py", "reading a manifest of a million shards: parse, check, peak memory"),
 }
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from typing import Any
 
 from fastdata._util.fs import atomic_write_bytes
 from fastdata.formats.files import read_regular, resolve_inside
+from fastdata.formats.manifest_columns import shard_columns
 from fastdata.formats.manifest_entries import FileWarnings, ShardInfo, SkippedFile
 from fastdata.formats.manifest_validation import _Fields, parse_json
 from fastdata.formats.shard_table import ShardTable
@@ -137,8 +138,14 @@ class Manifest:
                 f"{source} has version {version}, which this fastdata does not read (it reads 1..{MANIFEST_VERSION}): "
                 "upgrade fastdata, or re-create the dataset with `fastdata pack`"
             )
-        entries = (f.shard(entry, f"shards[{i}]") for i, entry in enumerate(f.array(root, "shards", required=True)))
-        shards = ShardTable(entries) if compact else list(entries)
+        listed = f.array(root, "shards", required=True)
+        columns = shard_columns(listed, f)  # every shard checked a column at a time
+        if columns is None:  # some entry is bad: the walk one entry at a time names its field in one line
+            entries = (f.shard(entry, f"shards[{i}]") for i, entry in enumerate(listed))
+            shards: Sequence[ShardInfo] = ShardTable(entries) if compact else list(entries)
+        else:
+            table = ShardTable.from_columns(columns.paths, columns.indexes, columns.numbers, columns.sums)
+            shards = table if compact else list(table)
         manifest = cls(
             format=f.string(root, "format", required=True),
             classes=[

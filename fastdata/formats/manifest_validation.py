@@ -65,7 +65,17 @@ class _Fields:
 
     def __init__(self, source: str) -> None:
         self.source = source
-        self._files: dict[str, str] = {"manifest.json": "the manifest itself"}  # each file named, and by which field
+        # each file named, and by which field: its name, or (shard, key) for a shard's field claimed in bulk
+        self._files: dict[str, str | tuple[int, str]] = {"manifest.json": "the manifest itself"}
+
+    @property
+    def claimed(self) -> dict[str, str | tuple[int, str]]:
+        """The files named so far (normalised relative paths) and the field that named each."""
+        return self._files
+
+    def claim_shards(self, keys: list[str], fields: list[tuple[int, str]]) -> None:
+        """Claim ``keys`` (checked, normalised, distinct and unclaimed) for the shard fields ``fields``."""
+        self._files.update(zip(keys, fields, strict=True))
 
     @overload
     def unique(self, rel: str, name: str) -> str: ...
@@ -75,12 +85,12 @@ class _Fields:
         """``rel`` (a checked relative path, or None), refused when an earlier field named the same file."""
         if rel is None:
             return None
-        plain = not (rel.startswith("./") or "/./" in rel or "//" in rel or rel.endswith(("/", "/.")) or rel == ".")
-        key = rel if plain else _normal(rel)
+        key = rel if plain_path(rel) else _normal(rel)
         other = self._files.setdefault(key, name)
         if other is not name:
+            named = f"shards[{other[0]}].{other[1]}" if isinstance(other, tuple) else other
             raise ValueError(
-                f"{self.source}: field {name} names the same file as {other}; a file holds one thing of a pack: "
+                f"{self.source}: field {name} names the same file as {named}; a file holds one thing of a pack: "
                 "re-create it with `fastdata pack`"
             )
         return rel
@@ -223,6 +233,11 @@ def _check_relative(rel: str, source: str, name: str) -> None:
             f"{source}: field {name} names a path that is not inside the dataset folder "
             "(absolute, empty or with '..'); refusing to read it"
         )
+
+
+def plain_path(rel: str) -> bool:
+    """A relative path spelled as the file system reads it back (no ``./``, ``//`` or trailing ``/``)."""
+    return not (rel.startswith("./") or "/./" in rel or "//" in rel or rel.endswith(("/", "/.")) or rel == ".")
 
 
 def _normal(rel: str) -> str:

@@ -16,10 +16,10 @@ import numpy as np
 
 from fastdata.formats.manifest_entries import ShardInfo
 
-__all__ = ["Names", "Rows", "ShardTable"]
+__all__ = ["CHECKSUM_COLUMNS", "NUMBER_COLUMNS", "Names", "Rows", "ShardTable"]
 
-_NUMBERS = ("num_samples", "nbytes", "index_nbytes", "transcoded")  # int64 columns, -1 for None (all are >= 0)
-_CHECKSUMS = ("crc32c", "index_crc32c", "meta_crc32c")  # 8 hex digits → uint32 columns, with a "present" mask
+NUMBER_COLUMNS = ("num_samples", "nbytes", "index_nbytes", "transcoded")  # int64 columns, -1 for None (all are >= 0)
+CHECKSUM_COLUMNS = ("crc32c", "index_crc32c", "meta_crc32c")  # 8 hex digits → uint32 columns, with a "present" mask
 
 
 class Rows(Sequence):
@@ -56,11 +56,19 @@ class ShardTable(Rows):
         for info in shards:
             paths.append(info.path)
             indexes.append(info.index)
-            numbers.append(tuple(-1 if getattr(info, k) is None else getattr(info, k) for k in _NUMBERS))
-            sums.append(tuple(-1 if getattr(info, k) is None else int(getattr(info, k), 16) for k in _CHECKSUMS))
+            numbers.append(tuple(-1 if getattr(info, k) is None else getattr(info, k) for k in NUMBER_COLUMNS))
+            sums.append(tuple(-1 if getattr(info, k) is None else int(getattr(info, k), 16) for k in CHECKSUM_COLUMNS))
         self.paths, self.indexes = Names(paths), Names(indexes)
-        self._numbers = np.array(numbers, dtype=np.int64).reshape(-1, len(_NUMBERS))
-        self._sums = np.array(sums, dtype=np.int64).reshape(-1, len(_CHECKSUMS))
+        self._numbers = np.array(numbers, dtype=np.int64).reshape(-1, len(NUMBER_COLUMNS))
+        self._sums = np.array(sums, dtype=np.int64).reshape(-1, len(CHECKSUM_COLUMNS))
+
+    @classmethod
+    def from_columns(
+        cls, paths: Sequence[str], indexes: Sequence[str | None], numbers: np.ndarray, sums: np.ndarray
+    ) -> ShardTable:
+        """A table from checked columns: ``numbers`` and ``sums`` int64 of shape (shards, 4) and (shards, 3) in the
+        order of ``NUMBER_COLUMNS`` and ``CHECKSUM_COLUMNS``, -1 for None (what a manifest's bulk check gives)."""
+        return _rebuilt(Names(paths), Names(indexes), numbers, sums)
 
     @property
     def num_samples(self) -> np.ndarray:
@@ -78,8 +86,8 @@ class ShardTable(Rows):
         return len(self.paths)
 
     def _row(self, shard: int) -> ShardInfo:
-        num_samples, nbytes, index_nbytes, transcoded = self._numbers[shard].tolist()  # the columns of _NUMBERS
-        crc32c, index_crc32c, meta_crc32c = self._sums[shard].tolist()  # the columns of _CHECKSUMS
+        num_samples, nbytes, index_nbytes, transcoded = self._numbers[shard].tolist()  # the columns of NUMBER_COLUMNS
+        crc32c, index_crc32c, meta_crc32c = self._sums[shard].tolist()  # the columns of CHECKSUM_COLUMNS
         return ShardInfo(
             path=self.paths[shard],
             num_samples=num_samples,  # the required fields are never -1 (None)
