@@ -238,9 +238,9 @@ class _Samples:
                 f"{sorted(self.types)}: give every sample the same fields (or declare fields=...)"
             )
         for name, spec in self.types.items():
-            if not fits(spec, values[name]):  # type: ignore[index]
+            if not fits(spec, values[name]):
                 raise ValueError(
-                    f"sample {number}: field {name!r} is {_kind(values[name])}, which does not fit "  # type: ignore[index]
+                    f"sample {number}: field {name!r} is {_kind(values[name])}, which does not fit "
                     f"its type {spec} (declare fields={{{name!r}: ...}} to store it)"
                 )
         try:
