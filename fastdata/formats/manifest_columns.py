@@ -39,9 +39,12 @@ class ShardColumns:
 
 
 def shard_columns(entries: list, fields: _Fields) -> ShardColumns | None:
-    """The columns of ``entries`` (a manifest's parsed ``shards`` array) when every entry passes every check of
-    ``fields.shard``, with each named file claimed in ``fields`` as that walk claims it; None when any check fails
-    (nothing is claimed then: the caller's walk finds and names the first bad field)."""
+    """The columns of ``entries`` (a manifest's parsed ``shards`` array), or None.
+
+    The columns come back when every entry passes every check of ``fields.shard``, with each named file claimed in
+    ``fields`` as that walk claims it; None when any check fails (nothing is claimed then: the caller's walk finds
+    and names the first bad field).
+    """
     if not set(map(type, entries)) <= {dict} or not all(map(_REQUIRED.issubset, entries)):
         return None
     paths = [entry["path"] for entry in entries]
@@ -67,9 +70,11 @@ def shard_columns(entries: list, fields: _Fields) -> ShardColumns | None:
 
 
 def _plain_relative(names: list[str]) -> bool:
-    """Every name non-empty, relative, inside the folder and spelled plainly (as :func:`plain_path` means it), checked
-    over the names joined by NUL (which no accepted name holds). Conservative: a component starting with a dot (a
-    legal ``./a`` or ``.hidden`` too) answers False, and the caller's walk then decides, one entry at a time."""
+    """Every name non-empty, relative, inside the folder and spelled plainly (as ``plain_path`` means it).
+
+    Checked over the names joined by NUL (which no accepted name holds). Conservative: a component starting with a
+    dot (a legal ``./a`` or ``.hidden`` too) answers False, and the caller's walk then decides, one entry at a time.
+    """
     joined = "\x00".join(names)
     return (
         joined.count("\x00") == len(names) - 1
@@ -103,9 +108,10 @@ def _checksums(values: list, required: bool) -> np.ndarray | None:
 
 
 def _claim(paths: list[str], indexes: list[str | None], fields: _Fields) -> bool:
-    """Claim every shard's and index's file in ``fields`` (as its walk does, path before index, shard by shard);
-    False, claiming nothing, when a name is not a plain relative path inside the folder, or one file is named twice
-    or by an earlier field."""
+    """Claim every shard's and index's file in ``fields``, as its walk does; False, claiming nothing, when not.
+
+    Not: a name is not a plain relative path inside the folder, or one file is named twice or by an earlier field.
+    """
     names = paths + [index for index in indexes if index is not None]
     if not _plain_relative(names) or len(set(names)) != len(names) or not fields.claimed.keys().isdisjoint(names):
         return False

@@ -66,8 +66,11 @@ class ShardTable(Rows):
     def from_columns(
         cls, paths: Sequence[str], indexes: Sequence[str | None], numbers: np.ndarray, sums: np.ndarray
     ) -> ShardTable:
-        """A table from checked columns: ``numbers`` and ``sums`` int64 of shape (shards, 4) and (shards, 3) in the
-        order of ``NUMBER_COLUMNS`` and ``CHECKSUM_COLUMNS``, -1 for None (what a manifest's bulk check gives)."""
+        """A table from checked columns (what a manifest's bulk check gives).
+
+        ``numbers`` and ``sums`` are int64 of shape (shards, 4) and (shards, 3), in the order of ``NUMBER_COLUMNS``
+        and ``CHECKSUM_COLUMNS``, -1 for None.
+        """
         return _rebuilt(Names(paths), Names(indexes), numbers, sums)
 
     @property

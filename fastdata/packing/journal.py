@@ -56,6 +56,14 @@ class PackJournal:
         """
         atomic_write_bytes(self.path, (json.dumps(header, sort_keys=True) + "\n").encode("utf-8"))
 
+    def first_line(self) -> dict[str, Any] | None:
+        """The journal's first line as written, or None when there is no journal or no readable first line."""
+        try:
+            with self.path.open(encoding="utf-8") as lines:
+                return _parse(lines.readline())
+        except (OSError, UnicodeDecodeError):
+            return None
+
     def header(self) -> dict[str, Any]:
         """The journal's first line.
 

@@ -30,6 +30,7 @@ from fastdata.packing.ranges import record_entries, record_name
 __all__ = ["combine", "merge", "part_name", "write_part"]
 
 PART_NAME = re.compile(r"part-(\d{5,})-of-(\d{5,})\.json")
+RECORD_NAME = re.compile(r"\.range-\d{5,}\.json")  # ranges.record_name's
 
 
 def part_name(index: int, parts: int) -> str:
@@ -81,7 +82,8 @@ def merge(out: str, *, check_crc: bool = True, allow_empty: bool = False) -> Man
 
     Raises:
         FileNotFoundError: no part, or a part or shard is missing.
-        FileExistsError: ``out`` already holds a finished dataset.
+        FileExistsError: ``out`` already holds a finished dataset (with nothing left of its merge: a merge
+            stopped after it published the manifest is finished by removing its parts and range records).
         ValueError: parts of different splits, options or sources; a shard of the wrong size or CRC.
     """
     root = Path(out)
@@ -89,7 +91,7 @@ def merge(out: str, *, check_crc: bool = True, allow_empty: bool = False) -> Man
         raise FileNotFoundError(f"{out!r} is not a folder: pass the OUT that the --part runs packed into")
     with OutputLock(root):
         if (root / MANIFEST_NAME).is_file():
-            raise FileExistsError(f"{out!r} already holds a finished dataset (manifest.json): nothing to merge")
+            return _clean_after_publish(root, out)
         parts = _load_parts(root, out)
         first = parts[0]
         records = [rec for part in parts for rec in part["records"]]
@@ -102,6 +104,34 @@ def merge(out: str, *, check_crc: bool = True, allow_empty: bool = False) -> Man
         for record in records:
             (root / record_name(record["range"])).unlink(missing_ok=True)
         return manifest
+
+
+def _clean_after_publish(root: Path, out: str) -> Manifest:
+    """Finish a merge stopped (killed) after it published ``manifest.json``; refuse leftovers of another pack.
+
+    Its parts and range records are removed when the manifest lists every shard they record, and the manifest is
+    returned, as the finished merge would have.
+    """
+    leftovers = sorted(p for p in root.iterdir() if PART_NAME.fullmatch(p.name) or RECORD_NAME.fullmatch(p.name))
+    if not leftovers:
+        raise FileExistsError(f"{out!r} already holds a finished dataset (manifest.json): nothing to merge")
+    manifest = Manifest.load(root)
+    listed = {(s.path, s.nbytes, s.crc32c) for s in manifest.shards}
+    for path in leftovers:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            records = data["records"] if PART_NAME.fullmatch(path.name) else [data]
+            shards = [e.shard for record in records for e in record_entries(record) if e.shard is not None]
+        except (OSError, ValueError, KeyError, TypeError):
+            shards = None
+        if shards is None or any((s.path, s.nbytes, s.crc32c) not in listed for s in shards):
+            raise FileExistsError(
+                f"{out!r} already holds a finished dataset (manifest.json) and {path.name}, which is not of it: "
+                "merge parts into an empty folder (or remove the stale part files)"
+            )
+    for path in leftovers:
+        path.unlink(missing_ok=True)
+    return manifest
 
 
 def _load_parts(root: Path, out: str) -> list[dict[str, Any]]:

@@ -29,7 +29,7 @@ from fastdata.formats.packed import open_pack
 from fastdata.packing.finish import finalize
 from fastdata.packing.journal import JournalEntry, PackJournal
 from fastdata.packing.lock import OutputLock
-from fastdata.packing.output import create_output, prepare_output, remove_own_files
+from fastdata.packing.output import create_output, holds_pack, prepare_output, remove_own_files
 from fastdata.packing.pool import OrderedProcessMap, cap_workers
 from fastdata.packing.transcode import transcode_jpeg
 from fastdata.packing.writer import DEFAULT_SHARD_SIZE, ShardWriter
@@ -55,7 +55,8 @@ def repack(
         new: the output folder (created if missing; must be empty unless ``overwrite``).
         format: storage format of ``new`` (default: ``old``'s).
         workers: re-coding processes (default and at most: the CPUs this process may use; 0: in this process).
-        overwrite: replace a dataset ``new`` already holds (only fastdata's own files are deleted).
+        overwrite: replace a dataset ``new`` already holds (only fastdata's own files are deleted). Not needed to
+            run a repack of the same ``old`` again after it was stopped (even by ``kill -9``): it starts over.
         progress: show a progress bar.
 
     Returns:
@@ -77,7 +78,16 @@ def repack(
     options = dict(pack.manifest.options, format=format, keep_bytes=False)
     workers = cap_workers(workers)
     with OutputLock(out):
-        prepare_output(out, resume=False, overwrite=overwrite)
+        journal = PackJournal(out)
+        mark = {"repack": str(pack.root), "format": format}  # no resume: the journal only says who writes here
+        again = journal.first_line() == mark  # a repack of the same OLD stopped (killed): start it over
+        if not (overwrite or again) and holds_pack(out):
+            raise FileExistsError(
+                f"{str(new)!r} already holds a dataset: pass --overwrite (overwrite=True) to replace it with this "
+                "repack, or choose another folder"
+            )
+        prepare_output(out, resume=False, overwrite=overwrite or again)
+        journal.start(mark)  # before the first shard: a killed run's shards are known as this repack's
         writer = ShardWriter(
             out,
             format=format,
@@ -95,7 +105,7 @@ def repack(
             bar.close()
         entries[0].skipped = list(pack.manifest.skipped)
         entries[0].warnings = list(pack.manifest.warnings)
-        return finalize(out, format, pack.manifest.classes, entries, options, PackJournal(out))
+        return finalize(out, format, pack.manifest.classes, entries, options, journal)
 
 
 def _write(pack, source, writer: ShardWriter, workers: int, bar) -> list[JournalEntry]:

@@ -87,7 +87,7 @@ def all_files(root: Path) -> dict[str, bytes]:
 
 
 ZYGOTE = """
-import json, os, sys, time, importlib
+import atexit, json, os, sys, time, importlib, traceback
 p = importlib.import_module("fastdata.packing.pipeline")
 real, delay = p._load, float(os.environ.get("FASTDATA_TEST_DELAY", "0.004"))
 def slow(job):
@@ -103,7 +103,16 @@ for line in sys.stdin:
         out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(out, 1)
         os.dup2(out, 2)
-        sys.exit(main(argv))
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        atexit._run_exitfuncs()  # the command's own clean-up; not the interpreter's teardown (1-2 s with torch)
+        sys.stdout.flush(), sys.stderr.flush()
+        os._exit(code)
     print(pid, flush=True)
     print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
 """

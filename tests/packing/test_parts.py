@@ -220,3 +220,35 @@ def test_part_resume_redoes_only_its_missing_range(src, reference, tmp_path, mon
     pack(src, out, format="tfrecord", workers=0, progress=False, part=(1, 2), **OPTS)
     merge(out)
     assert files(out) == reference["tfrecord"]
+
+
+@pytest.mark.parametrize("left", ["every part and record", "one record"])
+def test_a_merge_stopped_after_publishing_is_finished_by_a_rerun(src, reference, tmp_path, left):
+    """Round four's kill campaign: killed after ``manifest.json`` was written but before the parts and range
+    records were removed, a rerun said "nothing to merge" and left them; it now removes them (the manifest lists
+    every shard they record), and the folder is the single-machine pack's, byte for byte."""
+    for i in range(3):
+        pack(src, tmp_path, format="lmdb", workers=0, progress=False, part=(i, 3), **OPTS)
+    kept = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith(("part-", ".range-"))}
+    merge(tmp_path)
+    assert files(tmp_path) == reference["lmdb"]
+    for name, data in kept.items():  # what a kill between the manifest and the clean-up leaves
+        if left == "every part and record" or name == record_name(1):
+            (tmp_path / name).write_bytes(data)
+    assert merge(tmp_path).num_samples == 36
+    assert files(tmp_path) == reference["lmdb"]
+    with pytest.raises(FileExistsError, match="nothing to merge"):
+        merge(tmp_path)
+
+
+def test_a_finished_pack_beside_a_stale_part_is_refused_in_one_line(src, reference, tmp_path):
+    pack(src, tmp_path, format="lmdb", workers=0, progress=False, **OPTS)
+    other = tmp_path.parent / "other"
+    pack(src, other, format="lmdb", workers=0, progress=False, part=(0, 2), max_side=32, **OPTS)
+    stale = next(other.glob("part-*.json"))
+    (tmp_path / stale.name).write_bytes(stale.read_bytes())
+    with pytest.raises(FileExistsError) as info:
+        merge(tmp_path)
+    message = str(info.value)
+    assert "\n" not in message and stale.name in message and "not of it" in message
+    assert (tmp_path / stale.name).exists()  # nothing removed

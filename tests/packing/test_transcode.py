@@ -422,6 +422,49 @@ def test_repack_refuses_a_damaged_pack(source, tmp_path):
     assert not (tmp_path / "new" / "manifest.json").exists() and not list((tmp_path / "new").glob("shard-*"))
 
 
+def _repack_killed_after(old, new, shards: int) -> None:  # in a forked child: SIGKILL once `shards` are published
+    import os
+    import signal
+
+    from fastdata.packing import writer
+    from fastdata.packing.repack import repack
+
+    real, published = writer.ShardWriter.finish_shard, []
+
+    def finish(self, *args, **kwargs):
+        if len(published) == shards:
+            os.kill(os.getpid(), signal.SIGKILL)
+        published.append(real(self, *args, **kwargs))
+
+    writer.ShardWriter.finish_shard = finish
+    repack(old, new, format="lmdb", workers=0, progress=False)
+
+
+@pytest.mark.parametrize("shards", [0, 2])
+def test_a_repack_killed_midway_is_started_over_by_a_rerun(source, tmp_path, shards):
+    """Round four's kill campaign: a repack killed after publishing some shards left them with no journal, and a
+    rerun refused the folder as files "fastdata did not write". The repack now marks the folder first; a rerun of
+    the same repack starts over and gives the uninterrupted run's bytes."""
+    import multiprocessing
+
+    from fastdata.packing.repack import repack
+    from tests.packing.slow_pack import all_files
+
+    old = tmp_path / "old"
+    pack(source, old, format="tfrecord", samples_per_shard=3, workers=0, progress=False)
+    repack(old, tmp_path / "reference", format="lmdb", workers=0, progress=False)
+    fork = multiprocessing.get_context("fork")
+    child = fork.Process(target=_repack_killed_after, args=(old, tmp_path / "new", shards))
+    child.start()
+    child.join(60)
+    assert child.exitcode == -9
+    assert len(list((tmp_path / "new").glob("shard-*.lmdb"))) == shards
+    repack(old, tmp_path / "new", format="lmdb", workers=0, progress=False)
+    assert all_files(tmp_path / "new") == all_files(tmp_path / "reference")
+    with pytest.raises(FileExistsError, match="already holds a dataset"):  # a finished one is never replaced silently
+        repack(old, tmp_path / "new", format="lmdb", workers=0, progress=False)
+
+
 def _claim_all_as_ranges(m: dict) -> None:
     """An old-style manifest (before the per-shard counts) that lists every record as transcoded."""
     for key in ("transcoded_records", "transcoded_file", "transcoded_nbytes", "transcoded_crc32c"):
