@@ -81,7 +81,7 @@ def main() -> None:
                 print(f"round {r + 1} {mode:7s} {runs[mode][-1]}", flush=True)
     from fastdata.bench.machine import machine_info
 
-    result: dict[str, object] = {"machine": machine_info(), "shards": args.shards, "rounds": args.rounds, "runs": runs}
+    result: dict[str, object] = {"machine": machine_info(), "shards": args.shards, "rounds": args.rounds, "loads": runs}
     for mode, rows in runs.items():
         for key in ("parse_s", "check_s", "peak_mb"):
             result[f"{mode}_{key}"] = statistics.median(row[key] for row in rows)

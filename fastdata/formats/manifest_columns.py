@@ -12,6 +12,7 @@ exactly the same manifests and fail with the same messages (``tests/formats/test
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,9 +46,9 @@ def shard_columns(entries: list, fields: _Fields) -> ShardColumns | None:
     ``fields`` as that walk claims it; None when any check fails (nothing is claimed then: the caller's walk finds
     and names the first bad field).
     """
-    if not set(map(type, entries)) <= {dict} or not all(map(_REQUIRED.issubset, entries)):
+    if not set(map(type, entries)) <= {dict}:  # a missing required field reads as None below: refused there
         return None
-    paths = [entry["path"] for entry in entries]
+    paths = [entry.get("path") for entry in entries]  # list comprehensions: faster here than map(itemgetter) or zip
     indexes = [entry.get("index") for entry in entries]
     if not set(map(type, paths)) <= {str} or not set(map(type, indexes)) <= {str, type(None)}:
         return None
@@ -56,11 +57,10 @@ def shard_columns(entries: list, fields: _Fields) -> ShardColumns | None:
         values = [entry.get(key) for entry in entries]
         if not _integers(values, required=key in _REQUIRED):
             return None
-        numbers[:, column] = [-1 if v is None else v for v in values]
+        numbers[:, column] = [-1 if v is None else v for v in values] if None in values else values
     sums = np.empty((len(entries), len(CHECKSUMS)), dtype=np.int64)
     for column, key in enumerate(CHECKSUMS):
-        values = [entry.get(key) for entry in entries]
-        parsed = _checksums(values, required=key in _REQUIRED)
+        parsed = _checksums([entry.get(key) for entry in entries], required=key in _REQUIRED)
         if parsed is None:
             return None
         sums[:, column] = parsed
@@ -85,15 +85,15 @@ def _plain_relative(names: list[str]) -> bool:
     )
 
 
-def _integers(values: list, required: bool) -> bool:
+def _integers(values: Sequence, required: bool) -> bool:
     """Every value a JSON integer in [0, 2**63) (None allowed where the field is optional)."""
-    present = values if required else [v for v in values if v is not None]
+    present = values if required or None not in values else [v for v in values if v is not None]
     return set(map(type, present)) <= {int} and (not present or (min(present) >= 0 and max(present) < _MAX_INT))
 
 
-def _checksums(values: list, required: bool) -> np.ndarray | None:
+def _checksums(values: Sequence, required: bool) -> np.ndarray | None:
     """The values as int64 (-1 for None) when each is 8 lowercase hex digits (or None, where optional)."""
-    present = values if required else [v for v in values if v is not None]
+    present = values if required or None not in values else [v for v in values if v is not None]
     if not set(map(type, present)) <= {str} or not set(map(len, present)) <= {8}:
         return None
     joined = "".join(present)
@@ -115,6 +115,5 @@ def _claim(paths: list[str], indexes: list[str | None], fields: _Fields) -> bool
     names = paths + [index for index in indexes if index is not None]
     if not _plain_relative(names) or len(set(names)) != len(names) or not fields.claimed.keys().isdisjoint(names):
         return False
-    labels = [(k, "path") for k in range(len(paths))] + [(k, "index") for k, i in enumerate(indexes) if i is not None]
-    fields.claim_shards(names, labels)  # (shard, field): formatted only for an error message
+    fields.claim_shards(names, len(paths), [k for k, index in enumerate(indexes) if index is not None])
     return True

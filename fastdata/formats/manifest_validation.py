@@ -65,17 +65,30 @@ class _Fields:
 
     def __init__(self, source: str) -> None:
         self.source = source
-        # each file named, and by which field: its name, or (shard, key) for a shard's field claimed in bulk
-        self._files: dict[str, str | tuple[int, str]] = {"manifest.json": "the manifest itself"}
+        self._files: dict[str, str | int] = {"manifest.json": "the manifest itself"}  # each file named, and by which
+        self._paths = 0  # field: its name, or a position in the names claim_shards took (an int: not GC-tracked)
+        self._index_shards: list[int] = []
 
     @property
-    def claimed(self) -> dict[str, str | tuple[int, str]]:
-        """The files named so far (normalised relative paths) and the field that named each."""
+    def claimed(self) -> dict[str, str | int]:
+        """The files named so far (normalised relative paths), each with the field that named it."""
         return self._files
 
-    def claim_shards(self, keys: list[str], fields: list[tuple[int, str]]) -> None:
-        """Claim ``keys`` (checked, normalised, distinct and unclaimed) for the shard fields ``fields``."""
-        self._files.update(zip(keys, fields, strict=True))
+    def claim_shards(self, names: list[str], paths: int, index_shards: list[int]) -> None:
+        """Claim ``names`` (checked, plain, distinct and unclaimed) for the shards' fields.
+
+        ``names`` holds every shard's path, then the indexes of the shards ``index_shards`` lists: ``names[paths + j]``
+        is the index of shard ``index_shards[j]``.
+        """
+        self._paths, self._index_shards = paths, index_shards
+        self._files.update(zip(names, range(len(names)), strict=True))
+
+    def _field_of(self, claim: str | int) -> str:
+        if isinstance(claim, str):
+            return claim
+        if claim < self._paths:
+            return f"shards[{claim}].path"
+        return f"shards[{self._index_shards[claim - self._paths]}].index"
 
     @overload
     def unique(self, rel: str, name: str) -> str: ...
@@ -88,7 +101,7 @@ class _Fields:
         key = rel if plain_path(rel) else _normal(rel)
         other = self._files.setdefault(key, name)
         if other is not name:
-            named = f"shards[{other[0]}].{other[1]}" if isinstance(other, tuple) else other
+            named = self._field_of(other)
             raise ValueError(
                 f"{self.source}: field {name} names the same file as {named}; a file holds one thing of a pack: "
                 "re-create it with `fastdata pack`"

@@ -24,7 +24,7 @@ from pathlib import Path
 from fastdata.formats import FORMATS
 from fastdata.formats.errors import CorruptRecordError
 from fastdata.formats.files import read_regular
-from fastdata.formats.manifest import MANIFEST_NAME
+from fastdata.formats.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES
 from fastdata.packing.journal import PackJournal
 from fastdata.packing.lock import LOCK_NAME
 from fastdata.packing.scan import printable_name
@@ -47,12 +47,12 @@ def is_own_name(name: str) -> bool:
 def is_fastdata_manifest(path: Path) -> bool:
     """True when ``path`` is a ``manifest.json`` that fastdata wrote.
 
-    A regular file of at most 256 MiB holding a
+    A regular file of at most ``MAX_MANIFEST_BYTES`` holding a
     JSON object whose ``created_by`` is ``"fastdata ..."``, with a known ``format``, an integer ``version`` and a
     list of ``shards``. Anyone's ``manifest.json`` (a web app's, another tool's) is not, and is never deleted.
     """
     try:
-        data = read_regular(path, max_bytes=256 << 20)
+        data = read_regular(path, max_bytes=MAX_MANIFEST_BYTES)
         manifest = json.loads(data.decode("utf-8"))
     except (OSError, CorruptRecordError, UnicodeDecodeError, ValueError, RecursionError):
         return False

@@ -33,13 +33,13 @@ from fastdata.packing.options import PackOptions
 from fastdata.packing.output import create_output, prepare_output, remove_own_files
 from fastdata.packing.pipeline import Job, write_shards
 from fastdata.packing.pool import cap_workers
+from fastdata.packing.sources.base import MAX_LABEL
 from fastdata.packing.writer import DEFAULT_SHARD_SIZE, ShardWriter
 from fastdata.storage.urls import is_url
 
 __all__ = ["write"]
 
 _ARRAYS = ("int_list", "float_array")
-MAX_LABEL = (1 << 24) - 1  # without class names: the class table "0" .. str(max) (16.7M names) still loads
 
 
 def write(

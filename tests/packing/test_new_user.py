@@ -91,6 +91,19 @@ def test_labels_mixing_integers_and_names_are_refused(capsys, tmp_path, kind, la
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 
+@pytest.mark.parametrize("kind,labels", [("csv", ["3", str(2**40), "4"]), ("jsonl", [3, 2**40, 4])])
+def test_an_integer_label_too_large_for_a_class_table_is_refused(capsys, tmp_path, kind, labels):
+    """Round four: a label of 2**40 in a list made the scan build 2**40 class names ("0" .. "max") until memory ran
+    out (``fastdata.write`` refused it already). Now one line names the row; --labels names still reads it."""
+    src = write_list(tmp_path / "src", labels, kind=kind)
+    code, _, err = run(capsys, "pack", src, tmp_path / "out", "--format", "tfrecord", "--no-progress")
+    one_line_error(code, err)
+    assert "row 2" in err and str(2**40) in err and "16777215" in err and "--labels names" in err
+    code, _, err = run(capsys, "pack", src, tmp_path / "out", "--format", "lmdb", "--no-progress", "--labels", "names")
+    assert code == 0, err
+    assert Manifest.load(tmp_path / "out").classes == sorted(str(v) for v in labels)
+
+
 def test_labels_names_reads_every_label_as_a_class_name(capsys, tmp_path):
     src = write_list(tmp_path / "src", ["3", "cat", "10", "2"])
     code, _, err = run(capsys, "pack", src, tmp_path / "out", "--format", "lmdb", "--no-progress", "--labels", "names")

@@ -130,6 +130,10 @@ def source_digest(classes: list[str], rows: Iterable[Row], skipped: list[Skipped
     return "sha256:" + digest.hexdigest()
 
 
+#: The largest integer label without class names: the class table "0" .. str(max) (16.7M names) still loads.
+MAX_LABEL = (1 << 24) - 1
+
+
 class Labels:
     """Raw label values (ints, or class names) to indices, as ImageFolder maps folder names.
 
@@ -145,16 +149,21 @@ class Labels:
 
     Raises:
         ValueError: (without ``names``) the labels mix integers and class names; the message names the first row
-            whose label is of the other kind than the first row's, and its value.
+            whose label is of the other kind than the first row's, and its value. Or an integer label is above
+            ``MAX_LABEL`` (its class table would not fit in memory): the message names its row.
     """
 
     def __init__(self, values: Iterable[tuple[str, Any]], *, text: bool = False, names: bool = False) -> None:
         seen: set[Any] = set()
         first: tuple[str, Any, bool] | None = None  # where, value, whether it is an integer
+        largest: tuple[str, int] = ("", -1)  # where, the largest integer label
         for where, value in values:
             if not is_label(value):
                 continue
-            integer = _as_int(value, text) is not None
+            number = _as_int(value, text)
+            integer = number is not None
+            if number is not None and number > largest[1]:
+                largest = (where, number)
             if first is None:
                 first = (where, value, integer)
             elif integer != first[2] and not names:
@@ -166,7 +175,13 @@ class Labels:
             seen.add(value)
         if seen and not names and first is not None and first[2]:
             self.integers = True
-            self.classes = [str(i) for i in range(max(int(_as_int(v, text)) for v in seen) + 1)]  # type: ignore[arg-type]
+            if largest[1] > MAX_LABEL:
+                raise ValueError(
+                    f"{largest[0]}: label {largest[1]} is larger than {MAX_LABEL}, the most a class table "
+                    "'0' .. 'max' may name; number the classes from 0, or pass --labels names to read every label "
+                    "as a class name"
+                )
+            self.classes = [str(i) for i in range(largest[1] + 1)]
             self._index: dict[Any, int] = {}
         else:
             self.integers = False
