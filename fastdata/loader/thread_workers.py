@@ -95,9 +95,7 @@ class _Shared:
     ) -> None:
         self.fetch = fetch
         self.plan, self.collate, self.parts = plan, collate, parts  # plan: the dataset's batch_plan (shared batches)
-        self.pool = pool
-        self.pin_device = pin_device  # None: no pinning
-        self.init_fn = init_fn
+        self.pool, self.pin_device, self.init_fn = pool, pin_device, init_fn  # pin_device None: no pinning
         self.tasks: collections.deque[tuple[int, Any]] = collections.deque()
         self.active: list[_Batch] = []  # shared batches with ranges left to claim, oldest first
         self.done = threading.Condition()  # guards all of the above; notified on every task, range and result
@@ -152,6 +150,10 @@ def _ranges(n: int, parts: int) -> list[tuple[int, int]]:
     return list(itertools.pairwise(cuts))
 
 
+def _pinned(shared: _Shared, data: Any) -> Any:
+    return data if shared.pin_device is None else _utils.pin_memory.pin_memory(data, shared.pin_device)
+
+
 def _fill(shared: _Shared, batch: _Batch, k: int) -> None:
     """Fill range ``k`` of ``batch``; the thread that fills its last range collates, pins and hands it over."""
     error: BaseException | None = None
@@ -171,10 +173,7 @@ def _fill(shared: _Shared, batch: _Batch, k: int) -> None:
         result: tuple[bool, Any] = (False, batch.error[1])
     else:
         try:
-            data = shared.collate(batch.plan.batch())  # type: ignore[misc]
-            if shared.pin_device is not None:
-                data = _utils.pin_memory.pin_memory(data, shared.pin_device)
-            result = (True, data)
+            result = (True, _pinned(shared, shared.collate(batch.plan.batch())))  # type: ignore[misc]
         except BaseException as exc:  # noqa: BLE001 - as above
             result = (False, exc)
     batch.plan = batch.error = None
@@ -199,19 +198,15 @@ def _make(shared: _Shared, idx: int, index: Any) -> None:
             shared.active.append(batch)
         shared.planning = False
         shared.done.notify_all()
-    if error is not None:
-        shared.put(idx, (False, error))
-    elif batch is not None:
+    if batch is not None:
         _fill(shared, batch, 0)
-    else:
+        return
+    if error is None:
         try:
-            data = shared.fetch(index)
-            if shared.pin_device is not None:
-                data = _utils.pin_memory.pin_memory(data, shared.pin_device)
-            result: tuple[bool, Any] = (True, data)
+            result: tuple[bool, Any] = (True, _pinned(shared, shared.fetch(index)))
         except BaseException as exc:  # noqa: BLE001 - as above
             result = (False, exc)
-        shared.put(idx, result)
+    shared.put(idx, result if error is None else (False, error))
     del error
 
 
