@@ -162,7 +162,10 @@ def main(argv: list[str] | None = None) -> int:
             print(_row(n, mode, runs[f"{mode}-{n}"], base if mode != "fork" else None, usable))
     print("first s: iter() of a new loader to its first batch; PSS: peak of the process and its workers, summed")
     if args.json:
-        args.json.write_text(json.dumps({"config": vars(args), "runs": runs}, indent=1, default=str))
+        from fastdata.bench.machine import machine_info
+
+        result = {"machine": machine_info(), "config": vars(args), "runs": runs}  # the machine and the day
+        args.json.write_text(json.dumps(result, indent=1, default=str))
     return 0
 
 

@@ -9,14 +9,12 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
-import torch
 from torch.utils.data import Dataset
 
 from fastdata._util.stage_clock import marker
-from fastdata.datasets.batch_decode import decode_all_into, sample_generators
+from fastdata.datasets.batch_plan import BatchPlan
 from fastdata.datasets.shard_source import ShardSource
 from fastdata.datasets.tfrecord_folder import has_manifest, tfrecord_paths
-from fastdata.decode.batch import DecodedBatch, empty_tensor
 from fastdata.formats.base import CorruptRecordError
 from fastdata.formats.fields import decode_values, field_types
 from fastdata.formats.open_readers import OpenReaders, check_max_open_shards
@@ -157,28 +155,33 @@ class ShardDataset(ShardSource, Dataset):
         :func:`fastdata.fast_collate` passes on without a copy and other collate functions see as the
         usual list of ``(image, label)`` pairs. Otherwise it is ``[self[i] for i in indices]``.
         """
-        transform = transform_for(
-            self.transform, indices
-        )  # at the loader's resolution (fastdata.transforms.resolution)
-        if callable(getattr(transform, "decode_batch", None)) and self.target_transform is None and not self.fields:
-            return transform.decode_batch(self, indices)  # a transform with several outputs (MultiCrop)
-        size = getattr(transform, "output_size", None)
-        if size is None or self.target_transform or not isinstance(transform, DecodeTransform) or self.fields:
-            return [self[i] for i in indices]
         mark = marker()  # per-stage CPU time for `fastdata bench --breakdown`; a no-op otherwise
         mark("alloc")
-        images = empty_tensor((len(indices), size[0], size[1], 3), torch.uint8)
-        labels = empty_tensor((len(indices),), torch.int64)
-        slots, label_view = images.numpy(), labels.numpy()
-        mark("read")
-        datas, label_view[:] = self.read_batch(indices)
-        mark("sample_rng")
-        rngs = sample_generators(indices) if transform.uses_rng else [None] * len(indices)  # made lazily
-        decode_all_into(transform, datas, slots, rngs, threads=self.decode_threads)
-        mark("wrap")
-        batch = DecodedBatch(images, labels)
+        plan = self.batch_plan(indices)
+        if plan is None:
+            transform = transform_for(self.transform, indices)  # at the loader's resolution
+            if callable(getattr(transform, "decode_batch", None)) and self.target_transform is None and not self.fields:
+                return transform.decode_batch(self, indices)  # a transform with several outputs (MultiCrop)
+            return [self[i] for i in indices]
+        plan.fill(0, len(plan), threads=self.decode_threads)
+        batch = plan.batch()
         mark("worker_loop")
         return batch
+
+    def batch_plan(self, indices: Sequence[Any]) -> BatchPlan | None:
+        """The batch of ``indices`` to decode straight into its tensors, a range at a time, or None.
+
+        None when this dataset makes its batches otherwise (no fixed-size decode-time transform, a
+        ``target_transform``, fields, or a transform with several outputs). ``DataLoaderX(worker_mode="thread")``
+        splits a plan among its threads.
+        """
+        transform = transform_for(self.transform, indices)  # at the loader's resolution
+        if callable(getattr(transform, "decode_batch", None)):
+            return None
+        size = getattr(transform, "output_size", None)
+        if size is None or self.target_transform or not isinstance(transform, DecodeTransform) or self.fields:
+            return None
+        return BatchPlan(self, transform, indices)
 
     def read(self, index: int) -> tuple[bytes, int]:
         """The encoded image bytes and label of sample ``index``, without decoding.

@@ -53,8 +53,13 @@ class _Relay(_Shared):
 
     def __init__(self, fetch: Any, init_fn: Any, tasks: Any, results: Any) -> None:
         super().__init__(fetch, None, init_fn)
-        self.tasks = tasks
+        self.task_queue = tasks
         self.results_queue = results
+
+    def claim(self) -> tuple[Any, ...] | None:
+        """The next whole batch from the training process's queue (None: stop)."""
+        task = self.task_queue.get()
+        return None if task is None or self.stopping else ("batch", *task)
 
     def put(self, idx: int, result: tuple[bool, Any]) -> None:
         ok, payload = result

@@ -202,3 +202,72 @@ def test_pinned_batches_in_thread_modes(pack, mode):
     )
     device = torch.device("cuda")
     assert torch.equal(got[mode][0][0].to(device, non_blocking=True).cpu(), got["process"][0][0])
+
+
+def _batches_of_8(pack, mode: str) -> DataLoaderX:
+    dataset = ShardDataset(pack, transform=RandomResizedCrop(24, scale=(0.1, 1.0)))
+    generator = torch.Generator().manual_seed(7)
+    return DataLoaderX(dataset, batch_size=8, shuffle=True, generator=generator, num_workers=2, worker_mode=mode)
+
+
+def test_a_batch_is_made_by_the_threads_together(pack, monkeypatch):
+    """The shared path: each batch's sample ranges tile it, filled by more than one thread (the first batch comes at
+    the speed of all of them), and the batches are the process mode's."""
+    import threading
+    import time
+
+    from fastdata.datasets import batch_plan
+
+    real, filled = batch_plan.BatchPlan.fill, []
+
+    def fill(self, lo, hi, **kwargs):
+        time.sleep(0.01)  # long enough for every thread to claim a range
+        filled.append((self, lo, hi, threading.current_thread().name))  # the plan kept: ids are not reused
+        return real(self, lo, hi, **kwargs)
+
+    processes = run(_batches_of_8(pack, "process"), passes=1)
+    monkeypatch.setattr(batch_plan.BatchPlan, "fill", fill)
+    threads = run(_batches_of_8(pack, "thread"), passes=1)
+    assert threads == processes
+    by_batch: dict[int, list] = {}
+    for plan, lo, hi, name in filled:
+        by_batch.setdefault(id(plan), []).append((lo, hi, name))
+    assert len(by_batch) == len(threads) == 4  # 26 samples in batches of 8
+    for ranges in by_batch.values():
+        spans = sorted((lo, hi) for lo, hi, _ in ranges)
+        assert spans[0][0] == 0 and all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
+    assert any(len({name for _, _, name in ranges}) > 1 for ranges in by_batch.values())
+
+
+def test_an_error_in_a_shared_batch_is_its_first_samples_as_in_the_process_mode(pack, monkeypatch):
+    """Two ranges of one batch fail: the error raised in the batch's place is the earlier range's, as one process
+    reading the batch in order meets it first; the pass goes on."""
+    from fastdata.datasets import batch_plan
+
+    real, made = batch_plan.BatchPlan.fill, batch_plan.BatchPlan.__init__
+    plans: list = []
+
+    def init(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        plans.append(self)
+
+    monkeypatch.setattr(batch_plan.BatchPlan, "__init__", init)
+
+    def fill(self, lo, hi, **kwargs):
+        if len(plans) > 1 and self is plans[1] and lo > 0:  # the second batch's ranges at 2, 4 and 6
+            raise ValueError(f"range at {lo} is bad")
+        return real(self, lo, hi, **kwargs)
+
+    monkeypatch.setattr(batch_plan.BatchPlan, "fill", fill)
+    loader = _batches_of_8(pack, "thread")  # 4 ranges of 2 samples a batch
+    seen: list = []
+    it = iter(loader)
+    while True:
+        try:
+            images, _ = next(it)
+            seen.append(images.shape[0])
+        except StopIteration:
+            break
+        except ValueError as exc:
+            seen.append(str(exc))
+    assert seen == [8, "range at 2 is bad", 8, 2]
