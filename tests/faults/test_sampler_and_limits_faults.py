@@ -123,7 +123,8 @@ def test_low_descriptor_limits_with_workers_read_byte_identical(many_shards):
     (in one child process, the limit set before each loader): the same batches as one process without the limit.
     Round four found: at 64 with 4 workers a worker refused its 8th shard (EMFILE) instead of closing its own least
     recently used ones. At 32 with a worker, the worker's inherited descriptors leave room for one shard or for
-    none, depending on the machine (the CI machine had room; this one had not): the same batches, or the one-line
+    none, depending on what the process holds (a fresh child had none; inside the whole suite it had): the same
+    batches, or the one-line
     EMFILE that says to raise the limit or use fewer workers (``tests/formats/test_open_readers.py`` checks that
     message on its own), never a traceback or another batch."""
     root = Path(fastdata.__file__).resolve().parents[1]
