@@ -10,8 +10,10 @@ intervals; ``--keep-bytes`` stores the originals). Then, for each N in ``--paral
 - ``fork-N`` / ``forkserver-N``: ``num_workers=N`` worker processes started by that context (persistent workers);
 - ``inline-N`` (``--inline``): the older path, ``ShardDataset(decode_threads=N)`` with ``num_workers=0``.
 
-Each measurement runs in a fresh spawned process: the time from ``iter()`` to the first batch of the first pass
-(workers started, torch imported in them), then ``--passes`` timed passes after it; images/s is the last pass's.
+Each measurement runs in a fresh spawned process, on a warm page cache (the packed files are read just before it):
+the time from ``iter()`` to the first batch of the first pass (workers started, torch imported in them), then
+``--passes`` timed passes after it; images/s is the last pass's, and CPU is the time the process and its workers
+spent per image in that pass (equal per-image CPU with both cores busy: a tie is the machine's, not the mode's).
 PSS: the peak over the whole measurement of the process and all its children, summed (psutil, every 0.1 s).
 The loaders alternate, ``--repeats`` rounds; the table gives medians (range for images/s) and each mode's ratios to
 ``fork-N``. N above the usable CPUs still runs (memory is the question there; its images/s is oversubscribed: *).
@@ -38,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from imagenet_like import make_images  # noqa: E402 (a neighbour in bench/_lib, on sys.path)
 
-from fastdata.bench.measure import MemorySampler, run_isolated  # noqa: E402
+from fastdata.bench.measure import MemorySampler, run_isolated, set_page_cache  # noqa: E402
 from fastdata.datasets.shard_dataset import ShardDataset  # noqa: E402
 from fastdata.loader.collate import NormalizeCollate, fast_collate  # noqa: E402
 from fastdata.loader.dataloader import DataLoaderX  # noqa: E402
@@ -82,8 +84,24 @@ def _loader(root: Path, mode: str, n: int, batch: int, size: int, normalize: boo
     )
 
 
+def _tree_cpu_s() -> float:
+    """CPU seconds (user + system) of this process and its live children so far."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
 def _measure(root: Path, mode: str, n: int, batch: int, size: int, normalize: bool, passes: int) -> dict:
-    """In a fresh process: first-batch time, then the images/s of the last of ``passes`` passes, and peak PSS."""
+    """In a fresh process: first-batch time, then the last of ``passes`` passes' images/s and the CPU time it took
+    per image (the process and its workers: the sampler's own thread included), and peak PSS."""
     with MemorySampler(interval=0.1) as memory:
         start = time.perf_counter()
         loader = _loader(root, mode, n, batch, size, normalize)
@@ -92,22 +110,24 @@ def _measure(root: Path, mode: str, n: int, batch: int, size: int, normalize: bo
         first = time.perf_counter() - start
         for _ in it:  # the rest of the first pass (start-up) is not timed
             pass
-        rate = 0.0
+        rate = cpu_ms = 0.0
         for _ in range(passes):
-            start, count = time.perf_counter(), 0
+            start, cpu, count = time.perf_counter(), _tree_cpu_s(), 0
             for images, _ in loader:
                 count += images.shape[0]
             rate = count / (time.perf_counter() - start)
-    return {"images_per_s": rate, "first_batch_s": first, "peak_pss_mb": memory.peak_pss_mb}
+            cpu_ms = (_tree_cpu_s() - cpu) / count * 1e3
+    return {"images_per_s": rate, "cpu_ms_per_image": cpu_ms, "first_batch_s": first, "peak_pss_mb": memory.peak_pss_mb}
 
 
 def _row(n: int, mode: str, runs: list[dict], base: list[dict] | None, usable: int) -> str:
     rates = [r["images_per_s"] for r in runs]
     rate, first = statistics.median(rates), statistics.median(r["first_batch_s"] for r in runs)
     pss = max((r["peak_pss_mb"] or 0.0) for r in runs)
+    cpu = statistics.median(r.get("cpu_ms_per_image", float("nan")) for r in runs)
     text = (
         f"{n:>3}{'*' if n > usable else ' '} {mode:<11} {rate:>7.0f} ({min(rates):>5.0f}-{max(rates):>5.0f}) "
-        f"{first:>7.2f} {pss:>8.0f}"
+        f"{cpu:>6.2f} {first:>7.2f} {pss:>8.0f}"
     )
     if base:
         base_rate = statistics.median(r["images_per_s"] for r in base)
@@ -145,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.repeats):
         for name in runs:
             mode, n = name.rsplit("-", 1)
+            set_page_cache(sorted(p for p in root.rglob("*") if p.is_file()), warm=True)  # unread pages go in ~30 s
             runs[name].append(
                 run_isolated(_measure, root, mode, int(n), args.batch_size, args.size, args.float, args.passes)
             )
@@ -155,12 +176,18 @@ def main(argv: list[str] | None = None) -> int:
         f"RandomResizedCrop({args.size}), batch {args.batch_size}, {output}, median of {args.repeats} rounds; "
         f"{usable} usable CPUs"
     )
-    print(f"{'N':>4} {'mode':<11} {'img/s (range)':>21} {'first s':>7} {'PSS MB':>8} {'img/s/fork':>8} {'PSS/fork':>7}")
+    print(
+        f"{'N':>4} {'mode':<11} {'img/s (range)':>21} {'cpu ms':>6} {'first s':>7} {'PSS MB':>8} "
+        f"{'img/s/fork':>8} {'PSS/fork':>7}"
+    )
     for n in counts:
         base = runs.get(f"fork-{n}")
         for mode in modes:
             print(_row(n, mode, runs[f"{mode}-{n}"], base if mode != "fork" else None, usable))
-    print("first s: iter() of a new loader to its first batch; PSS: peak of the process and its workers, summed")
+    print(
+        "cpu ms: CPU time of the process and its workers per image in the timed pass; first s: iter() of a new "
+        "loader to its first batch; PSS: peak of the process and its workers, summed"
+    )
     if args.json:
         from fastdata.bench.machine import machine_info
 

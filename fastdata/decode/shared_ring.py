@@ -184,12 +184,16 @@ class BufferPool:
 
     Threads share the process, so no hand-back is needed: a buffer is free again when no tensor, view or array
     uses its storage (the use count, as above). Up to ``per_size`` buffers per size are kept; beyond, fresh ones.
-    Pickles empty (a loader that holds one can be pickled).
+    A size not asked for in ``STALE_AFTER`` calls (a new resolution) is dropped once none of its buffers is used, as
+    the worker rings do: a pass's shorter last batch does not cost the full batches' buffers, which the next pass
+    would fault in again. Pickles empty (a loader that holds one can be pickled).
     """
 
     def __init__(self, per_size: int) -> None:
         self.per_size = max(1, int(per_size))
         self._rings: dict[int, list[torch.UntypedStorage]] = {}
+        self._last_use: dict[int, int] = {}
+        self._calls = 0
         self._lock = threading.Lock()
 
     def empty(self, nbytes: int) -> torch.UntypedStorage:
@@ -197,10 +201,12 @@ class BufferPool:
         if nbytes < RING_MIN_BYTES or _use_count is None or os.environ.get(ENV, "1") == "0":
             return torch.UntypedStorage(nbytes)
         with self._lock:
-            for size in [n for n in self._rings if n != nbytes]:  # a size no longer made (a new resolution)
+            self._calls += 1
+            for size in [n for n, last in self._last_use.items() if self._calls - last > STALE_AFTER]:
                 if all(_unreferenced(s, python_refs=3) for s in self._rings[size]):  # the list, the loop, the call
-                    del self._rings[size]
+                    del self._rings[size], self._last_use[size]
             ring = self._rings.setdefault(nbytes, [])
+            self._last_use[nbytes] = self._calls
             for storage in ring:
                 if _unreferenced(storage, python_refs=3):  # the list, the loop, the call
                     return storage  # the caller's reference now marks it taken
