@@ -62,6 +62,13 @@ def _prepare(data_dir: Path, images: int, keep_bytes: bool, folder: Path | None 
     return packed
 
 
+def _relative(value: object) -> object:
+    """A path inside the repository as a relative one (results files are committed); anything else as it is."""
+    if isinstance(value, Path) and value.resolve().is_relative_to(ROOT):
+        return str(value.resolve().relative_to(ROOT))
+    return value
+
+
 def _loader(root: Path, mode: str, n: int, batch: int, size: int, normalize: bool) -> DataLoaderX:
     # uint8: crop + flip at decode time; float: the flip is NormalizeCollate's
     transform = (
@@ -191,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         from fastdata.bench.machine import machine_info
 
-        result = {"machine": machine_info(), "config": vars(args), "runs": runs}  # the machine and the day
+        config = {k: _relative(v) for k, v in vars(args).items()}  # the repository's own paths, not this clone's
+        result = {"machine": machine_info(), "config": config, "runs": runs}  # the machine and the day
         args.json.write_text(json.dumps(result, indent=1, default=str))
     return 0
 
