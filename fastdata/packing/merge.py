@@ -25,12 +25,12 @@ from fastdata.packing.finish import NothingPackedError, finalize
 from fastdata.packing.identity import check_part
 from fastdata.packing.journal import JournalEntry
 from fastdata.packing.lock import OutputLock
+from fastdata.packing.output import RANGE_RECORD
 from fastdata.packing.ranges import record_entries, record_name
 
 __all__ = ["combine", "merge", "part_name", "write_part"]
 
 PART_NAME = re.compile(r"part-(\d{5,})-of-(\d{5,})\.json")
-RECORD_NAME = re.compile(r"\.range-\d{5,}\.json")  # ranges.record_name's
 
 
 def part_name(index: int, parts: int) -> str:
@@ -112,7 +112,7 @@ def _clean_after_publish(root: Path, out: str) -> Manifest:
     Its parts and range records are removed when the manifest lists every shard they record, and the manifest is
     returned, as the finished merge would have.
     """
-    leftovers = sorted(p for p in root.iterdir() if PART_NAME.fullmatch(p.name) or RECORD_NAME.fullmatch(p.name))
+    leftovers = sorted(p for p in root.iterdir() if PART_NAME.fullmatch(p.name) or RANGE_RECORD.fullmatch(p.name))
     if not leftovers:
         raise FileExistsError(f"{out!r} already holds a finished dataset (manifest.json): nothing to merge")
     manifest = Manifest.load(root)

@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 
 RANGE_STAGING = re.compile(r"\.range-\d{5,}\.tmp")  # a range task's unpublished shards (a folder)
 RANGE_LOCK = re.compile(r"\.range-\d{5,}\.lock")
+RANGE_RECORD = re.compile(r"\.range-\d{5,}\.json")  # a range task's published record (ranges.record_name)
 OWN_NAME = re.compile(
     r"(?:shard-\d{5,}(?:-\d{5,})?\.(?:tfrecord|idx|lmdb|loc)|targets(?:-\d+)?\.npy|transcoded(?:-\d+)?\.bits"
     r"|manifest\.json|\.pack-journal\.jsonl|\.range-\d{5,}\.json|part-\d{5,}-of-\d{5,}\.json)(?:\.tmp)?"
