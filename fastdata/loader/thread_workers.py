@@ -201,13 +201,14 @@ def _make(shared: _Shared, idx: int, index: Any) -> None:
     if batch is not None:
         _fill(shared, batch, 0)
         return
-    if error is None:
-        try:
-            result: tuple[bool, Any] = (True, _pinned(shared, shared.fetch(index)))
-        except BaseException as exc:  # noqa: BLE001 - as above
-            result = (False, exc)
-    shared.put(idx, result if error is None else (False, error))
-    del error
+    if error is not None:  # the plan raised: that is this batch's error
+        shared.put(idx, (False, error))
+        return
+    try:
+        result: tuple[bool, Any] = (True, _pinned(shared, shared.fetch(index)))
+    except BaseException as exc:  # noqa: BLE001 - as above
+        result = (False, exc)
+    shared.put(idx, result)
 
 
 def _work(shared: _Shared, worker_id: int) -> None:
