@@ -21,10 +21,12 @@ import re
 import shutil
 from pathlib import Path
 
+from fastdata._util.fs import tmp_path
 from fastdata.formats import FORMATS
 from fastdata.formats.errors import CorruptRecordError
 from fastdata.formats.files import read_regular
 from fastdata.formats.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES
+from fastdata.formats.unfinished import JOURNAL_NAME
 from fastdata.packing.journal import PackJournal
 from fastdata.packing.lock import LOCK_NAME
 from fastdata.packing.scan import printable_name
@@ -100,7 +102,8 @@ def prepare_output(out: Path, *, resume: bool, overwrite: bool) -> None:
 
     A folder with a fastdata dataset (or an unfinished pack) needs ``resume`` or ``overwrite``;
     ``overwrite`` deletes fastdata's own files there, and every run deletes the ``.tmp`` pieces
-    an interrupted run left. A folder without one must be empty unless ``overwrite`` is set.
+    an interrupted run left. A folder without one must be empty unless ``overwrite`` is set; a journal's unpublished
+    first line (a run killed as it began) is removed there too.
 
     Raises:
         FileExistsError: the folder holds a dataset and neither flag is set, holds files that
@@ -119,6 +122,9 @@ def prepare_output(out: Path, *, resume: bool, overwrite: bool) -> None:
         printable_name(e.name) for e in os.scandir(out) if e.name != LOCK_NAME and not RANGE_LOCK.fullmatch(e.name)
     )
     clashing = [name for name in foreign if is_own_name(name)]
+    if clashing == [tmp_path(JOURNAL_NAME).name] and _unpublished_journal(out / clashing[0]):
+        (out / clashing[0]).unlink(missing_ok=True)  # a run killed as it began: it wrote nothing else
+        foreign, clashing = [name for name in foreign if name != clashing[0]], []
     if clashing:
         raise FileExistsError(
             f"output folder {str(out)!r} holds {clashing[0]!r}{_more(clashing)} but no fastdata manifest.json "
@@ -132,6 +138,19 @@ def prepare_output(out: Path, *, resume: bool, overwrite: bool) -> None:
         )
     if foreign:
         logger.info("packing into %s next to %d file(s) that fastdata leaves alone", out, len(foreign))
+
+
+def _unpublished_journal(piece: Path) -> bool:
+    """True when ``piece`` reads as the start of a journal's first line (empty, or one JSON line begun).
+
+    Every pack writes its journal's first line before anything else; a run killed while writing it leaves only this
+    piece, which the rerun removes. A file of that name with other content is left alone (and refused).
+    """
+    try:
+        data = read_regular(piece, max_bytes=1 << 20)
+    except (OSError, CorruptRecordError):
+        return False
+    return not data or (data.startswith(b"{") and b"\n" not in data[:-1])
 
 
 def remove_own_files(out: Path, *, only_tmp: bool = False) -> list[str]:

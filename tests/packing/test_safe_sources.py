@@ -83,3 +83,41 @@ def test_fastdata_manifests_are_recognised(tmp_path):
     for text in ("[]", "{", json.dumps({**FOREIGN, "created_by": "other 1.0", "format": "lmdb", "shards": []})):
         (tmp_path / "m.json").write_text(text)
         assert not is_fastdata_manifest(tmp_path / "m.json")
+
+
+@pytest.mark.parametrize("piece", [b"", b'{"fingerprint": "sha2', b'{"repack": "old", "format": "lmdb"}\n'])
+@pytest.mark.parametrize("command", ["pack", "repack"])
+def test_a_run_killed_while_writing_its_journal_is_started_over(tmp_path, command, piece):
+    """Round four's kill campaign (a fresh-clone CI run): a run killed inside its first write, the journal's first
+    line, left only ``.pack-journal.jsonl.tmp``, and the rerun refused the folder as files "fastdata did not write".
+    That piece, and only it, is now removed: the rerun gives the uninterrupted run's bytes."""
+    from fastdata.packing.repack import repack
+    from tests.packing.slow_pack import all_files
+
+    src = tmp_path / "src"
+    make_distinct_folder(src, per_class=2)
+    old = tmp_path / "old"
+    pack_quietly(src, old, "tfrecord")
+
+    def run(out):
+        if command == "pack":
+            return pack_quietly(src, out, "lmdb")
+        return repack(old, out, format="lmdb", workers=0, progress=False)
+
+    run(tmp_path / "reference")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".pack-journal.jsonl.tmp").write_bytes(piece)
+    run(out)
+    assert all_files(out) == all_files(tmp_path / "reference")
+
+
+def test_a_journal_piece_that_is_not_one_is_left_alone(tmp_path):
+    src = tmp_path / "src"
+    make_distinct_folder(src, per_class=2)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".pack-journal.jsonl.tmp").write_bytes(b"the user's own notes\nline two\n")
+    with pytest.raises(FileExistsError, match="fastdata did not write it"):
+        pack_quietly(src, out, "tfrecord", overwrite=True)
+    assert (out / ".pack-journal.jsonl.tmp").read_bytes() == b"the user's own notes\nline two\n"
