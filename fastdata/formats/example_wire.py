@@ -127,6 +127,11 @@ def walk(prefix: bytes, length: int) -> Generator[tuple[int, int], bytes, int | 
             size, i = (size, i + 2) if size < 0x80 else _varint(buf, i + 1, stop)
             if i + size != stop:
                 raise NotPlain
+            if not key.isascii():
+                try:
+                    key.decode("utf-8")  # a proto3 string: protobuf refuses bad UTF-8, whatever the Feature holds
+                except UnicodeDecodeError:
+                    raise NotPlain from None
             if i == stop:  # a Feature with no list
                 if key in (_IMAGE, _LABEL):
                     raise NotPlain
@@ -156,11 +161,6 @@ def walk(prefix: bytes, length: int) -> Generator[tuple[int, int], bytes, int | 
                 if label is None:
                     raise NotPlain
                 i = stop
-            elif not key.isascii():
-                try:
-                    key.decode("utf-8")  # a proto3 string: protobuf refuses bad UTF-8
-                except UnicodeDecodeError:
-                    raise NotPlain from None
             _lists(buf, i, stop, kind)
             i = stop
     except IndexError:  # the first step ran past the prefix

@@ -102,6 +102,7 @@ ODD = {  # Examples the walk may not take as plain (or that are not Examples): p
     "value before key": example(ld(0x0A, ld(0x12, images(IMAGE)) + ld(0x0A, IMG))),
     "entry without value": example(entry(IMG, images(IMAGE)), ld(0x0A, ld(0x0A, b"k"))),
     "bad UTF-8 key": example(entry(IMG, images(IMAGE)), entry(b"k\xff", ints(b"\x01"))),
+    "bad UTF-8 key, empty Feature": example(entry(IMG, images(IMAGE)), entry(b"k\xff", b"")),
     "UTF-8 key": example(entry(IMG, images(IMAGE)), entry("clé".encode(), ints(b"\x01"))),
     "key length not canonical": example(ld(0x0A, b"\x0a\x8d\x00" + IMG + ld(0x12, images(IMAGE)))),
     "big field before the image": example(entry(b"a", images(b"z" * (2 * PREFIX))), entry(IMG, images(IMAGE))),
