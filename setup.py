@@ -4,7 +4,8 @@
 ``fastdata.loader._floatbatch`` (uint8 batches to normalized float in one pass) and
 ``fastdata.packing._jpegtranscode`` (pack's lossless JPEG transcoding to restart intervals) and
 ``fastdata.transforms._affine`` (PIL's affine bicubic warp for the decode-time rotate and shear) and
-``fastdata.transforms._lut`` (lookup tables applied in place, 64 bytes at a time with AVX-512 VBMI) are optional:
+``fastdata.transforms._lut`` (lookup tables applied in place, 64 bytes at a time with AVX-512 VBMI) and
+``fastdata.formats._records`` (a batch of records read and checked with the GIL released) are optional:
 when there is no C compiler or no ``jpeglib.h``, the build prints one warning per kernel and the
 install goes on without it (fastdata then decodes through PyTurboJPEG/OpenCV, normalizes with torch, pack stores
 JPEG bytes unchanged, bicubic rotate and shear use OpenCV's cubic kernel, and lookup tables cv2.LUT).
@@ -83,6 +84,7 @@ setup(
             ["fastdata/transforms/_affine.c"],
             extra_compile_args=["-O3", "-ffp-contract=off", "-fno-trapping-math"],
         ),
+        Extension("fastdata.formats._records", ["fastdata/formats/_records.c"], extra_compile_args=["-O3"]),
         Extension("fastdata.transforms._lut", ["fastdata/transforms/_lut.c"], extra_compile_args=["-O3"]),
         # PIL's coefficients in double precision, bit for bit: no fused multiply-adds there either
         Extension(

@@ -30,7 +30,8 @@ wheel="$(ls "$raw"/fastdata-*.whl)"
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 kernels = ["fastdata/decode/_jpegcrop", "fastdata/packing/_jpegtranscode", "fastdata/loader/_floatbatch",
-           "fastdata/transforms/_affine", "fastdata/transforms/_lut", "fastdata/decode/_bilinear"]
+           "fastdata/transforms/_affine", "fastdata/transforms/_lut", "fastdata/decode/_bilinear",
+           "fastdata/formats/_records"]
 missing = [k for k in kernels if not any(n.startswith(k + ".") and n.endswith(".so") for n in names)]
 if missing:
     sys.exit(f"ERROR: the wheel lacks {', '.join(missing)}")

@@ -21,6 +21,7 @@ KERNELS = [
     "fastdata.transforms._affine",
     "fastdata.transforms._lut",
     "fastdata.decode._bilinear",
+    "fastdata.formats._records",
 ]
 #: What an extension may link outside the wheel: the C library and its parts (manylinux's own allow-list is
 #: longer; ours is this short and stays so).

@@ -76,6 +76,15 @@ class Located:
         k = int(np.searchsorted(self.numbers, number))
         return k if k < len(self.numbers) and int(self.numbers[k]) == number else -1
 
+    def slots(self, numbers: np.ndarray) -> np.ndarray:
+        """:meth:`slot` of each of the int64 ``numbers``, as a new int64 array."""
+        if self.numbers is None:
+            return np.where((numbers >= 0) & (numbers < len(self.offsets)), numbers, -1)
+        k = np.searchsorted(self.numbers, numbers)
+        inside = k < len(self.numbers)
+        hit = inside & (self.numbers[np.where(inside, k, 0)] == numbers) if len(self.numbers) else inside
+        return np.where(hit, k, -1).astype(np.int64)
+
 
 @dataclass(frozen=True)
 class LMDBIndex:

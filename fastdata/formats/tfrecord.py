@@ -24,7 +24,7 @@ from fastdata.formats.files import FileIdentity, crc32c_hex, open_regular, resol
 from fastdata.formats.manifest_entries import ShardInfo
 from fastdata.formats.tfrecord_framing import FOOTER_SIZE, HEADER_SIZE, build_index, frame
 from fastdata.formats.tfrecord_index import MIN_INDEX_LINE, index_bytes, index_path_for, max_index_bytes, read_index
-from fastdata.formats.tfrecord_read import read_image_record, read_payload
+from fastdata.formats.tfrecord_read import read_image_records, read_payload
 
 
 class TFRecordShardWriter(ShardWriterBase):
@@ -132,10 +132,9 @@ class TFRecordShardReader(ShardReaderBase):
     def read_many(self, positions: Sequence[int], sizes: Sequence[int]) -> list[tuple[bytes, int | None]]:
         """:meth:`read` of each record in turn, the file's stamp checked once after the last read."""
         fd, path, check, offset = self._fd, self.path, self.check_crc, self.label_offset
-        records: list[tuple[bytes, int | None]] = [
-            read_image_record(fd, position, size, shard=path, check_crc=check, label_offset=offset)
-            for position, size in zip(positions, sizes, strict=False)
-        ]
+        records: list[tuple[bytes, int | None]] = list(
+            read_image_records(fd, positions, sizes, shard=path, check_crc=check, label_offset=offset)
+        )
         self._check_stamp()
         return records
 
