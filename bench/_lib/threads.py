@@ -3,8 +3,8 @@
 
 An ImageNet-like folder (made if missing) is packed as TFRecord with pack's defaults (JPEGs re-coded with restart
 intervals; ``--keep-bytes`` stores the originals). Then, for each N in ``--parallel``, loaders of the same dataset
-(``RandomResizedCrop(224)`` + a flip at decode time, batch 256, ``fast_collate`` uint8, or ``--float``:
-``NormalizeCollate(hflip_p=0.5)``) read full passes:
+(``RandomResizedCrop(224)`` + a flip at decode time, ``--resample`` its resample, batch 256, ``fast_collate`` uint8,
+or ``--float``: ``NormalizeCollate(hflip_p=0.5)``) read full passes:
 
 - ``thread-N``: ``DataLoaderX(worker_mode="thread", num_workers=N)``: N loader threads in the training process;
 - ``fork-N`` / ``forkserver-N``: ``num_workers=N`` worker processes started by that context (persistent workers);
@@ -69,11 +69,10 @@ def _relative(value: object) -> object:
     return value
 
 
-def _loader(root: Path, mode: str, n: int, batch: int, size: int, normalize: bool) -> DataLoaderX:
+def _loader(root: Path, mode: str, n: int, batch: int, size: int, normalize: bool, resample: str) -> DataLoaderX:
     # uint8: crop + flip at decode time; float: the flip is NormalizeCollate's
-    transform = (
-        RandomResizedCrop(size) if normalize else DecodeCompose([RandomResizedCrop(size), RandomHorizontalFlip()])
-    )
+    crop = RandomResizedCrop(size, resample=resample)
+    transform = crop if normalize else DecodeCompose([crop, RandomHorizontalFlip()])
     dataset = ShardDataset(root, transform=transform, decode_threads=n if mode == "inline" else 1)
     collate = NormalizeCollate(hflip_p=0.5) if normalize else fast_collate
     if mode == "thread":
@@ -106,12 +105,12 @@ def _tree_cpu_s() -> float:
     return total
 
 
-def _measure(root: Path, mode: str, n: int, batch: int, size: int, normalize: bool, passes: int) -> dict:
+def _measure(root: Path, mode: str, n: int, batch: int, size: int, normalize: bool, resample: str, passes: int) -> dict:
     """In a fresh process: first-batch time, then the last of ``passes`` passes' images/s and the CPU time it took
     per image (the process and its workers: the sampler's own thread included), and peak PSS."""
     with MemorySampler(interval=0.1) as memory:
         start = time.perf_counter()
-        loader = _loader(root, mode, n, batch, size, normalize)
+        loader = _loader(root, mode, n, batch, size, normalize, resample)
         it = iter(loader)
         next(it)
         first = time.perf_counter() - start
@@ -159,6 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--size", type=int, default=224)
     parser.add_argument("--float", action="store_true", help="NormalizeCollate(hflip_p=0.5) float batches")
+    parser.add_argument(
+        "--resample",
+        default=RandomResizedCrop(1).resample,
+        help="the crop's resample (default: RandomResizedCrop's; fastdata bench pins 'fast')",
+    )
     parser.add_argument("--keep-bytes", action="store_true", help="pack the source JPEGs unchanged")
     parser.add_argument("--json", type=Path, help="write every run here")
     args = parser.parse_args(argv)
@@ -175,13 +179,16 @@ def main(argv: list[str] | None = None) -> int:
             mode, n = name.rsplit("-", 1)
             set_page_cache(packed_files, warm=True)  # unread pages leave the cache in about 30 s
             runs[name].append(
-                run_isolated(_measure, root, mode, int(n), args.batch_size, args.size, args.float, args.passes)
+                run_isolated(
+                    _measure, root, mode, int(n), args.batch_size, args.size, args.float, args.resample, args.passes
+                )
             )
     output = "NormalizeCollate float" if args.float else "uint8"
     print(
         f"{args.data or f'{args.images} ImageNet-like images'} "
         f"({'keep-bytes' if args.keep_bytes else 'default'} pack, TFRecord), "
-        f"RandomResizedCrop({args.size}), batch {args.batch_size}, {output}, median of {args.repeats} rounds; "
+        f"RandomResizedCrop({args.size}, resample={args.resample!r}), batch {args.batch_size}, {output}, "
+        f"median of {args.repeats} rounds; "
         f"{usable} usable CPUs"
     )
     print(

@@ -176,7 +176,7 @@ class ShardSource:
         datas: list[bytes] = [b""] * len(wanted)
         labels = np.zeros(len(wanted), dtype=np.int64)
         own: list[int | None] = [None] * len(wanted)  # each record's own label (None: it holds none)
-        for shard in np.unique(shards).tolist():
+        for shard in sorted(set(shards.tolist())):  # not np.unique: its first call imports numpy.ma (~15 ms)
             where = np.flatnonzero(shards == shard)
             at = numbers[where]  # record numbers, then (indexed formats) byte positions
             try:

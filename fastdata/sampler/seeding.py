@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
+import numpy.random  # noqa: F401 - numpy imports it lazily: at import, not inside a loader's first batch (~12 ms)
 from typing_extensions import override
 
 __all__ = ["SampleIndex", "derive_pass_key", "keyed_indices", "sample_generator", "wants_sample_index"]
