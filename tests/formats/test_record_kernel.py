@@ -247,3 +247,19 @@ def test_mutated_records_with_good_crcs_give_the_plain_reads_answer_or_error(tmp
         assert sum(t is not None for t in taken) > 100  # many mutations leave a sound plain record
     finally:
         os.close(fd)
+
+
+def test_without_crc_checks_the_batch_read_is_the_plain_read(tmp_path):
+    """``check_crc=False``: a record whose image bytes changed is served as the plain read serves it, CRCs unread."""
+    good = framed(ours(image=b"\xff\xd8\xff" + bytes(500)))
+    damaged = bytearray(good)
+    damaged[good.index(b"\xff\xd8\xff") + 100] ^= 0x40
+    path, positions, sizes = shard_of(tmp_path, [good, bytes(damaged)])
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        plain = [read_image_record(fd, p, n, shard="s", check_crc=False) for p, n in zip(positions, sizes, strict=True)]
+        assert read_image_records(fd, positions, sizes, shard="s", check_crc=False) == plain
+        assert None not in _records.read_tfrecords(fd, positions, sizes, False)  # the kernel took both
+        assert plain[1][0] != plain[0][0]  # the changed byte is there: nothing checked it
+    finally:
+        os.close(fd)
