@@ -49,6 +49,7 @@ static uint32_t crc_soft(uint32_t crc, const uint8_t *p, size_t n)
 {
     for (; n && ((uintptr_t)p & 7); n--)
         crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xFF];
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     for (; n >= 8; n -= 8, p += 8) {
         uint64_t w;
         memcpy(&w, p, 8);
@@ -57,6 +58,7 @@ static uint32_t crc_soft(uint32_t crc, const uint8_t *p, size_t n)
               crc_table[4][(w >> 24) & 0xFF] ^ crc_table[3][(w >> 32) & 0xFF] ^ crc_table[2][(w >> 40) & 0xFF] ^
               crc_table[1][(w >> 48) & 0xFF] ^ crc_table[0][w >> 56];
     }
+#endif
     for (; n; n--)
         crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xFF];
     return crc;
@@ -515,18 +517,21 @@ done:
     return result;
 }
 
-PyDoc_STRVAR(crc32c_doc, "crc32c(data, crc=0) -> int\n\nCRC32C of `data` continued from `crc`, as "
-                         "google_crc32c.extend(crc, data) (this module's own, for its tests and the GIL-free reads).");
+PyDoc_STRVAR(crc32c_doc, "crc32c(data, crc=0, table=False) -> int\n\nCRC32C of `data` continued from `crc`, as "
+                         "google_crc32c.extend(crc, data) (this module's own, for its tests and the GIL-free reads); "
+                         "`table`: by the table, as on a CPU without a CRC32C instruction.");
 
 static PyObject *records_crc32c(PyObject *self, PyObject *args)
 {
     Py_buffer data;
     unsigned int crc = 0;
-    if (!PyArg_ParseTuple(args, "y*|I:crc32c", &data, &crc))
+    int table = 0;
+    if (!PyArg_ParseTuple(args, "y*|Ip:crc32c", &data, &crc, &table))
         return NULL;
     uint32_t value;
     Py_BEGIN_ALLOW_THREADS
-    value = crc32c_extend(crc, data.buf, (size_t)data.len);
+    value = table ? ~crc_soft(~(uint32_t)crc, data.buf, (size_t)data.len)
+                  : crc32c_extend(crc, data.buf, (size_t)data.len);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&data);
     return PyLong_FromUnsignedLong(value);

@@ -23,5 +23,5 @@ def read_values(
 ) -> list[bytes | None]:
     """Each LMDB value when it reads whole with its CRC32C, else None (read it the plain way)."""
 
-def crc32c(data: ReadableBuffer, crc: int = 0, /) -> int:
-    """CRC32C of ``data`` continued from ``crc``, as ``google_crc32c.extend(crc, data)``."""
+def crc32c(data: ReadableBuffer, crc: int = 0, table: bool = False, /) -> int:
+    """CRC32C of ``data`` continued from ``crc``, as ``google_crc32c.extend(crc, data)`` (``table``: the table's)."""

@@ -42,8 +42,9 @@ def test_crc32c_is_google_crc32c():
     for n in [0, 1, 3, 7, 8, 9, 15, 16, 63, 64, 65, 1000, 4097, 100_003]:
         for skip in range(9):  # every alignment of the start
             data = rng.randbytes(n + skip)[skip:]
-            assert _records.crc32c(data) == google_crc32c.value(data), (n, skip)
-            assert _records.crc32c(data, 0xDEADBEEF) == google_crc32c.extend(0xDEADBEEF, data), (n, skip)
+            for table in (False, True):  # this CPU's instruction (where it has one), and the table everywhere
+                assert _records.crc32c(data, 0, table) == google_crc32c.value(data), (n, skip, table)
+                assert _records.crc32c(data, 0xDEADBEEF, table) == google_crc32c.extend(0xDEADBEEF, data), (n, skip)
 
 
 @pytest.mark.parametrize("name", sorted(ODD))
