@@ -258,7 +258,11 @@ static int walk(const uint8_t *b, size_t length, size_t *start, size_t *size, in
 /* `seq` (a sequence of ints) into a new array of n int64 (n: its length); NULL with an exception set */
 static int64_t *int64s(PyObject *seq, Py_ssize_t *n, const char *what)
 {
-    PyObject *fast = PySequence_Fast(seq, what);
+    if (!PySequence_Check(seq)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a sequence of ints, not %.100s", what, Py_TYPE(seq)->tp_name);
+        return NULL;
+    }
+    PyObject *fast = PySequence_Fast(seq, "a sequence of ints");
     if (fast == NULL)
         return NULL;
     *n = PySequence_Fast_GET_SIZE(fast);
@@ -301,26 +305,31 @@ static int64_t file_size(int fd)
     return fstat(fd, &st) == 0 ? (int64_t)st.st_size : -1;
 }
 
-/* one record's bytes object, sized `size` and filled later (NULL for a size past what a read can hold) */
-static PyObject *fresh_bytes(int64_t size) { return size >= 0 ? PyBytes_FromStringAndSize(NULL, size) : NULL; }
-
-/* ---- TFRecord ---- */
+/* ---- the records of one call: each read into its own bytes with the GIL released ---- */
 
 typedef struct {
-    int64_t position, size;
-    PyObject *bytes; /* the payload, read in place; then the image, moved to its front */
-    size_t image_size;
+    int64_t at, size;  /* TFRecord: the record's position and size; LMDB: the value's offset and size */
+    int64_t page;      /* LMDB: the overflow run's first page, or -1 (a value inside its leaf) */
+    uint32_t crc;      /* LMDB: the CRC32C the value must have */
+    int64_t alloc;     /* the bytes to make for it; -1: not read (the plain read says why) */
+    PyObject *bytes;   /* read in place; then resized to `keep` */
+    size_t keep;
     int ok, has_label;
     int64_t label;
-} TFJob;
+} Job;
 
-static void read_tfrecord(int fd, TFJob *job, int check_crc)
+typedef void (*ReadOne)(int fd, Job *job, int64_t page_size, int check_crc);
+
+/* A TFRecord record: header, payload (into the bytes), footer in one preadv; the CRCs; the walk; the image moved to
+ * the front of the bytes. */
+static void read_tfrecord(int fd, Job *job, int64_t page_size, int check_crc)
 {
     uint8_t header[12], footer[4];
     int64_t length = job->size - 16;
     uint8_t *payload = (uint8_t *)PyBytes_AS_STRING(job->bytes);
     struct iovec parts[3] = {{header, 12}, {payload, (size_t)length}, {footer, 4}};
-    if (preadv(fd, parts, 3, (off_t)job->position) != job->size)
+    (void)page_size;
+    if (preadv(fd, parts, 3, (off_t)job->at) != job->size)
         return; /* short (a truncated shard) or an error: the plain read names it */
     if ((int64_t)load_le(header, 8) != length)
         return;
@@ -331,8 +340,91 @@ static void read_tfrecord(int fd, TFJob *job, int check_crc)
     if (walk(payload, (size_t)length, &start, &size, &job->has_label, &job->label))
         return;
     memmove(payload, payload + start, size);
-    job->image_size = size;
+    job->keep = size;
     job->ok = 1;
+}
+
+/* An LMDB value: with its overflow run's header where it has one (checked), then its CRC32C. */
+static void read_value(int fd, Job *job, int64_t page_size, int check_crc)
+{
+    uint8_t header[16];
+    uint8_t *value = (uint8_t *)PyBytes_AS_STRING(job->bytes);
+    if (job->page < 0) {
+        if (pread(fd, value, (size_t)job->size, (off_t)job->at) != job->size)
+            return;
+    } else {
+        struct iovec parts[2] = {{header, 16}, {value, (size_t)job->size}};
+        if (preadv(fd, parts, 2, (off_t)(job->at - 16)) != job->size + 16)
+            return;
+        /* the run's header: its page number, the overflow flag (0x04), pages enough for the value */
+        uint64_t pages = load_le(header + 12, 4);
+        if ((int64_t)load_le(header, 8) != job->page || !(load_le(header + 10, 2) & 0x04) ||
+            (uint64_t)(16 + job->size) > pages * (uint64_t)page_size)
+            return;
+    }
+    if (check_crc && crc32c_extend(0, value, (size_t)job->size) != job->crc)
+        return;
+    job->keep = (size_t)job->size;
+    job->ok = 1;
+}
+
+/* Make each job's bytes, read them all with the GIL released, and return the list: per job its bytes (with its
+ * label, `labelled`) or None. Frees the jobs. */
+static PyObject *run_jobs(int fd, Job *jobs, Py_ssize_t n, int64_t page_size, int check_crc, ReadOne read_one,
+                          int labelled)
+{
+    PyObject *result = NULL;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (jobs[k].alloc >= 0 && (jobs[k].bytes = PyBytes_FromStringAndSize(NULL, jobs[k].alloc)) == NULL)
+            goto done;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (jobs[k].bytes != NULL)
+            read_one(fd, &jobs[k], page_size, check_crc);
+    Py_END_ALLOW_THREADS
+    result = PyList_New(n);
+    for (Py_ssize_t k = 0; result != NULL && k < n; k++) {
+        PyObject *item = Py_None;
+        if (!jobs[k].ok)
+            Py_INCREF(item);
+        else if (_PyBytes_Resize(&jobs[k].bytes, (Py_ssize_t)jobs[k].keep) < 0)
+            item = NULL;
+        else if (!labelled)
+            item = Py_NewRef(jobs[k].bytes);
+        else if (jobs[k].has_label)
+            item = Py_BuildValue("(OL)", jobs[k].bytes, (long long)jobs[k].label);
+        else
+            item = Py_BuildValue("(OO)", jobs[k].bytes, Py_None);
+        if (item == NULL)
+            Py_CLEAR(result);
+        else
+            PyList_SET_ITEM(result, k, item);
+    }
+done:
+    for (Py_ssize_t k = 0; k < n; k++)
+        Py_XDECREF(jobs[k].bytes);
+    PyMem_Free(jobs);
+    return result;
+}
+
+/* `count` columns of ints (each as long as the first) into int64 arrays; the number of rows, or -1 with an
+ * exception set (the arrays made so far are left for the caller to free) */
+static Py_ssize_t columns_of(PyObject *const *sources, const char *const *names, int count, int64_t **columns)
+{
+    Py_ssize_t n = 0;
+    for (int c = 0; c < count; c++) {
+        Py_ssize_t rows;
+        columns[c] = int64s(sources[c], &rows, names[c]);
+        if (columns[c] == NULL)
+            return -1;
+        if (c == 0)
+            n = rows;
+        else if (rows != n) {
+            PyErr_Format(PyExc_ValueError, "%s and %s differ in length", names[0], names[c]);
+            return -1;
+        }
+    }
+    return n;
 }
 
 PyDoc_STRVAR(read_tfrecords_doc,
@@ -352,96 +444,25 @@ static PyObject *records_read_tfrecords(PyObject *self, PyObject *const *args, P
     if (check_crc < 0)
         return NULL;
     int64_t end = file_size(fd);
-    Py_ssize_t n, n_sizes;
-    int64_t *positions = int64s(args[1], &n, "positions must be a sequence of ints");
-    if (positions == NULL)
-        return NULL;
-    int64_t *sizes = int64s(args[2], &n_sizes, "sizes must be a sequence of ints");
+    const char *const names[2] = {"positions", "sizes"};
+    int64_t *columns[2] = {NULL, NULL};
     PyObject *result = NULL;
-    TFJob *jobs = NULL;
-    if (sizes == NULL)
-        goto done;
-    if (n_sizes != n) {
-        PyErr_SetString(PyExc_ValueError, "positions and sizes differ in length");
-        goto done;
-    }
-    jobs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(TFJob));
-    if (jobs == NULL) {
+    Py_ssize_t n = columns_of(args + 1, names, 2, columns);
+    Job *jobs = n < 0 ? NULL : PyMem_Calloc((size_t)(n ? n : 1), sizeof(Job));
+    if (n >= 0 && jobs == NULL)
         PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t k = 0; k < n; k++) {
-        jobs[k].position = positions[k];
-        jobs[k].size = sizes[k];
-        if (positions[k] >= 0 && sizes[k] >= 16 && sizes[k] <= end - positions[k] && (jobs[k].bytes = fresh_bytes(sizes[k] - 16)) == NULL)
-            goto done;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t k = 0; k < n; k++)
-        if (jobs[k].bytes != NULL)
-            read_tfrecord(fd, &jobs[k], check_crc);
-    Py_END_ALLOW_THREADS
-    result = PyList_New(n);
-    if (result == NULL)
-        goto done;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *item = Py_None;
-        if (jobs[k].ok) {
-            if (_PyBytes_Resize(&jobs[k].bytes, (Py_ssize_t)jobs[k].image_size) < 0) {
-                Py_CLEAR(result);
-                goto done;
-            }
-            item = jobs[k].has_label ? Py_BuildValue("(OL)", jobs[k].bytes, (long long)jobs[k].label)
-                                     : Py_BuildValue("(OO)", jobs[k].bytes, Py_None);
-            if (item == NULL) {
-                Py_CLEAR(result);
-                goto done;
-            }
-        } else {
-            Py_INCREF(item);
-        }
-        PyList_SET_ITEM(result, k, item);
-    }
-done:
     if (jobs != NULL) {
-        for (Py_ssize_t k = 0; k < n; k++)
-            Py_XDECREF(jobs[k].bytes);
-        PyMem_Free(jobs);
+        for (Py_ssize_t k = 0; k < n; k++) {
+            int64_t at = columns[0][k], size = columns[1][k];
+            jobs[k].at = at;
+            jobs[k].size = size;
+            jobs[k].alloc = at >= 0 && size >= 16 && size <= end - at ? size - 16 : -1;
+        }
+        result = run_jobs(fd, jobs, n, 0, check_crc, read_tfrecord, 1);
     }
-    PyMem_Free(positions);
-    PyMem_Free(sizes);
+    PyMem_Free(columns[0]);
+    PyMem_Free(columns[1]);
     return result;
-}
-
-/* ---- LMDB values ---- */
-
-typedef struct {
-    int64_t offset, size, page; /* page: the overflow run's first page number, or -1 (a value inside its leaf) */
-    uint32_t crc;
-    PyObject *bytes;
-    int ok;
-} ValueJob;
-
-static void read_value(int fd, ValueJob *job, int64_t page_size, int check_crc)
-{
-    uint8_t header[16];
-    uint8_t *value = (uint8_t *)PyBytes_AS_STRING(job->bytes);
-    if (job->page < 0) {
-        if (pread(fd, value, (size_t)job->size, (off_t)job->offset) != job->size)
-            return;
-    } else {
-        struct iovec parts[2] = {{header, 16}, {value, (size_t)job->size}};
-        if (preadv(fd, parts, 2, (off_t)(job->offset - 16)) != job->size + 16)
-            return;
-        /* the run's header: its page number, the overflow flag (0x04), pages enough for the value */
-        uint64_t pages = load_le(header + 12, 4);
-        if ((int64_t)load_le(header, 8) != job->page || !(load_le(header + 10, 2) & 0x04) ||
-            (uint64_t)(16 + job->size) > pages * (uint64_t)page_size)
-            return;
-    }
-    if (check_crc && crc32c_extend(0, value, (size_t)job->size) != job->crc)
-        return;
-    job->ok = 1;
 }
 
 PyDoc_STRVAR(read_values_doc,
@@ -463,54 +484,25 @@ static PyObject *records_read_values(PyObject *self, PyObject *const *args, Py_s
     if (fd < 0 || check_crc < 0)
         return NULL;
     int64_t end = file_size(fd);
-    Py_ssize_t n = 0, counts[3];
+    const char *const names[4] = {"offsets", "sizes", "pages", "crcs"};
+    PyObject *const sources[4] = {args[1], args[2], args[3], args[5]};
     int64_t *columns[4] = {NULL, NULL, NULL, NULL};
-    const char *names[4] = {"offsets", "sizes", "pages", "crcs"};
-    PyObject *sources[4] = {args[1], args[2], args[3], args[5]};
     PyObject *result = NULL;
-    ValueJob *jobs = NULL;
-    for (int c = 0; c < 4; c++) {
-        columns[c] = int64s(sources[c], c == 0 ? &n : &counts[c - 1], names[c]);
-        if (columns[c] == NULL)
-            goto done;
-        if (c && counts[c - 1] != n) {
-            PyErr_Format(PyExc_ValueError, "%s and offsets differ in length", names[c]);
-            goto done;
-        }
-    }
-    jobs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(ValueJob));
-    if (jobs == NULL) {
+    Py_ssize_t n = columns_of(sources, names, 4, columns);
+    Job *jobs = n < 0 ? NULL : PyMem_Calloc((size_t)(n ? n : 1), sizeof(Job));
+    if (n >= 0 && jobs == NULL)
         PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t k = 0; k < n; k++) {
-        ValueJob *job = &jobs[k];
-        job->offset = columns[0][k];
-        job->size = columns[1][k];
-        job->page = columns[2][k];
-        job->crc = (uint32_t)columns[3][k];
-        if (job->offset >= 16 && page_size > 0 && job->size >= 0 && job->size <= end - job->offset &&
-            (job->bytes = fresh_bytes(job->size)) == NULL)
-            goto done;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t k = 0; k < n; k++)
-        if (jobs[k].bytes != NULL)
-            read_value(fd, &jobs[k], page_size, check_crc);
-    Py_END_ALLOW_THREADS
-    result = PyList_New(n);
-    if (result == NULL)
-        goto done;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *item = jobs[k].ok ? jobs[k].bytes : Py_None;
-        Py_INCREF(item);
-        PyList_SET_ITEM(result, k, item);
-    }
-done:
     if (jobs != NULL) {
-        for (Py_ssize_t k = 0; k < n; k++)
-            Py_XDECREF(jobs[k].bytes);
-        PyMem_Free(jobs);
+        for (Py_ssize_t k = 0; k < n; k++) {
+            Job *job = &jobs[k];
+            job->at = columns[0][k];
+            job->size = columns[1][k];
+            job->page = columns[2][k];
+            job->crc = (uint32_t)columns[3][k];
+            job->alloc = job->at >= 16 && page_size > 0 && job->size >= 0 && job->size <= end - job->at ? job->size
+                                                                                                            : -1;
+        }
+        result = run_jobs(fd, jobs, n, page_size, check_crc, read_value, 0);
     }
     for (int c = 0; c < 4; c++)
         PyMem_Free(columns[c]);

@@ -127,8 +127,12 @@ def test_short_files_sizes_and_positions_are_the_plain_reads_business(tmp_path):
         os.close(fd)
     with pytest.raises(TypeError):
         _records.read_tfrecords(0, [0], [1])
-    with pytest.raises(ValueError, match="differ in length"):
+    with pytest.raises(ValueError, match="positions and sizes differ in length"):
         _records.read_tfrecords(0, [0], [1, 2], True)
+    with pytest.raises(TypeError, match="sizes must be a sequence of ints, not int"):
+        _records.read_tfrecords(0, [0], 1, True)
+    with pytest.raises(ValueError, match="offsets and crcs differ in length"):
+        _records.read_values(0, [16], [1], [-1], 4096, [], True)
 
 
 def test_without_the_kernel_the_plain_reads_give_the_same(tmp_path, monkeypatch):
