@@ -407,24 +407,26 @@ done:
     return result;
 }
 
-/* `count` columns of ints (each as long as the first) into int64 arrays; the number of rows, or -1 with an
- * exception set (the arrays made so far are left for the caller to free) */
-static Py_ssize_t columns_of(PyObject *const *sources, const char *const *names, int count, int64_t **columns)
+/* `count` columns of ints (each as long as the first) into int64 arrays, and a job for each row (zeroed): the jobs
+ * (their number in *n), or NULL with an exception set. The caller frees the columns either way. */
+static Job *jobs_of(PyObject *const *sources, const char *const *names, int count, int64_t **columns, Py_ssize_t *n)
 {
-    Py_ssize_t n = 0;
     for (int c = 0; c < count; c++) {
         Py_ssize_t rows;
         columns[c] = int64s(sources[c], &rows, names[c]);
         if (columns[c] == NULL)
-            return -1;
+            return NULL;
         if (c == 0)
-            n = rows;
-        else if (rows != n) {
+            *n = rows;
+        else if (rows != *n) {
             PyErr_Format(PyExc_ValueError, "%s and %s differ in length", names[0], names[c]);
-            return -1;
+            return NULL;
         }
     }
-    return n;
+    Job *jobs = PyMem_Calloc((size_t)(*n ? *n : 1), sizeof(Job));
+    if (jobs == NULL)
+        PyErr_NoMemory();
+    return jobs;
 }
 
 PyDoc_STRVAR(read_tfrecords_doc,
@@ -447,10 +449,8 @@ static PyObject *records_read_tfrecords(PyObject *self, PyObject *const *args, P
     const char *const names[2] = {"positions", "sizes"};
     int64_t *columns[2] = {NULL, NULL};
     PyObject *result = NULL;
-    Py_ssize_t n = columns_of(args + 1, names, 2, columns);
-    Job *jobs = n < 0 ? NULL : PyMem_Calloc((size_t)(n ? n : 1), sizeof(Job));
-    if (n >= 0 && jobs == NULL)
-        PyErr_NoMemory();
+    Py_ssize_t n = 0;
+    Job *jobs = jobs_of(args + 1, names, 2, columns, &n);
     if (jobs != NULL) {
         for (Py_ssize_t k = 0; k < n; k++) {
             int64_t at = columns[0][k], size = columns[1][k];
@@ -488,10 +488,8 @@ static PyObject *records_read_values(PyObject *self, PyObject *const *args, Py_s
     PyObject *const sources[4] = {args[1], args[2], args[3], args[5]};
     int64_t *columns[4] = {NULL, NULL, NULL, NULL};
     PyObject *result = NULL;
-    Py_ssize_t n = columns_of(sources, names, 4, columns);
-    Job *jobs = n < 0 ? NULL : PyMem_Calloc((size_t)(n ? n : 1), sizeof(Job));
-    if (n >= 0 && jobs == NULL)
-        PyErr_NoMemory();
+    Py_ssize_t n = 0;
+    Job *jobs = jobs_of(sources, names, 4, columns, &n);
     if (jobs != NULL) {
         for (Py_ssize_t k = 0; k < n; k++) {
             Job *job = &jobs[k];

@@ -49,14 +49,13 @@ def read_lmdb_values(
     located = index.located[kind]
     wanted = np.asarray(numbers, dtype=np.int64).reshape(-1)
     slots = located.slots(wanted)
-    slots[(wanted < 0) | (wanted >= len(crcs))] = -1
-    found = slots >= 0
-    at = np.where(found, slots, 0)
-    offsets = np.where(found, located.offsets[at] if len(located) else 0, 0).astype(np.int64)
-    lengths = np.where(found, located.lengths[at] if len(located) else 0, -1).astype(np.int64)
-    overflow = found & (located.overflow[at] if len(located) else False)
-    pages = np.where(overflow, (offsets - PAGE_HEADER) // max(index.page_size, 1), -1)
-    expected = np.where(found, crcs[np.clip(wanted, 0, max(len(crcs) - 1, 0))] if len(crcs) else 0, 0)
+    found = (slots >= 0) & (wanted >= 0) & (wanted < len(crcs))
+    offsets, expected = np.zeros(len(wanted), np.int64), np.zeros(len(wanted), np.int64)
+    lengths, pages = np.full(len(wanted), -1, np.int64), np.full(len(wanted), -1, np.int64)  # -1: not read
+    at = slots[found]
+    offsets[found], lengths[found], expected[found] = located.offsets[at], located.lengths[at], crcs[wanted[found]]
+    runs = (located.offsets[at] - PAGE_HEADER) // max(index.page_size, 1)
+    pages[found] = np.where(located.overflow[at], runs, -1)
     return _records.read_values(
         fd, offsets.tolist(), lengths.tolist(), pages.tolist(), index.page_size, expected.tolist(), check_crc
     )

@@ -100,17 +100,12 @@ def read_image_records(
     Raises:
         CorruptRecordError: the first damaged record's error, as :func:`read_image_record` raises it.
     """
-    records = read_tfrecords(fd, positions, sizes, check_crc)
-    if records is None:
-        return [
-            read_image_record(fd, p, n, shard=shard, check_crc=check_crc, label_offset=label_offset)
-            for p, n in zip(positions, sizes, strict=False)
-        ]
+    taken = read_tfrecords(fd, positions, sizes, check_crc)
     return [
-        read_image_record(fd, positions[k], sizes[k], shard=shard, check_crc=check_crc, label_offset=label_offset)
-        if record is None  # not taken: the plain read decides (answer or error)
+        read_image_record(fd, p, n, shard=shard, check_crc=check_crc, label_offset=label_offset)
+        if record is None  # not taken (or no kernel): the plain read decides, answer or error
         else (record[0], 0 if record[1] is None else record[1] + label_offset)
-        for k, record in enumerate(records)
+        for p, n, record in zip(positions, sizes, taken or [None] * len(positions), strict=False)
     ]
 
 
